@@ -1,0 +1,236 @@
+"""Benchmark output -> tables, one row per message size: the only place that reads benchmark output.
+
+Every tool module (``imb``, ``osu``, ...) exposes ``TOOL`` (its name), ``detect(text) -> bool`` and
+``parse(text, source) -> ParsedOutput``. A tool's own failure report (wrong rank count, invalid
+option, failed verification, abort, timeout, no RDMA device) raises :class:`BenchmarkFailed` with a
+``kind`` from :data:`FAILURE_KINDS`; output we do not understand raises :class:`ParseError`. Both
+name the source and say why, so a ReFrame sanity failure reads as a diagnosis.
+
+The ReFrame side (:mod:`ibrepro.rfm`) turns :meth:`Table.metric_values` into one performance
+variable per message size, named ``<metric>_<bytes>`` (``lat_1024``, ``bw_65536``).
+"""
+
+import dataclasses
+import importlib
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+#: Metric prefixes of performance variables, and their units.
+METRIC_UNITS = {
+    'lat': 'us',         # latency or time per operation, microseconds
+    'bw': 'MB/s',        # bandwidth, 10^6 bytes per second
+    'msgrate': 'msg/s',  # messages per second
+    'time': 's',         # application run time
+    'mops': 'Mop/s',     # NPB millions of operations per second (total)
+}
+
+#: Kinds of failure a benchmark reports about itself.
+FAILURE_KINDS = {
+    'invalid-ranks': 'the benchmark cannot run with this number of processes',
+    'invalid-benchmark': 'the benchmark name is not known to the tool',
+    'invalid-option': 'the tool rejected an option',
+    'timeout': 'the run or a measurement hit a time limit',
+    'abort': 'the program or the MPI job aborted',
+    'verification': 'the benchmark verified its result and it was wrong',
+    'no-device': 'no usable RDMA device',
+    'incomplete': 'the output stops before the message-size sweep is complete',
+}
+
+# Tool modules in detection order (the first whose detect() accepts the text parses it).
+_TOOL_MODULES = ['imb']
+
+
+class ParseError(ValueError):
+    """The output could not be understood. ``str()`` names the source and the reason."""
+
+    def __init__(self, source, reason):
+        self.source = str(source)
+        self.reason = reason
+        super().__init__(f'{self.source}: {reason}')
+
+
+class BenchmarkFailed(ParseError):
+    """The tool reported a failure of its own; ``partial`` keeps whatever it measured before."""
+
+    def __init__(self, source, kind, reason, partial=None):
+        if kind not in FAILURE_KINDS:
+            raise ValueError(f'unknown failure kind {kind!r}')
+
+        self.kind = kind
+        self.partial = partial
+        super().__init__(source, f'{kind}: {reason}')
+
+
+@dataclasses.dataclass
+class Column:
+    """One column as the tool printed it."""
+
+    name: str                  # the header as printed, e.g. 't_avg[usec]'
+    key: str                   # the row key, e.g. 't_avg_usec'
+    unit: str | None = None    # 'B', 'us', 'MB/s', 'msg/s', '%', 's', 'Mop/s'
+
+
+@dataclasses.dataclass
+class Table:
+    """One benchmark's result table (one per benchmark and process count, or per mode)."""
+
+    benchmark: str
+    columns: list
+    rows: list
+    #: what the table was measured with, e.g. {'processes': 2} or {'mode': 'AGGREGATE'}
+    params: dict = dataclasses.field(default_factory=dict)
+    #: metric prefix (see METRIC_UNITS) -> column key holding it
+    metrics: dict = dataclasses.field(default_factory=dict)
+    #: the row key holding the message size in bytes; None for size-less tables (NPB)
+    size_key: str | None = 'bytes'
+    #: notes about this table, e.g. a size skipped by a time-out
+    notes: list = dataclasses.field(default_factory=list)
+
+    def sizes(self):
+        return [row[self.size_key] for row in self.rows] if self.size_key else []
+
+    def metric_values(self):
+        """Yield ``(variable name, value, unit)`` for every metric of every row."""
+        for row in self.rows:
+            for metric, key in self.metrics.items():
+                value = row.get(key)
+                if not isinstance(value, (int, float)) or math.isnan(value):
+                    continue
+
+                name = metric if self.size_key is None else f'{metric}_{row[self.size_key]}'
+                yield name, value, METRIC_UNITS[metric]
+
+
+@dataclasses.dataclass
+class ParsedOutput:
+    """Everything one output file says."""
+
+    tool: str
+    source: str
+    version: str | None = None
+    tables: list = dataclasses.field(default_factory=list)
+    #: header facts printed by the tool (command line, date, MPI version, ...)
+    meta: dict = dataclasses.field(default_factory=dict)
+
+    def table(self, benchmark=None, **params):
+        """The one table matching ``benchmark`` and ``params``; ParseError if none or several."""
+        found = [t for t in self.tables
+                 if (benchmark is None or t.benchmark.lower() == benchmark.lower())
+                 and all(t.params.get(k) == v for k, v in params.items())]
+        if len(found) != 1:
+            what = ', '.join([benchmark or 'any benchmark'] + [f'{k}={v}' for k, v in params.items()])
+            have = '; '.join(f'{t.benchmark} {t.params}' for t in self.tables) or 'no tables'
+            raise ParseError(self.source, f'expected one table for {what}, found {len(found)} ({have})')
+
+        return found[0]
+
+    def to_dict(self):
+        return dataclasses.asdict(self)
+
+
+# What MPI launchers and schedulers print when a job dies; shared by every MPI tool's parser.
+_ABORTS = [
+    (r'MPI_ABORT was invoked on rank (\d+)[^\n]*\n\s*with errorcode (\d+)',
+     'MPI_ABORT on rank {0}, error code {1}'),
+    (r'application called MPI_Abort\(\S+, (\d+)\)', 'MPI_Abort with error code {0}'),
+    (r'DUE TO TIME LIMIT', 'the job hit its time limit (Slurm cancelled the step)'),
+    (r'KILLED BY SIGNAL: (\d+) \(([^)]*)\)', 'a rank was killed by signal {0} ({1})'),
+    (r'EXIT STRING: ([^\n(]*\(signal \d+\))', 'a rank was terminated: {0}'),
+    (r'BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES[^\n]*\n[^\n]*\n=\s*EXIT CODE: (\d+)',
+     'a rank terminated badly, exit code {0}'),
+    (r'process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+) \(([^)]*)\)',
+     'rank {0} on {1} exited on signal {2} ({3})'),
+    (r'srun: error: (\S+): tasks? ([\d,-]+): (Killed|Terminated|Exited with exit code \d+)',
+     'srun: {0} task {1}: {2}'),
+]
+
+
+def mpi_abort_reason(text):
+    """A one-line reason if ``text`` shows an MPI job dying (abort, kill, time limit), else None."""
+    for pattern, message in _ABORTS:
+        m = re.search(pattern, text)
+        if m:
+            return message.format(*(g.strip() for g in m.groups()))
+
+    return None
+
+
+def _tool_module(name):
+    if name not in _TOOL_MODULES:
+        raise ValueError(f'unknown tool {name!r}; known: {", ".join(_TOOL_MODULES)}')
+
+    return importlib.import_module(f'{__name__}.{name}')
+
+
+def tools():
+    return list(_TOOL_MODULES)
+
+
+def detect_tool(text):
+    """The name of the tool that printed ``text``, or None."""
+    for name in _TOOL_MODULES:
+        if _tool_module(name).detect(text):
+            return name
+
+    return None
+
+
+def parse_text(text, source='<text>', tool=None):
+    """Parse one benchmark output. Raises ParseError (or BenchmarkFailed)."""
+    if not text.strip():
+        raise ParseError(source, 'empty output')
+
+    tool = tool or detect_tool(text)
+    if tool is None:
+        raise ParseError(source, 'not the output of a known benchmark '
+                                 f'(known: {", ".join(_TOOL_MODULES)})')
+
+    return _tool_module(tool).parse(text, str(source))
+
+
+def parse_file(path, tool=None):
+    path = Path(path)
+    try:
+        text = path.read_text(errors='replace')
+    except OSError as err:
+        raise ParseError(path, f'cannot read: {err.strerror}') from None
+
+    return parse_text(text, source=path, tool=tool)
+
+
+# -- command line ------------------------------------------------------------------------------
+
+def add_cli(subparsers):
+    p = subparsers.add_parser(
+        'parse', help='parse benchmark output files and print JSON',
+        description='Parse the output of a benchmark (IMB, OSU, NPB, perftest, ibrepro-bench) and '
+                    'print JSON: tool, version, and per table the units and one row per message '
+                    'size. Exits 1 if any file cannot be parsed or reports a failure.')
+    p.add_argument('files', nargs='+', metavar='FILE')
+    p.add_argument('--tool', choices=_TOOL_MODULES, help='skip auto-detection')
+    p.set_defaults(func=_cli_parse)
+
+
+def _cli_parse(args):
+    status = 0
+    results = []
+    for path in args.files:
+        try:
+            results.append(parse_file(path, tool=args.tool).to_dict())
+        except BenchmarkFailed as err:
+            status = 1
+            print(f'ibrepro parse: {err}', file=sys.stderr)
+            results.append({'source': err.source, 'failure': err.kind, 'reason': err.reason,
+                            'partial': err.partial.to_dict() if err.partial else None})
+        except ParseError as err:
+            status = 1
+            print(f'ibrepro parse: {err}', file=sys.stderr)
+
+    if results:
+        json.dump(results[0] if len(results) == 1 else results, sys.stdout, indent=2)
+        print()
+
+    return status
