@@ -27,6 +27,9 @@ METRIC_UNITS = {
     'mops': 'Mop/s',     # NPB millions of operations per second (total)
 }
 
+#: Which direction of each metric is better (regression = moving the other way).
+METRIC_BETTER = {'lat': 'lower', 'bw': 'higher', 'msgrate': 'higher', 'time': 'lower', 'mops': 'higher'}
+
 #: Kinds of failure a benchmark reports about itself.
 FAILURE_KINDS = {
     'invalid-ranks': 'the benchmark cannot run with this number of processes',
@@ -99,6 +102,9 @@ class Table:
                 value = row.get(key)
                 if not isinstance(value, (int, float)) or math.isnan(value):
                     continue
+
+                if metric == 'bw' and self.size_key and row[self.size_key] == 0:
+                    continue  # the bandwidth of empty messages is 0 by definition
 
                 name = metric if self.size_key is None else f'{metric}_{row[self.size_key]}'
                 yield name, value, METRIC_UNITS[metric]

@@ -1,0 +1,42 @@
+# ibrepro: see README.md. `make setup`, `make test`, then `make run`.
+VENV    := .venv
+BIN     := $(VENV)/bin
+CONFIG  ?= configs/local.py
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help setup test run where baseline wheelhouse constraints clean
+
+help:
+	@echo "make setup      install ibrepro, its pinned dependencies and the embedded default's MPI stacks"
+	@echo "make test       run the test suite (pytest)"
+	@echo "make run        run every experiment this machine can run (reframe -C $(CONFIG) -c reframe-checks -r)"
+	@echo "make where      print where results are stored"
+	@echo "make baseline   write references for this system from its last 5 sessions"
+	@echo "make wheelhouse download every wheel setup needs into wheelhouse/ (for air-gapped sites)"
+
+setup:
+	@scripts/setup.sh
+
+test:
+	$(BIN)/pytest
+
+# The main job. Exit status: reframe's (non-zero when a check fails); where the results are is printed anyway.
+run:
+	@$(BIN)/reframe -C $(CONFIG) -c reframe-checks -r; status=$$?; \
+	 echo; $(BIN)/ibrepro where; exit $$status
+
+where:
+	@$(BIN)/ibrepro where
+
+baseline:
+	$(BIN)/ibrepro baseline --last 5
+
+wheelhouse:
+	$(BIN)/pip download --disable-pip-version-check -d wheelhouse -c constraints.txt '.[test]' \
+	    $$(sed -n 's/^\(impi-rt\|mpich\)==/&/p' constraints.txt)
+
+constraints:
+	@echo "regenerate: $(BIN)/pip freeze --exclude-editable > constraints.txt, then re-add the MPI wheel pins"
+
+clean:
+	rm -rf $(VENV) .deps build
