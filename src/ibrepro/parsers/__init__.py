@@ -43,7 +43,7 @@ FAILURE_KINDS = {
 }
 
 # Tool modules in detection order (the first whose detect() accepts the text parses it).
-_TOOL_MODULES = ['imb']
+_TOOL_MODULES = ['imb', 'osu', 'npb', 'perftest']
 
 
 class ParseError(ValueError):
