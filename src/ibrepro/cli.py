@@ -9,6 +9,8 @@ from . import __version__
 # Modules that define a subcommand with add_cli(subparsers); the order is the order of --help.
 _COMMAND_MODULES = [
     'ibrepro.parsers',
+    'ibrepro.limits',
+    'ibrepro.topology',
 ]
 
 
