@@ -381,6 +381,12 @@ def partition_features(topo):
     return features
 
 
+def node_bound(topo):
+    """(per direction, both directions) in bytes/s: the sum of every adapter's bound."""
+    bounds = [a['bound'] for a in topo.get('adapters', []) if a.get('bound')]
+    return (sum(b['per_direction'] for b in bounds), sum(b['both_directions'] for b in bounds))
+
+
 def summary(topo):
     """A small dict for a ReFrame partition's ``extras``.
 
