@@ -6,8 +6,8 @@ of ``ibv_devinfo -v``. The result is a plain JSON-able dict (``ibrepro topology 
     {'source': ..., 'devices': [device, ...], 'adapters': [adapter, ...], 'message': ...}
 
 device:  name, kind (``hca`` | ``rxe`` | ``siw``), node_type, fw_ver, board_id, hca_type,
-         vendor_id, vendor_part_id, node_guid, sys_image_guid, node_desc, parent_netdev (soft-RoCE), pci (the PCI function
-         and its link, or None), ports
+         vendor_id, vendor_part_id, node_guid, sys_image_guid, node_desc, parent_netdev
+         (soft-RoCE), pci (the PCI function and its link at the time of reading, or None), ports
 port:    port, state, phys_state, rate, width (lanes), speed (SDR .. XDR), link_layer, gid0,
          netdevs, netdev_speed_Mbps, link (an ibrepro.limits component as a dict, or None),
          link_note
