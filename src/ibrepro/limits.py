@@ -202,10 +202,10 @@ IB_SPEEDS = {
     'ddr': (5.0e9, 8 / 10, '8b/10b', 'IBTA Vol.2 Rel.1.2: 5 Gb/s per lane, 8b/10b'),
     'qdr': (10.0e9, 8 / 10, '8b/10b', 'IBTA Vol.2 Rel.1.2: 10 Gb/s per lane, 8b/10b'),
     # FDR10 is Mellanox's, not IBTA's: 10.3125 Gb/s with 64b/66b -> 10 Gb/s data per lane
-    # (Mellanox SB7800 switch manuals: "20% more bandwidth over QDR").
+    # (Mellanox MSB7890 switch manual: 40 Gb/s at 4X, "20% more bandwidth over QDR").
     'fdr10': (10.3125e9, 64 / 66, '64b/66b', 'Mellanox FDR10: 10.3125 Gb/s per lane, 64b/66b'),
     'fdr': (14.0625e9, 64 / 66, '64b/66b', 'IBTA Vol.2 Rel.1.3: 14.0625 Gb/s per lane, 64b/66b'),
-    'edr': (25.78125e9, 64 / 66, '64b/66b', 'IBTA Vol.2 Rel.1.3.1: 25.78125 Gb/s per lane, 64b/66b'),
+    'edr': (25.78125e9, 64 / 66, '64b/66b', 'IBTA Vol.2 Rel.1.3: 25.78125 Gb/s per lane, 64b/66b'),
     'hdr': (53.125e9, _RS_FEC, 'PAM4, RS-FEC',
             'IBTA Vol.2 Rel.1.4: 50 Gb/s data per lane, 53.125 Gb/s PAM4 (26.5625 GBd)'),
     'ndr': (106.25e9, _RS_FEC, 'PAM4, RS-FEC',
