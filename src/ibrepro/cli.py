@@ -11,6 +11,8 @@ _COMMAND_MODULES = [
     'ibrepro.parsers',
     'ibrepro.results',
     'ibrepro.baseline',
+    'ibrepro.limits',
+    'ibrepro.topology',
 ]
 
 
