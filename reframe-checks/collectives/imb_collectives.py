@@ -22,7 +22,7 @@ BENCHMARKS = {
 @rfm.simple_test
 class IMBCollective(IMBBenchmark):
     #: The IMB-MPI1 collective benchmark.
-    benchmark = parameter(list(BENCHMARKS))
+    benchmark = parameter(list(BENCHMARKS), type=str)
 
     valid_systems = ['+mpi']
     level = 'collective'
@@ -31,6 +31,6 @@ class IMBCollective(IMBBenchmark):
 
     @run_after('init')
     def describe(self):
-        self.experiments, self.figures = BENCHMARKS[self.benchmark]
+        self.experiments, self.figures = BENCHMARKS.get(self.benchmark, ([], []))
         self.table_benchmark = self.benchmark
         self.descr = f'IMB {self.benchmark}: MPI collective latency (t_avg)'

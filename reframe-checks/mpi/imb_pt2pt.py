@@ -23,13 +23,13 @@ BENCHMARKS = {
 @rfm.simple_test
 class IMBPointToPoint(IMBBenchmark):
     #: The IMB-MPI1 benchmark.
-    benchmark = parameter(list(BENCHMARKS))
+    benchmark = parameter(list(BENCHMARKS), type=str)
 
     valid_systems = ['+mpi']
     level = 'mpi'
 
     @run_after('init')
     def describe(self):
-        self.experiments, self.figures, self.report_metrics = BENCHMARKS[self.benchmark]
+        self.experiments, self.figures, self.report_metrics = BENCHMARKS.get(self.benchmark, ([], [], []))
         self.table_benchmark = self.benchmark
         self.descr = f'IMB {self.benchmark}: MPI point-to-point, 2 processes'

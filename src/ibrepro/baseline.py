@@ -37,7 +37,7 @@ def reference_entry(variable, values, unit, **method):
     ref = stats.median(values)
     tol = round(tolerance(values, **method), 3)
     if parsers.METRIC_BETTER.get(_metric(variable)) == 'higher':
-        return [_round(ref), -tol, None, unit]
+        return [_round(ref), -min(tol, 0.99), None, unit]   # a rate cannot fall below zero
 
     return [_round(ref), None, tol, unit]
 

@@ -1,0 +1,52 @@
+"""Shared test helpers: run real ReFrame sessions on the embedded default system, isolated per test."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+REFRAME = VENV_BIN / 'reframe'
+IMPI = ROOT / '.deps' / 'impi' / 'bin' / 'IMB-MPI1'
+
+#: A short IMB sweep: the real binaries and pipeline, seconds instead of minutes.
+SHORT_IMB = ['-S', 'msglog=0:6', '-S', 'iterations=50', '-S', 'time_per_sample=2']
+
+needs_impi = pytest.mark.skipif(not IMPI.exists(), reason=f'{IMPI} missing: run `make setup`')
+
+
+class ReFrameRunner:
+    """``reframe -C configs/local.py`` with every result under one temporary IBREPRO_HOME."""
+
+    def __init__(self, home):
+        self.home = Path(home)
+        self.env = {**os.environ, 'IBREPRO_HOME': str(self.home),
+                    'PATH': f'{VENV_BIN}{os.pathsep}{os.environ.get("PATH", "")}'}
+        for var in ('RFM_SQLITE_DB_FILE', 'RFM_REFERENCE_PREFIX', 'RFM_CONFIG_FILES', 'RFM_SYSTEM'):
+            self.env.pop(var, None)
+
+    @property
+    def db(self):
+        return self.home / 'results.db'
+
+    def __call__(self, *args, config='configs/local.py', checks='reframe-checks', timeout=600, env=None):
+        cmd = [str(REFRAME), '-C', config, '-c', checks, '--warn-as-error', *args]
+        return subprocess.run(cmd, cwd=ROOT, env={**self.env, **(env or {})}, capture_output=True,
+                              text=True, timeout=timeout)
+
+    def ibrepro(self, *args, env=None):
+        return subprocess.run([str(VENV_BIN / 'ibrepro'), *args], cwd=ROOT, env={**self.env, **(env or {})},
+                              capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def reframe(tmp_path):
+    return ReFrameRunner(tmp_path / 'ibrepro-home')
+
+
+def output(proc):
+    """stdout and stderr of a finished process, for assertion messages."""
+    return f'exit {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-3000:]}'

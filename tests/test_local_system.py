@@ -1,0 +1,143 @@
+"""The embedded default system end to end: real ReFrame sessions running the IMB families on this machine."""
+
+import collections
+import json
+import math
+import statistics
+
+import pytest
+import yaml
+
+from conftest import SHORT_IMB, needs_impi, output
+from ibrepro import results, stats
+from ibrepro.rfm.imb import expected_sizes
+
+PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong']
+ALLREDUCE = ['-n', 'IMBCollective%benchmark=Allreduce']
+
+
+def stored_values(db):
+    return [pv for report in results.stored_sessions(db) for pv in results.perf_values(report)]
+
+
+def test_every_check_file_loads(reframe):
+    proc = reframe('-l')
+    assert proc.returncode == 0, output(proc)
+    for check in ('IMBPointToPoint %benchmark=PingPong', 'IMBPointToPoint %benchmark=Biband',
+                  'IMBCollective %benchmark=Alltoall', 'IMBCollective %benchmark=Allreduce'):
+        assert check in proc.stdout
+
+
+def test_local_system_describes_this_machine(reframe):
+    proc = reframe('--show-config=systems/0')
+    assert proc.returncode == 0, output(proc)
+    system = json.loads(proc.stdout[proc.stdout.index('{'):proc.stdout.rindex('}') + 1])
+    assert system['name'] == 'local' and system['hostnames'] == ['.*']
+    part, = system['partitions']
+    assert {'mpi', 'shm'} <= set(part['features'])
+    assert 'ib' not in part['features']       # no RDMA device here
+    assert part['environs'] == ['impi', 'mpich', 'system']
+
+
+def test_selection_by_paper_figure(reframe):
+    proc = reframe('-l', '-t', 's002-fig11')
+    assert proc.returncode == 0, output(proc)
+    assert 'IMBCollective %benchmark=Alltoall' in proc.stdout
+    assert 'Found 1 check(s)' in proc.stdout
+
+
+@needs_impi
+@pytest.mark.integration
+def test_two_runs_store_two_sessions_with_one_value_per_size(reframe):
+    for _ in range(2):
+        proc = reframe('-r', *PINGPONG, *ALLREDUCE, *SHORT_IMB)
+        assert proc.returncode == 0, output(proc)
+        assert 'Current session stored with UUID' in proc.stdout
+
+    reports = results.stored_sessions(reframe.db)
+    assert len(reports) == 2
+    assert len(list(reframe.home.glob('run-reports/run-report-*.json'))) == 2
+
+    values = list(results.perf_values(reports[-1]))
+    pingpong = [v for v in values if v.params == (('benchmark', 'PingPong'),)]
+    allreduce = [v for v in values if v.params == (('benchmark', 'Allreduce'),)]
+    sizes = expected_sizes('0:6', 'PingPong')
+    assert sorted(v.variable for v in pingpong) == sorted(
+        [f'lat_{s}' for s in sizes] + [f'bw_{s}' for s in sizes if s])
+    assert sorted(v.variable for v in allreduce) == sorted(
+        f'lat_{s}' for s in expected_sizes('0:6', 'Allreduce'))
+    assert all(v.value > 0 and v.environ == 'impi' and v.system == 'local' for v in pingpong)
+    assert {v.unit for v in pingpong} == {'us', 'MB/s'}
+
+    where = reframe.ibrepro('where')
+    assert 'stored sessions:    2' in where.stdout, output(where)
+
+
+@needs_impi
+@pytest.mark.integration
+def test_references_from_own_runs_judge_later_runs(reframe, tmp_path):
+    """`ibrepro baseline` turns this machine's sessions into $ref references that ReFrame then applies."""
+    for _ in range(3):
+        assert reframe('-r', *PINGPONG, *SHORT_IMB).returncode == 0
+
+    refdir = tmp_path / 'refs'
+    proc = reframe.ibrepro('baseline', '--output', str(refdir / 'references.yaml'))
+    assert proc.returncode == 0, output(proc)
+    refs = yaml.safe_load((refdir / 'references.yaml').read_text())
+    assert refs['IMBPointToPoint']['$index'] == ['$partition', '$environ', 'benchmark']
+    pingpong = refs['IMBPointToPoint']['local:default']['impi']['PingPong']
+
+    # value = median of the 3 sessions, tolerance = max(floor 0.1, 3 x robust CV), one-sided by direction
+    samples = collections.defaultdict(list)
+    for pv in stored_values(reframe.db):
+        samples[pv.variable].append(pv.value)
+    for var in ('lat_64', 'bw_64', 'lat_1'):
+        value, lower, upper, unit = pingpong[var]
+        tol = round(min(0.9, max(0.1, 3 * stats.robust_cv(samples[var]))), 3)
+        assert value == pytest.approx(statistics.median(samples[var]), rel=1e-3)
+        if var.startswith('lat'):
+            assert (lower, upper, unit) == (None, tol, 'us')
+        else:
+            assert (lower, upper, unit) == (-min(tol, 0.99), None, 'MB/s')
+
+    # ReFrame applies exactly these references: every stored value carries its reference and bounds,
+    # and its verdict is pass exactly when it lies inside them.
+    proc = reframe('-r', *PINGPONG, *SHORT_IMB, env={'RFM_REFERENCE_PREFIX': str(refdir)})
+    assert proc.returncode in (0, 1), output(proc)
+    assert '(r:' in proc.stdout
+    judged = list(results.perf_values(results.stored_sessions(reframe.db)[-1]))
+    assert len(judged) == len(pingpong)
+    for pv in judged:
+        value, lower, upper, _ = pingpong[pv.variable]
+        assert (pv.ref, pv.lower, pv.upper) == (value, lower, upper)
+        inside = value * (1 + (lower or -math.inf)) <= pv.value <= value * (1 + (upper or math.inf))
+        assert pv.result == ('pass' if inside else 'fail'), pv
+
+    # ... and against references it cannot meet (latency 1000x lower, bandwidth 1000x higher) it fails,
+    # naming the variables, while every earlier session stays stored.
+    for var, entry in pingpong.items():
+        entry[0] = entry[0] / 1000 if var.startswith('lat') else entry[0] * 1000
+    (refdir / 'references.yaml').write_text(yaml.safe_dump(refs))
+    proc = reframe('-r', *PINGPONG, *SHORT_IMB, env={'RFM_REFERENCE_PREFIX': str(refdir)})
+    assert proc.returncode == 1, output(proc)
+    assert 'performance error' in proc.stdout and 'failed to meet reference(s)' in proc.stdout
+    assert 'lat_64=' in proc.stdout and 'bw_64=' in proc.stdout
+    assert len(results.stored_sessions(reframe.db)) == 5
+
+
+@needs_impi
+@pytest.mark.integration
+@pytest.mark.parametrize('args, reason', [
+    (['-P', 'benchmark=PingPongX'], "invalid-benchmark: IMB: invalid benchmark name(s) 'pingpongx'"),
+    (['-S', 'num_ranks=1'], 'invalid-ranks: IMB: benchmark invalid: PingPong with 1 processes'),
+    (['-S', 'imb_binary=IMB-MPI1-missing'], "'IMB-MPI1-missing' not found in this environment"),
+    (['-S', 'time_per_sample=0.000001', '-S', 'msglog=0:16'], 'timeout: IMB PingPong: time-out at'),
+])
+def test_failures_are_diagnosed(reframe, args, reason):
+    selection = ['-n', 'IMBPointToPoint'] if '-P' in args else PINGPONG
+    proc = reframe('-r', *selection, *SHORT_IMB, *args)
+    assert proc.returncode == 1, output(proc)
+    assert reason in proc.stdout, output(proc)
+    # the failed session is stored too: a failure is a result
+    (report,) = results.stored_sessions(reframe.db)
+    assert report['session_info']['num_failures'] >= 1
