@@ -1,12 +1,29 @@
-"""The experiments of the seed papers (reference-data/experiments.yaml) and the tags that name them."""
+"""The experiments of the seed papers (reference-data/experiments.yaml), the checks that encode them, and the
+tags that name them.
+
+Each experiment (a row of the papers' checklist, identified by its number) lists the check families that
+encode it (``checks``: display-name prefixes such as ``PerftestLatency %operation=send``), or says it is out of
+scope and why (``status: out-of-scope``, ``reason``). ``ibrepro catalog`` prints the table and, for the current
+system, which families it can run: a family is runnable when ReFrame concretizes at least one test case of it on
+the system (``reframe -lC``); otherwise the catalog says which partition or environment features it lacks.
+"""
 
 import functools
+import importlib.util
+import os
+import re
+import runpy
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import yaml
 
 from . import paths
 
 EXPERIMENTS_FILE = paths.REFERENCE_DATA / 'experiments.yaml'
+STATUSES = ('encoded', 'partial', 'out-of-scope')
 
 
 class CatalogError(ValueError):
@@ -44,3 +61,185 @@ def tags_for(exp_ids):
             tags.update(f's{seed}-{fig}' for fig in row['figures'])
 
     return tags
+
+
+def _normal(name):
+    return re.sub(r'\s+', '', name)
+
+
+def check_classes(checks_dir=paths.CHECKS_DIR):
+    """{class name: class} of every ReFrame test family under ``checks_dir`` (imports the check files)."""
+    import reframe.core.decorators  # noqa: F401  (ReFrame's registry must exist before the files load)
+
+    classes = {}
+    for path in sorted(Path(checks_dir).rglob('*.py')):
+        name = f'_ibrepro_catalog_{path.stem}_{abs(hash(path))}'
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        for attr, value in vars(module).items():
+            if (isinstance(value, type) and value.__module__ == name and not attr.startswith('_')
+                    and hasattr(value, 'valid_systems') and hasattr(value, 'num_variants')):
+                classes[attr] = value
+
+    return classes
+
+
+# -- runnable on the current system ------------------------------------------------------------------
+
+def concretized_cases(config, system=None, checks_dir=paths.CHECKS_DIR):
+    """Display names of the test cases ReFrame would run on the system (``reframe -lC``)."""
+    cmd = [str(Path(sys.executable).parent / 'reframe'), '-C', str(config), '-c', str(checks_dir), '-lC']
+    if system:
+        cmd += ['--system', system]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if proc.returncode:
+        raise CatalogError(f'reframe -lC failed: {proc.stdout[-1500:]}{proc.stderr[-1500:]}')
+
+    cases = []
+    for line in proc.stdout.splitlines():
+        m = re.match(r'^- (.+?) /[0-9a-f]{8} @(\S+)$', line.strip())
+        if m:
+            cases.append((m.group(1), m.group(2)))
+    return cases
+
+
+def _matches(spec, features, names):
+    """ReFrame's valid_systems / valid_prog_environs semantics for one entry (tokens are ANDed)."""
+    for token in spec.split():
+        if token == '*':
+            continue
+        if token.startswith('+'):
+            if token[1:] not in features:
+                return False
+        elif token.startswith('-'):
+            if token[1:] in features:
+                return False
+        elif token.startswith('%'):
+            key, _, value = token[1:].partition('=')
+            if str(features.get(key) if isinstance(features, dict) else None) != value:
+                return False
+        elif not any(re.fullmatch(token.replace('*', '.*'), n) for n in names):
+            return False
+    return True
+
+
+def why_not(cls, system):
+    """Why a check family has no test case on ``system`` (a ReFrame system config dict)."""
+    partitions = system.get('partitions', [])
+    fit = [p for p in partitions
+           if any(_matches(spec, {**dict.fromkeys(p.get('features', [])), **p.get('extras', {})},
+                           [system['name'], f"{system['name']}:{p['name']}"])
+                  for spec in cls.valid_systems)]
+    if not fit:
+        have = '; '.join(f"{p['name']}: {' '.join(p.get('features', [])) or 'no features'}" for p in partitions)
+        return f'needs a partition with {" or ".join(cls.valid_systems)} (has {have})'
+
+    return (f'needs an environment with {" or ".join(cls.valid_prog_environs)} on '
+            f'{", ".join(p["name"] for p in fit)} (its binaries are not installed here)')
+
+
+def selected_system(config, system=None):
+    cfg = runpy.run_path(str(config))['site_configuration']
+    host = socket.gethostname()
+    for sysconf in cfg['systems']:
+        if system and sysconf['name'] == system.split(':')[0]:
+            return sysconf
+        if not system and any(re.match(h, host) for h in sysconf.get('hostnames', [])):
+            return sysconf
+    raise CatalogError(f'{config}: no system matches {system or host}')
+
+
+def rows(config=None, system=None):
+    """The catalog: one dict per experiment with its checks and, given a config, what runs here."""
+    classes = check_classes()
+    cases = concretized_cases(config, system) if config else []
+    sysconf = selected_system(config, system) if config else None
+    table = []
+    for exp in experiments().values():
+        entry = {'id': exp['id'], 'seeds': exp['seeds'], 'where': exp['where'],
+                 'measures': exp['measures'], 'status': exp.get('status', 'missing'),
+                 'checks': exp.get('checks', []), 'tool': exp.get('tool', ''),
+                 'reason': exp.get('reason', '')}
+        if config:
+            runnable, reasons = [], []
+            for check in entry['checks']:
+                n = sum(1 for name, _ in cases if _normal(name).startswith(_normal(check)))
+                if n:
+                    runnable.append(f'{check} ({n} case{"s" if n > 1 else ""})')
+                else:
+                    cls = classes.get(check.split()[0])
+                    reasons.append(f'{check}: ' + (why_not(cls, sysconf) if cls else 'no such check'))
+            entry['runnable'] = runnable
+            entry['not_runnable'] = reasons
+        table.append(entry)
+    return table
+
+
+def validate(checks_dir=paths.CHECKS_DIR):
+    """Problems of the catalog: unknown statuses, checks that do not exist, families no row names."""
+    classes = check_classes(checks_dir)
+    problems, named = [], set()
+    for exp in experiments().values():
+        status = exp.get('status')
+        if status not in STATUSES:
+            problems.append(f'experiment {exp["id"]}: status {status!r} not one of {STATUSES}')
+        if status in ('out-of-scope', 'partial') and not exp.get('reason'):
+            problems.append(f'experiment {exp["id"]}: {status} without a reason')
+        if status in ('encoded', 'partial') and not exp.get('checks'):
+            problems.append(f'experiment {exp["id"]}: {status} but names no checks')
+        for check in exp.get('checks', []):
+            named.add(check.split()[0])
+            if check.split()[0] not in classes:
+                problems.append(f'experiment {exp["id"]}: check {check!r} does not exist in {checks_dir}')
+    for name in sorted(set(classes) - named - {'RdmaTopology'}):
+        problems.append(f'check family {name} encodes no experiment of the catalog')
+    return problems
+
+
+def add_cli(subparsers):
+    p = subparsers.add_parser(
+        'catalog', help='the papers\' experiments and the checks that encode them',
+        description='Print every experiment of the papers: seeds, figure/table, the check families that '
+                    'encode it (or why it is out of scope), the tool, and whether the current system can '
+                    'run it.')
+    p.add_argument('-C', '--config', default=str(paths.CONFIGS_DIR / 'local.py'),
+                   help='ReFrame configuration of the system to check (default: configs/local.py)')
+    p.add_argument('--system', help='system[:partition] (default: the one matching this host)')
+    p.add_argument('--no-system', action='store_true', help='do not check what this system can run')
+    p.add_argument('--validate', action='store_true', help='check the catalog against the check files')
+    p.set_defaults(func=_cli)
+
+
+def _cli(args):
+    if args.validate:
+        problems = validate()
+        for problem in problems:
+            print(f'ibrepro catalog: {problem}', file=sys.stderr)
+        print(f'{len(experiments())} experiments, {len(problems)} problem(s)')
+        return 1 if problems else 0
+
+    try:
+        table = rows(None if args.no_system else args.config, args.system)
+    except CatalogError as err:
+        print(f'ibrepro catalog: {err}', file=sys.stderr)
+        return 1
+
+    counts = {}
+    for row in table:
+        counts[row['status']] = counts.get(row['status'], 0) + 1
+        figures = row['where']
+        print(f"#{row['id']:<3} {'/'.join(row['seeds']):<8} {figures:<38} {row['status']:<12} "
+              f"{row['tool']}")
+        print(f"     {row['measures']}")
+        for check in row['checks']:
+            print(f'     check: {check}')
+        if row['reason']:
+            print(f"     {'why: ' if row['status'] == 'out-of-scope' else 'note: '}{row['reason']}")
+        for item in row.get('runnable', []):
+            print(f'     runs here: {item}')
+        for item in row.get('not_runnable', []):
+            print(f'     not here:  {item}')
+    print('; '.join(f'{n} {s}' for s, n in sorted(counts.items())) + f' ({len(table)} experiments)')
+    return 0

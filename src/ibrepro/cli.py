@@ -13,6 +13,8 @@ _COMMAND_MODULES = [
     'ibrepro.baseline',
     'ibrepro.limits',
     'ibrepro.topology',
+    'ibrepro.pair',
+    'ibrepro.catalog',
 ]
 
 

@@ -15,7 +15,7 @@ import os
 import shutil
 from pathlib import Path
 
-from . import paths
+from . import paths, topology
 
 #: Tool feature -> executables whose presence proves it.
 TOOL_BINARIES = {
@@ -106,13 +106,21 @@ def system_environment():
     return env
 
 
-def local_partition_features():
-    """What this machine really has, for the embedded default system."""
-    return ['mpi', 'shm', 'nodes1']
+def local_partition():
+    """Features and extras of this machine, from what is really there (ibrepro.topology)."""
+    topo = topology.read_sysfs()
+    summary = topology.summary(topo)
+    extras = {'nodes': 1, 'cores_per_node': os.cpu_count() or 1, 'interconnect': 'shared memory (one node)'}
+    if summary['hcas']:
+        extras.update(rdma_devices=summary['hcas'],
+                      ib_ports=max(len(ports) for ports in summary['hca_ports'].values()),
+                      link_gbps=summary['link_gbps'], bus=summary['bus'])
+    return ['mpi', 'shm', 'nodes1', *topology.partition_features(topo)], extras
 
 
 def local_system():
     """The embedded default: this machine, any host name, every process on one node."""
+    features, extras = local_partition()
     return {
         'name': 'local',
         'descr': 'this machine (embedded default): one node, MPI over shared memory',
@@ -127,9 +135,8 @@ def local_system():
             'environs': ['impi', 'mpich', 'system'],
             # performance runs never share the machine with each other
             'max_jobs': 1,
-            'features': local_partition_features(),
-            'extras': {'nodes': 1, 'cores_per_node': os.cpu_count() or 1,
-                       'interconnect': 'shared memory (one node)'},
+            'features': features,
+            'extras': extras,
         }],
     }
 

@@ -15,7 +15,8 @@ Units. perftest's "MB/sec" is 2^20 bytes/s and its "Gb/sec" 10^9 bit/s: the repo
 line 3377 in tag v4.5-0.17, whose binary prints "Version: 6.06"; unchanged on master, line 4766).
 The printed columns keep the printed values (units 'MiB/s', 'Gb/s', 'Mpps'); derived ``*_si``
 columns hold them in ibrepro's MB/s (10^6 B/s) and msg/s, and feed the ``bw``/``msgrate`` metrics.
-``lat`` is t_typical (perftest's median; printed by every perftest version, unlike t_avg).
+``lat`` is t_avg where printed (the papers report the average of the measured iterations, 003
+Sec. IV.B.1), else t_typical (perftest's median, printed by every version).
 
 Sides. The server prints "Waiting for client to connect" and is recorded as ``meta['role']``.
 Servers of ping-pong tests (write_lat, send_lat) measure for themselves; servers of read_lat and
@@ -103,7 +104,7 @@ def _number(token, name, source, line):
 
 def _metrics(keys):
     metrics = {}
-    for lat in ('t_typical_usec', 't_avg_usec'):
+    for lat in ('t_avg_usec', 't_typical_usec'):
         if lat in keys:
             metrics['lat'] = lat
             break
