@@ -66,7 +66,9 @@ def test_two_runs_store_two_sessions_with_one_value_per_size(reframe):
         [f'lat_{s}' for s in sizes] + [f'bw_{s}' for s in sizes if s])
     assert sorted(v.variable for v in allreduce) == sorted(
         f'lat_{s}' for s in expected_sizes('0:6', 'Allreduce'))
-    assert all(v.value > 0 and v.environ == 'impi' and v.system == 'local' for v in pingpong)
+    assert all(v.environ == 'impi' and v.system == 'local' for v in pingpong)
+    # IMB prints 2 decimals: a 1-byte bandwidth can round to 0.00 on a busy machine; latency cannot
+    assert all(v.value > 0 if v.variable.startswith('lat') else v.value >= 0 for v in pingpong)
     assert {v.unit for v in pingpong} == {'us', 'MB/s'}
 
     where = reframe.ibrepro('where')
