@@ -124,7 +124,9 @@ def perf_values(report):
                 system=case['system'], partition=case['partition'], environ=case['environ'],
                 check=case['name'].split()[0], name=case['name'], params=params,
                 variable=key.rsplit(':', 1)[-1], value=float(value), unit=unit,
-                ref=ref or None, lower=lower, upper=upper, result=result)
+                # ReFrame records 0 with no bounds when a variable had no reference
+                ref=None if not ref and lower is None and upper is None else ref,
+                lower=lower, upper=upper, result=result)
 
 
 def describe_storage():
