@@ -1,6 +1,8 @@
 """Where things live: the checkout, the reference data, and the per-user data directory."""
 
+import functools
 import os
+import subprocess
 from pathlib import Path
 
 #: The checkout this package runs from (ibrepro is installed editable by `make setup`).
@@ -39,3 +41,16 @@ def run_reports_dir() -> Path:
 def system_references_dir(system: str) -> Path:
     """The directory holding ``references.yaml`` of a ReFrame system ($ref references)."""
     return REFERENCE_DATA / 'systems' / system
+
+
+@functools.lru_cache(maxsize=None)
+def source_version() -> str:
+    """The ibrepro commit this checkout runs (``git describe --always --dirty``), or the package version."""
+    from . import __version__
+
+    try:
+        proc = subprocess.run(['git', '-C', str(REPO_ROOT), 'describe', '--always', '--dirty', '--abbrev=12'],
+                              capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return __version__
+    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else __version__

@@ -57,6 +57,9 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: Message sizes the output must contain; an output missing one fails as an incomplete sweep.
     expected_sizes = variable(typ.List[int], value=[])
 
+    #: The ibrepro commit the check ran from (provenance of every stored session).
+    ibrepro_version = variable(str, value=paths.source_version())
+
     #: Names of the test attributes the references are indexed by, after partition and environment
     #: (the check's parameters). Recorded so ``ibrepro baseline`` can write references for this check.
     reference_index = variable(typ.List[str], value=[])
