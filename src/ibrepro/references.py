@@ -471,7 +471,7 @@ def _check_paper(ctx, path, rel, data):
                     bad(where, f'experiment {number} is not in experiments.yaml')
         if item['kind'] != 'background' and item['experiment'] is None:
             bad(where, f"a {item['kind']} entry needs an experiment number (null is for background)")
-        problems.extend(_check_units(item, header_mb, bad, where))
+        _check_units(item, header_mb, bad, where)
         if not value_in_quote(item):
             shown = item.get('printed', item['value'])
             bad(where, f'the quote does not contain the value as printed ({shown!r}); '
@@ -480,6 +480,7 @@ def _check_paper(ctx, path, rel, data):
 
 
 def _check_units(item, header_mb, bad, where):
+    """unit/value types, the MB definition and value_si of one entry; reports through ``bad``."""
     unit, value, mb = item['unit'], item['value'], item['mb_definition']
     if isinstance(value, str) != (unit is None):
         bad(where, 'unit must be null exactly when the value is a string (NPB class, process layout)')
@@ -496,7 +497,6 @@ def _check_units(item, header_mb, bad, where):
         if got is None or not math.isclose(got, expected, rel_tol=1e-6):
             bad(where, f'value_si {got!r} is inconsistent: {value} {unit} with MB = {mb} is {expected} '
                        f'{si_unit(unit)}')
-    return []
 
 
 def _check_testbed(ctx, path, rel, data):
