@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ibrepro import cli, paths, refcoverage
+from ibrepro import baseline, cli, limits, parsers, paths, refcoverage, results
 from ibrepro import references as refs
 
 SEEDS_DIR = Path(os.environ.get('IBREPRO_SEEDS', '/work/shared/seeds'))
@@ -118,6 +118,23 @@ def test_entry_filters():
     methods = refs.entries(seed=2, kind='method')
     assert methods and all(i['kind'] == 'method' and i['seed'] == '002' for i in methods)
     assert {i['id'] for i in refs.entries(testbed='001-harpertown-2node')} >= {'001-fig6-processes'}
+
+
+def test_limits_config_of_every_configuration_is_understood_by_limits():
+    for bed_id, bed in refs.testbeds().items():
+        if bed['kind'] == 'configuration':
+            assert limits.bound(refs.limits_config(bed['values'])).per_direction > 0, bed_id
+    assert refs.limits_config(refs.testbed('000-pcix-mt23108-2port')['values']) == 'pcix:64:133 ib:sdr:4x:2'
+    assert refs.limits_config(refs.testbed('002-quadrics')['values']) == 'pci:64:66 quadrics:elan3'
+
+
+def test_entries_carry_their_limits_config():
+    item = refs.entry('003-fig6-uni-bw-pcie')
+    assert item['limits_config'] == 'pcie:gen1:x8 ib:sdr:4x'
+    assert limits.fraction_of_limit(item['value_si'], item['limits_config']) == pytest.approx(0.968)
+    ib = refs.entry('002-fig2-bw-ib-w16')    # 841 MB of 2^20 bytes on a 1 GB/s 4X SDR link
+    assert limits.fraction_of_limit(ib['value_si'], ib['limits_config']) == pytest.approx(0.8819, abs=1e-4)
+    assert refs.entry('003-intro-ib-bw-min')['limits_config'] is None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,6 +242,23 @@ def test_validate_one_path_still_resolves_against_the_tree(data_copy, capsys):
     assert status == 0 and 'OK: 1 file(s)' in out
 
 
+def test_experiment_row_must_be_about_the_entry_seed(data_copy):
+    edit_yaml(data_copy / PAPER_003, lambda d: d['entries'][2].update(experiment=16))
+    entry_id = yaml.safe_load((data_copy / PAPER_003).read_text())['entries'][2]['id']
+    problems = [str(p) for p in refs.validate([data_copy / PAPER_003], root=data_copy)]
+    assert problems == [f'{PAPER_003}:{problems[0].split(":")[1]}: entry {entry_id}: experiment 16 is about seed(s) 001, '
+                        f'not 003']
+
+
+def test_limit_statement_spec_must_parse(data_copy):
+    statements = data_copy / 'limits' / 'statements.yaml'
+    edit = statements.read_text().replace('spec: pcie:gen1:x1', 'spec: pcie:gen9:x1', 1)
+    assert edit != statements.read_text()
+    statements.write_text(edit)
+    problems = [str(p) for p in refs.validate([statements], root=data_copy)]
+    assert len(problems) == 1 and 'statement 1 (pcie:gen9:x1): spec does not parse' in problems[0]
+
+
 def test_unknown_file_is_reported(data_copy):
     (data_copy / 'papers' / 'notes.txt').write_text('x')
     (data_copy / 'stray.yaml').write_text('a: 1\n')
@@ -293,6 +327,18 @@ def test_provenance_must_resolve(data_copy):
     problems = [str(p) for p in refs.validate([data_copy / 'systems'], root=data_copy)]
     assert any("OsuLatency.lat_8: '003-no-such-entry' is not a paper entry id" in p for p in problems)
     assert any('OsuLatency.lat_16: no such performance variable' in p for p in problems)
+
+
+def test_baseline_output_is_a_valid_reference_document():
+    """What `ibrepro baseline` writes (here from a real IMB PingPong output) passes our schema."""
+    table = parsers.parse_file(Path(__file__).parent / 'fixtures/imb/2021.8/IMB-MPI1-PingPong-2.txt').tables[0]
+    values = [results.PerfValue('s1', 0.0, 'local', 'default', 'gnu', 'IMBPointToPoint', 'IMBPointToPoint',
+                                (('benchmark', 'PingPong'),), var, value, unit, None, None, None, 'pass')
+              for var, value, unit in table.metric_values()]
+    doc = baseline.build(values)
+    assert refs.check_reference_document(doc) == []
+    doc['IMBPointToPoint']['local:default']['gnu']['PingPong']['lat_0'] = [0.34, 0.2, None, 'us']
+    assert [p.where for p in refs.check_reference_document(doc)] == ['IMBPointToPoint.local:default.gnu.PingPong.lat_0.1']
 
 
 def _reframe():
@@ -404,6 +450,18 @@ def test_coverage_finds_unclaimed_numbers_missing_quotes_and_stale_rules(tmp_pat
     assert claimed == {'3.8': '009-lat', '8': '009-lat', '968': '009-bw', '64': '009-bw'}
     assert res.missing_quotes == [('009-ghost', 'a quote that is not in the text 5.0')]
     assert stale == ['never']
+
+
+def test_coverage_checks_the_limit_statements_quotes(tmp_path):
+    root, seeds = synthetic_root(tmp_path, [entry_of('009-lat', 3.8, 'us', 'The latency is 3.8 us')], [])
+    (root / 'limits').mkdir()
+    (root / 'limits' / 'statements.yaml').write_text(yaml.safe_dump([
+        {'seed': '009_abc.txt', 'section': '1', 'quote': 'The bandwidth is 968 MB/s', 'spec': 'pcie:gen1:x8',
+         'quantity': 'per_direction', 'value': 968, 'unit': 'MB/s'},
+        {'seed': '009_abc.txt', 'section': '1', 'quote': 'The bandwidth is 969 MB/s', 'spec': 'pcie:gen1:x8',
+         'quantity': 'per_direction', 'value': 969, 'unit': 'MB/s'}]))
+    results_, _ = refcoverage.coverage(seeds, root=root)
+    assert results_[0].missing_quotes == [('limits/statements.yaml #2', 'The bandwidth is 969 MB/s')]
 
 
 def test_coverage_cli_needs_a_seeds_directory(capsys, monkeypatch):

@@ -166,10 +166,11 @@ def seed_text_path(seeds_dir, paper):
     return matches[0] if matches else None
 
 
-def check_seed(paper, testbed_file, rules, text, file='?'):
-    """Coverage of one seed text by its paper file, its testbed file and the ignore rules."""
+def check_seed(paper, testbed_file, rules, text, file='?', other_quotes=()):
+    """Coverage of one seed text by its paper file, its testbed file and the ignore rules;
+    ``other_quotes`` are (record, quote) pairs of other files that must also be found in the text."""
     numbers = find_numbers(text)
-    missing = []
+    missing = [(record, quote) for record, quote in other_quotes if not _spans(text, quote)]
 
     for item in paper.get('entries') or []:
         wanted, printed = _entry_claims(item)
@@ -225,6 +226,8 @@ def coverage(seeds_dir, root=None, seeds=None):
     beds = refs.load_testbed_files(root)
     ignore = root / 'coverage-ignore.yaml'
     rules = refs.read_yaml(ignore, root)['rules'] if ignore.exists() else []
+    statements_file = root / 'limits' / 'statements.yaml'
+    statements = refs.read_yaml(statements_file, root) if statements_file.exists() else []
     results = []
     for seed, paper in sorted(papers.items()):
         if seeds and seed not in seeds:
@@ -232,7 +235,9 @@ def coverage(seeds_dir, root=None, seeds=None):
         path = seed_text_path(seeds_dir, paper)
         if path is None:
             raise FileNotFoundError(f'{seeds_dir}: no seed text for {seed} ({paper["seed_file"]})')
-        results.append(check_seed(paper, beds.get(seed), rules, path.read_text(encoding='utf-8'), path.name))
+        quotes = [(f'limits/statements.yaml #{n}', s['quote']) for n, s in enumerate(statements, 1)
+                  if s.get('seed') == paper['seed_file']]
+        results.append(check_seed(paper, beds.get(seed), rules, path.read_text(encoding='utf-8'), path.name, quotes))
     checked = {r.seed for r in results}
     stale_everywhere = [rule['id'] for rule in rules
                         if all(rule['id'] in r.stale_rules for r in results

@@ -36,6 +36,7 @@ SCHEMA_FILES = {
     'system-provenance': 'system-provenance.schema.json',
     'coverage-ignore': 'coverage-ignore.schema.json',
     'experiments': 'experiments.schema.json',
+    'limit-statements': 'limit-statements.schema.json',
 }
 
 #: Byte-rate units normalised to MB/s of 10^6 bytes: unit -> {MB definition: factor}.
@@ -44,9 +45,9 @@ _SI_FACTORS = {
     'GB/s': {'10^6': 1000.0, '2^20': 1073.741824},
 }
 
-#: Fields of an entry, in export order (``unit_si`` and ``testbed_config`` are derived).
+#: Fields of an entry, in export order (``unit_si``, ``testbed_config`` and ``limits_config`` are derived).
 ENTRY_FIELDS = ('id', 'seed', 'where', 'experiment', 'kind', 'configuration', 'testbed', 'testbed_config',
-                'baseline_testbed', 'message_size', 'metric', 'value', 'unit', 'qualifier', 'mb_definition',
+                'limits_config', 'baseline_testbed', 'message_size', 'metric', 'value', 'unit', 'qualifier', 'mb_definition',
                 'value_si', 'unit_si', 'printed', 'parameters', 'restates', 'quote', 'note')
 
 _PARAMETER_KEYS = ('benchmark', 'operation', 'npb_class', 'input', 'nodes', 'processes', 'processes_per_node',
@@ -123,6 +124,8 @@ def file_kind(path, root=None):
         return 'coverage-ignore'
     if parts == ('experiments.yaml',):
         return 'experiments'
+    if parts == ('limits', 'statements.yaml'):
+        return 'limit-statements'
     return None
 
 
@@ -183,6 +186,24 @@ def testbed(testbed_id, root=None):
     return testbeds(root)[testbed_id]
 
 
+def limits_config(values):
+    """The :mod:`ibrepro.limits` configuration (spec strings in series, e.g. ``pcie:gen1:x8 ib:sdr:4x``)
+    of a resolved testbed's ``values``: its host bus and the link ports it used. None if neither is known."""
+    specs = []
+    bus = values.get('host_bus')
+    if bus:
+        specs.append(f"pcie:gen{bus['gen']}:x{bus['lanes']}" if bus['type'] == 'pcie'
+                     else f"{bus['type'].replace('-', '')}:{bus['width_bits']}:{bus['mhz']:g}")
+    link = values.get('link')
+    if link:
+        ports = link.get('ports_used', 1)
+        suffix = f':{ports}' if ports != 1 else ''
+        specs.append({'infiniband': lambda: f"ib:{link['rate'].lower()}:{link['width']}x{suffix}",
+                      'myrinet': lambda: f'myrinet:2000{suffix}',
+                      'quadrics': lambda: f'quadrics:elan3{suffix}'}[link['tech']]())
+    return ' '.join(specs) or None
+
+
 def _matches_experiment(entry, number):
     exp = entry.get('experiment')
     return number in (exp if isinstance(exp, list) else [exp])
@@ -229,6 +250,7 @@ def _complete(raw, beds):
     item['unit_si'] = si_unit(raw.get('unit'))
     bed = beds.get(raw.get('testbed'))
     item['testbed_config'] = bed['id'] if bed and bed['kind'] == 'configuration' else None
+    item['limits_config'] = limits_config(bed['values']) if item['testbed_config'] else None
     return item
 
 
@@ -316,10 +338,8 @@ def validate(paths_=None, root=None):
         rel = _rel(path, root)
         if kind is None:
             problems.append(Problem(rel, None, 'no schema for this file (expected papers/*.yaml, testbeds/*.yaml, '
-                                               'systems/<system>/{references,provenance}.yaml, experiments.yaml '
-                                               'or coverage-ignore.yaml)'))
-            continue
-        if kind == 'experiments' and not (root / 'schemas' / SCHEMA_FILES[kind]).exists():
+                                               'systems/<system>/{references,provenance}.yaml, experiments.yaml, '
+                                               'limits/statements.yaml or coverage-ignore.yaml)'))
             continue
         file_problems = _schema_problems(path, rel, kind, data, root)
         if not file_problems:
@@ -339,18 +359,27 @@ def _schema_problems(path, rel, kind, data, root):
     validator = jsonschema.Draft202012Validator(load_schema(kind, root))
     instance = _str_keys(data) if kind.startswith('system-') else data
     problems = []
-    for err in sorted(validator.iter_errors(instance), key=lambda e: list(map(str, e.absolute_path))):
+    leaves = [leaf for err in validator.iter_errors(instance) for leaf in _leaf_errors(err)]
+    for err in sorted(leaves, key=lambda e: list(map(str, e.absolute_path))):
         where = _yaml_where(data, list(err.absolute_path))
         problems.append(Problem(rel, where, _schema_reason(err), line=_line_of(path, where)))
     return problems
 
 
+def _leaf_errors(err):
+    """Instead of "is not valid under any of the given schemas": the errors of the alternative that
+    fits best (the one whose errors reach deepest into the data), recursively."""
+    if err.validator not in ('oneOf', 'anyOf') or not err.context:
+        return [err]
+    by_alternative = {}
+    for sub in err.context:
+        by_alternative.setdefault(sub.relative_schema_path[0], []).append(sub)
+    best = max(by_alternative.values(), key=lambda subs: max(len(e.absolute_path) for e in subs))
+    return [leaf for sub in best for leaf in _leaf_errors(sub)]
+
+
 def _schema_reason(err):
     path_tail = err.absolute_path[-1] if err.absolute_path else None
-    if err.validator == 'oneOf' and err.context:
-        # Report the most specific sub-error rather than "is not valid under any of the given schemas".
-        best = jsonschema.exceptions.best_match(err.context)
-        return _schema_reason(best)
     field = f'{path_tail}: ' if isinstance(path_tail, str) else ''
     return f'{field}{err.message}'
 
@@ -386,7 +415,7 @@ def _yaml_where(data, path):
 
 def _line_of(path, where):
     """The line of ``id: <id>`` for an entry/testbed, so an editor can jump there."""
-    if not where:
+    if not where or path is None:
         return None
     match = re.match(r'(?:entry|testbed|configuration|rule) (\S+)', where)
     if not match:
@@ -407,10 +436,12 @@ class _Context:
         self.loaded = loaded
         self.entry_ids = {}      # id -> (file, entry)
         self.testbed_ids = {}    # id -> file
-        self.experiments = None  # numbers in experiments.yaml, if any
+        self.experiments = None  # experiment id -> its seeds, from experiments.yaml if present
+        self.seed_files = {}     # seed text file name -> seed
         for path, (kind, data) in loaded.items():
             rel = _rel(path, root)
             if kind == 'paper' and isinstance(data, dict):
+                self.seed_files[data.get('seed_file')] = data.get('seed')
                 for item in data.get('entries') or []:
                     if isinstance(item, dict) and isinstance(item.get('id'), str):
                         self.entry_ids.setdefault(item['id'], []).append((rel, item))
@@ -421,19 +452,9 @@ class _Context:
                     for item in [bed] + list(bed.get('configurations') or []):
                         if isinstance(item, dict) and isinstance(item.get('id'), str):
                             self.testbed_ids.setdefault(item['id'], []).append(rel)
-            elif kind == 'experiments':
-                self.experiments = _experiment_numbers(data)
-
-
-def _experiment_numbers(data):
-    items = data.get('experiments', data) if isinstance(data, dict) else data
-    numbers = set()
-    for item in items or []:
-        if isinstance(item, dict) and isinstance(item.get('id'), (int, str)):
-            digits = re.sub(r'\D', '', str(item['id']))
-            if digits:
-                numbers.add(int(digits))
-    return numbers or None
+            elif kind == 'experiments' and isinstance(data, dict):
+                self.experiments = {item['id']: set(item.get('seeds') or []) for item in data.get('experiments') or []
+                                    if isinstance(item, dict) and isinstance(item.get('id'), int)}
 
 
 def _check_paper(ctx, path, rel, data):
@@ -467,8 +488,13 @@ def _check_paper(ctx, path, rel, data):
         exps = item['experiment'] if isinstance(item['experiment'], list) else [item['experiment']]
         if ctx.experiments:
             for number in exps:
-                if number is not None and number not in ctx.experiments:
+                if number is None:
+                    continue
+                if number not in ctx.experiments:
                     bad(where, f'experiment {number} is not in experiments.yaml')
+                elif seed not in ctx.experiments[number]:
+                    bad(where, f'experiment {number} is about seed(s) {", ".join(sorted(ctx.experiments[number]))}, '
+                               f'not {seed}')
         if item['kind'] != 'background' and item['experiment'] is None:
             bad(where, f"a {item['kind']} entry needs an experiment number (null is for background)")
         _check_units(item, header_mb, bad, where)
@@ -554,6 +580,13 @@ def _perf_vars(check):
     return names
 
 
+def check_reference_document(doc, name='references.yaml', root=None):
+    """Problems of a per-system ReFrame references document (a dict, as ``ibrepro baseline`` builds it):
+    the schema and the nesting depth that ReFrame requires."""
+    problems = _schema_problems(None, name, 'system-references', doc, data_root(root))
+    return problems or _check_system_references(None, None, name, doc)
+
+
 def _check_system_references(ctx, path, rel, data):
     problems = []
     for cls, check in (data or {}).items():
@@ -601,7 +634,23 @@ def _check_coverage_ignore(ctx, path, rel, data):
 
 
 def _check_experiments(ctx, path, rel, data):
-    return []
+    ids = [item['id'] for item in data['experiments']]
+    return [Problem(rel, f'experiments (id {i})', 'duplicate experiment id') for i in sorted(set(ids)) if ids.count(i) > 1]
+
+
+def _check_limit_statements(ctx, path, rel, data):
+    from . import limits
+
+    problems = []
+    for n, item in enumerate(data, 1):
+        where = f'statement {n} ({item["spec"]})'
+        try:
+            limits.parse_spec(item['spec'])
+        except ValueError as err:
+            problems.append(Problem(rel, where, f'spec does not parse: {err}'))
+        if ctx.seed_files and item['seed'] not in ctx.seed_files:
+            problems.append(Problem(rel, where, f"seed {item['seed']!r} is not the seed_file of any paper"))
+    return problems
 
 
 _SEMANTIC = {
@@ -611,6 +660,7 @@ _SEMANTIC = {
     'system-provenance': _check_system_provenance,
     'coverage-ignore': _check_coverage_ignore,
     'experiments': _check_experiments,
+    'limit-statements': _check_limit_statements,
 }
 
 
