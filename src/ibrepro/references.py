@@ -401,9 +401,9 @@ def _yaml_where(data, path):
         except (KeyError, IndexError, TypeError):
             rest.append(str(key))
             continue
-        if isinstance(key, int) and isinstance(node, dict) and isinstance(node.get('id'), str):
+        if isinstance(key, int) and isinstance(node, dict) and isinstance(node.get('id'), (str, int)):
             kind = {'entries': 'entry', 'testbeds': 'testbed', 'configurations': 'configuration',
-                    'rules': 'rule'}.get(rest[-1] if rest else '', 'item')
+                    'rules': 'rule', 'experiments': 'experiment'}.get(rest[-1] if rest else '', 'item')
             named, rest = f'{kind} {node["id"]}', []
         else:
             rest.append(str(key))
@@ -417,7 +417,7 @@ def _line_of(path, where):
     """The line of ``id: <id>`` for an entry/testbed, so an editor can jump there."""
     if not where or path is None:
         return None
-    match = re.match(r'(?:entry|testbed|configuration|rule) (\S+)', where)
+    match = re.match(r'(?:entry|testbed|configuration|rule|experiment) (\S+)', where)
     if not match:
         return None
     try:
@@ -635,7 +635,8 @@ def _check_coverage_ignore(ctx, path, rel, data):
 
 def _check_experiments(ctx, path, rel, data):
     ids = [item['id'] for item in data['experiments']]
-    return [Problem(rel, f'experiments (id {i})', 'duplicate experiment id') for i in sorted(set(ids)) if ids.count(i) > 1]
+    return [Problem(rel, f'experiment {i}', 'duplicate experiment id', line=_line_of(path, f'experiment {i}'))
+            for i in sorted(set(ids)) if ids.count(i) > 1]
 
 
 def _check_limit_statements(ctx, path, rel, data):
