@@ -11,6 +11,7 @@ _COMMAND_MODULES = [
     'ibrepro.parsers',
     'ibrepro.results',
     'ibrepro.baseline',
+    'ibrepro.references',
     'ibrepro.limits',
     'ibrepro.topology',
     'ibrepro.pair',
