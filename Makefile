@@ -4,7 +4,7 @@ BIN     := $(VENV)/bin
 CONFIG  ?= configs/local.py
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup test run where baseline wheelhouse constraints clean
+.PHONY: help setup test run where baseline refs catalog wheelhouse constraints clean
 
 help:
 	@echo "make setup      install ibrepro, its pinned dependencies and the embedded default's MPI stacks"
@@ -12,6 +12,8 @@ help:
 	@echo "make run        run every experiment this machine can run (reframe -C $(CONFIG) -c reframe-checks -r)"
 	@echo "make where      print where results are stored"
 	@echo "make baseline   write references for this system from its last 5 sessions"
+	@echo "make refs       validate the papers' reference data (reference-data/)"
+	@echo "make catalog    the papers' experiments, their checks, and what this system can run"
 	@echo "make wheelhouse download every wheel setup needs into wheelhouse/ (for air-gapped sites)"
 
 setup:
@@ -30,6 +32,12 @@ where:
 
 baseline:
 	$(BIN)/ibrepro baseline --last 5
+
+refs:
+	$(BIN)/ibrepro refs validate
+
+catalog:
+	$(BIN)/ibrepro catalog -C $(CONFIG)
 
 wheelhouse:
 	$(BIN)/pip download --disable-pip-version-check -d wheelhouse -c constraints.txt '.[test]' \
