@@ -25,10 +25,14 @@ METRIC_UNITS = {
     'msgrate': 'msg/s',  # messages per second
     'time': 's',         # application run time
     'mops': 'Mop/s',     # NPB millions of operations per second (total)
+    'overhead': 'us',    # host overhead: time inside the MPI calls per message (ibrepro-bench)
+    'overlap': 'us',     # computation that overlaps a message exchange (ibrepro-bench)
+    'mem': 'KiB',        # resident memory of one process (ibrepro-bench; /proc's "kB")
 }
 
 #: Which direction of each metric is better (regression = moving the other way).
-METRIC_BETTER = {'lat': 'lower', 'bw': 'higher', 'msgrate': 'higher', 'time': 'lower', 'mops': 'higher'}
+METRIC_BETTER = {'lat': 'lower', 'bw': 'higher', 'msgrate': 'higher', 'time': 'lower', 'mops': 'higher',
+                 'overhead': 'lower', 'overlap': 'higher', 'mem': 'lower'}
 
 #: Kinds of failure a benchmark reports about itself.
 FAILURE_KINDS = {
@@ -43,7 +47,7 @@ FAILURE_KINDS = {
 }
 
 # Tool modules in detection order (the first whose detect() accepts the text parses it).
-_TOOL_MODULES = ['imb', 'osu', 'npb', 'perftest']
+_TOOL_MODULES = ['imb', 'osu', 'npb', 'perftest', 'bench']
 
 
 class ParseError(ValueError):
