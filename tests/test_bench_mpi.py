@@ -74,7 +74,7 @@ def sweep(lo, hi):
 def test_overhead(bindir):
     out = parsed(run(bindir, 'ibrepro_overhead', '-m', '0:1K', '-i', '500', '-x', '50'),
                  'overhead')
-    assert out.tool == 'ibrepro-bench' and out.version == VERSION
+    assert out.tool == 'bench' and out.version == VERSION
     assert out.meta['benchmark'] == 'overhead' and out.meta['ranks'] == 2
     assert out.meta['placement'] == 'intra-node' and len(out.meta['hosts'].split()) == 2
     table = out.table('overhead')
@@ -202,6 +202,8 @@ def test_three_ranks_are_rejected(bindir):
     ('ibrepro_reuse', ['-R', '0,101'], '-R must be between 0 and 100, got 101'),
     ('ibrepro_reuse', ['--mode', 'both'], "--mode must be lat or bw, got 'both'"),
     ('ibrepro_reuse', ['-R', ''], '-R needs at least one percentage'),
+    ('ibrepro_reuse', ['-X', '0'],
+     '-I and -X do not apply: the reuse test runs N = -i iterations at every size'),
     ('ibrepro_reuse', ['-m', '0:4M', '--max-memory', '2'],
      '--max-memory 2 MiB is smaller than one buffer of 4194304 bytes'),
     ('ibrepro_memory', ['--barriers', '0'], '--barriers must be between 1 and 1000000, got 0'),

@@ -70,7 +70,7 @@ int main(int argc, char **argv)
         double t = MPI_Wtime() - t0;
         if (rank == 0) {
             double msgs = 2.0 * (double)window * (double)n;
-            printf("%-10zu %12.2f %14.0f\n", size, msgs * (double)size / t / 1e6, msgs / t);
+            printf("%-10zu %12.3f %14.0f\n", size, msgs * (double)size / t / 1e6, msgs / t);
             fflush(stdout);
         }
     }

@@ -22,9 +22,8 @@ static void help(void)
            "/proc/self/status after MPI_Init and after the barrier, per rank (table\n"
            "memory_per_rank) and summed up (table memory; mem = largest VmRSS after the\n"
            "barrier, KiB). Any number of processes (N >= 1).\n\n"
-           "  -b, --barriers N             MPI_Barrier calls before the second reading (default 1)\n"
-           "  -h, --help                   this help\n"
-           "  -V, --version                print the ibrepro-bench version\n", bench_prog);
+           "  -b, --barriers N             barriers before the second reading (default 1)\n",
+           bench_prog);
 }
 
 static int option(int c, const char *name, const char *arg)

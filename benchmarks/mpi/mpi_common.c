@@ -28,10 +28,11 @@ void mpi_bench_init(int *argc, char ***argv)
 
 static void common_help(const struct common_opts *co)
 {
-    printf("\nCommon options:\n"
-           "  -m, --sizes MIN:MAX          message sizes, powers of two (0 first if MIN is 0);\n"
-           "                               K, M, G suffixes are 2^10, 2^20, 2^30 (default %zu:%zu)\n",
-           co->min_size, co->max_size);
+    printf("\nCommon options:\n");
+    if (co->max_size > 0)
+        printf("  -m, --sizes MIN:MAX          message sizes, powers of two (0 first if MIN = 0);\n"
+               "                               K, M, G: 2^10, 2^20, 2^30 (default %zu:%zu)\n",
+               co->min_size, co->max_size);
     if (co->iters > 0 && co->same_counts)
         printf("  -i, --iterations N           timed iterations, every size (default %ld)\n"
                "  -x, --warmup N               untimed warm-up iterations (default %ld)\n"
@@ -40,7 +41,7 @@ static void common_help(const struct common_opts *co)
                co->iters, co->warmup, LARGE_MESSAGE, LARGE_MESSAGE);
     else if (co->iters > 0)
         printf("  -i, --iterations N           timed iterations up to %d B (default %ld)\n"
-               "  -x, --warmup N               untimed warm-up iterations up to %d B (default %ld)\n"
+               "  -x, --warmup N               warm-up iterations up to %d B (default %ld)\n"
                "  -I, --iterations-large N     timed iterations above %d B (default %ld)\n"
                "  -X, --warmup-large N         warm-up iterations above %d B (default %ld)\n",
                LARGE_MESSAGE, co->iters, LARGE_MESSAGE, co->warmup, LARGE_MESSAGE,

@@ -12,6 +12,8 @@
  * of reading the clock is measured and subtracted.
  * Above the MPI library's eager limit the send waits for the receiver's handshake, and the
  * figure includes that wait: 002 shows small messages only (default sizes up to 4 KiB).
+ * late = the share of timed receives that took longer than a whole round trip: the reply had
+ * not arrived (the peer was descheduled longer than the delay); a high share makes recv invalid.
  * lat is the plain ping-pong latency (round trip / 2), measured first. */
 #include "mpi_common.h"
 
@@ -23,8 +25,9 @@ static void help(void)
            "Host overhead in the MPI latency test (paper 002 Sec. 3.2): time spent inside\n"
            "MPI_Send plus MPI_Recv for a message that has already arrived, per message size.\n"
            "Columns: lat (ping-pong latency, round trip / 2), send and recv (median time per\n"
-           "call), overhead = send + recv, all in microseconds. Needs exactly 2 processes; placement (same node or two nodes)\n"
-           "comes from the launcher.\n", bench_prog);
+           "call), overhead = send + recv, all in microseconds; late = %% of receives that\n"
+           "took longer than a round trip (invalid if high). Needs exactly 2 processes;\n"
+           "placement (same node or two nodes) comes from the launcher.\n", bench_prog);
 }
 
 static int by_value(const void *a, const void *b)
@@ -64,12 +67,13 @@ int main(int argc, char **argv)
                  "plus MPI_Recv of an already arrived message (002 Sec. 3.2)", &co, 1);
     if (rank == 0) {
         print_kv("units", "us = 10^-6 s; lat = round trip / 2 (mean); send, recv = median time "
-                 "per call; overhead = send + recv");
+                 "per call; overhead = send + recv; late = %% of receives longer than a round trip "
+                 "(the reply was not there yet)");
         print_kv("delay", "2 x round trip + 5 us before each timed MPI_Recv");
         print_kv("timer_cost_us", "%.4f (subtracted from each timed call)", tcost * 1e6);
         print_kv("statistic", "send, recv: median over the timed iterations; lat: mean");
     }
-    print_table("overhead", "bytes lat[us] send[us] recv[us] overhead[us]");
+    print_table("overhead", "bytes lat[us] send[us] recv[us] overhead[us] late[%]");
 
     for (size_t size = first_size(co.min_size); size <= co.max_size; size = next_size(size)) {
         long n = iterations_for(&co, size), skip = warmup_for(&co, size);
@@ -117,14 +121,17 @@ int main(int argc, char **argv)
                 in_send[k] = now_s() - t - tcost;
             }
         }
+        long late = 0;
+        for (long k = 0; rank == 0 && k < n; k++)
+            late += in_recv[k] > rtt;
         double send_med = median(in_send, n), send_sum = 0;
         MPI_Reduce(&send_med, &send_sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
 
         if (rank == 0) {
             double send_us = send_sum / 2.0 * 1e6;
             double recv_us = median(in_recv, n) * 1e6;
-            printf("%-10zu %10.2f %10.3f %10.3f %12.3f\n", size, rtt / 2.0 * 1e6, send_us,
-                   recv_us, send_us + recv_us);
+            printf("%-10zu %10.2f %10.3f %10.3f %12.3f %8.1f\n", size, rtt / 2.0 * 1e6, send_us,
+                   recv_us, send_us + recv_us, 100.0 * (double)late / (double)n);
             fflush(stdout);
         }
         free(in_send);

@@ -39,9 +39,9 @@ static void help(void)
            "  -R, --reuse LIST             reuse percentages, comma separated (default 0,50,100)\n"
            "  -M, --mode lat|bw            ping-pong latency or windowed bandwidth (default lat)\n"
            "  -W, --window W               bw: messages per iteration (default 16)\n"
-           "      --max-memory MIB         fresh buffers per rank and size, at most (default 1024)\n"
+           "      --max-memory MIB         fresh buffers per rank and size (default 1024)\n"
            "\nA size whose fresh buffers would exceed --max-memory runs fewer iterations (the\n"
-           "iterations column). -I/-X are not used.\n", bench_prog);
+           "iterations column).\n", bench_prog);
 }
 
 static int option(int c, const char *name, const char *arg)
@@ -135,7 +135,8 @@ static double run(size_t size, int pct, long n, long skip, char **bufs, char *ac
 int main(int argc, char **argv)
 {
     /* iters 0 and warmup -1: not given, the defaults depend on --mode */
-    struct common_opts co = {.min_size = 0, .max_size = 4194304, .warmup = -1};
+    struct common_opts co = {.min_size = 0, .max_size = 4194304, .warmup = -1,
+                             .warmup_large = -1};
     static const struct option longopts[] = {
         COMMON_LONG,
         {"reuse", required_argument, 0, 'R'},
@@ -146,6 +147,8 @@ int main(int argc, char **argv)
 
     mpi_bench_init(&argc, &argv);
     parse_options(argc, argv, COMMON_SHORT "R:M:W:", longopts, &co, option, help);
+    if (co.iters_large != 0 || co.warmup_large != -1)
+        usage_error("-I and -X do not apply: the reuse test runs N = -i iterations at every size");
     require_ranks(2);
     if (co.iters == 0)  /* not given: the default of the mode */
         co.iters = bw_mode ? 100 : 1000;
@@ -206,7 +209,10 @@ int main(int argc, char **argv)
             free(bufs);
 
             if (rank == 0) {
-                printf("%-10zu %12.2f %10ld %8ld\n", size, v, n, fresh);
+                if (bw_mode)
+                    printf("%-10zu %12.3f %10ld %8ld\n", size, v, n, fresh);
+                else
+                    printf("%-10zu %12.2f %10ld %8ld\n", size, v, n, fresh);
                 fflush(stdout);
             }
         }

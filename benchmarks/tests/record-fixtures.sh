@@ -4,6 +4,7 @@
 #   make -C benchmarks BUILD=../build/bench MPICC=$PWD/.deps/mpich/bin/mpicc
 #   benchmarks/tests/record-fixtures.sh build/bench/bin .deps/mpich/bin/mpiexec
 # stdout and stderr of each run go together into one file, as the process wrote them.
+# ONLY=<regex> records only the files whose name matches.
 set -u
 BIN=${1:-build/bench/bin}
 MPIEXEC=${2:-.deps/mpich/bin/mpiexec}
@@ -13,14 +14,16 @@ MPI="MPICH $("$(dirname "$MPIEXEC")/mpichversion" --version 2>/dev/null | awk '{
 mkdir -p "$OUT"
 
 record() {  # record FILE RANKS NOTE -- COMMAND...
-    local file=$1 ranks=$2 note=$3; shift 4
+    local file=$1 ranks=$2 note=$3 lib=$MPI; shift 4
+    [[ -z "${ONLY:-}" || $file =~ $ONLY ]] || return 0
+    [[ $file == rdma* ]] && lib="none: verbs ($(dpkg-query -W -f '${Package} ${Version}' libibverbs1 2>/dev/null))"
     local t0 t1 rc date
     date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
     t0=$(date +%s.%N)
     timeout 600 "$@" > "$OUT/$file" 2>&1; rc=$?
     t1=$(date +%s.%N)
     printf '| `ibrepro-bench/%s/%s` | ibrepro-bench | %s | %s | %s | %s | %.1f | %s | `%s` | %s |\n' \
-        "$VERSION" "$file" "$VERSION" "$ranks" "$MPI" "$rc" "$(echo "$t1 - $t0" | bc)" "$date" "$*" "$note"
+        "$VERSION" "$file" "$VERSION" "$ranks" "$lib" "$rc" "$(echo "$t1 - $t0" | bc)" "$date" "$*" "$note"
 }
 
 record overhead-2.txt 2 "defaults" -- "$MPIEXEC" -n 2 "$BIN/ibrepro_overhead"
@@ -38,7 +41,7 @@ record memory-4.txt 4 "4 ranks on 2 cores (oversubscribed)" -- "$MPIEXEC" -n 4 "
 record bilat.ranks-3.txt 3 "wrong rank count, exit 2 expected" -- "$MPIEXEC" -n 3 "$BIN/ibrepro_bilat"
 record bibw.badoption-2.txt 2 "invalid option, exit 2 expected" -- "$MPIEXEC" -n 2 "$BIN/ibrepro_bibw" -W 0
 record bilat.interrupted-2.txt 2 "interrupted by SIGINT after 3 s (timeout -s INT 3), incomplete" -- \
-    timeout -s INT 3 "$MPIEXEC" -n 2 "$BIN/ibrepro_bilat" -i 1000000 -I 100000
+    timeout -s INT 3 "$MPIEXEC" -n 2 "$BIN/ibrepro_bilat" -i 100000 -I 10000
 if [ -x "$BIN/ibrepro_rdma" ]; then
     record rdma_write_bw-nodevice.txt client "no RDMA device on this machine, exit 3 expected" -- \
         "$BIN/ibrepro_rdma" 192.0.2.1

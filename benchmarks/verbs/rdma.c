@@ -298,7 +298,7 @@ static int print_rows(const struct config *cfg, struct shared *sh, int printed, 
             /* all pairs start together: aggregate = all messages / the slowest pair's time */
             double msgs = (double)cfg->pairs * (double)cfg->window * (double)iters *
                           (cfg->bidir ? 2.0 : 1.0);
-            printf("%-10zu %12.2f %14.0f\n", size, msgs * (double)size / max / 1e6, msgs / max);
+            printf("%-10zu %12.3f %14.0f\n", size, msgs * (double)size / max / 1e6, msgs / max);
         } else {
             printf("%-10zu %10.2f %10.2f\n", size, sum / cfg->pairs, max);
         }

@@ -82,7 +82,7 @@ struct pair {
     struct rdma_cm_id *listen_id;
     struct channel ch[MAX_CHAN];
     int nchan;
-    char *data;                          /* [0, max_size) send buffer, [max_size, 2 max_size) receive */
+    char *data;                          /* send buffer [0, max), receive buffer [max, 2 max) */
     uint64_t done_recv, ack_recv;        /* DONE and ACK messages received so far */
     uint64_t done_base, ack_base;        /* their values when the current size started */
     int inline_used;

@@ -16,7 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Spin on memory (no CQ polling in the fast path); check CQ errors and the deadline now and then. */
+/* Spin on memory (no CQ polling in the fast path); check CQ errors and the deadline now and
+ * then. */
 #define SPIN_UNTIL(p, cond, what)                                                            \
     do {                                                                                     \
         double spin_deadline_ = now_s() + (p)->cfg->timeout;                                 \

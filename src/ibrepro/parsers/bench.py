@@ -20,7 +20,7 @@ import re
 
 from . import METRIC_UNITS, BenchmarkFailed, Column, ParsedOutput, ParseError, Table, mpi_abort_reason
 
-TOOL = 'ibrepro-bench'
+TOOL = 'bench'  # the module name, as every tool's (the outputs say 'ibrepro-bench')
 
 _BANNER = re.compile(r'^# ibrepro-bench (\S+) (\S+)\s*$', re.M)
 _FAILURE = re.compile(r'^(ibrepro_\w+): (invalid option|invalid rank count|no RDMA device found|'
@@ -133,6 +133,9 @@ def _parse_body(body, out):
             continue
 
         tokens = stripped.split()
+        if not re.fullmatch(r'-?\d+', tokens[0]):  # rows start with a size or a rank
+            table.notes.append(f'not a row: {stripped}')  # e.g. the launcher's messages
+            continue
         if len(tokens) != len(table.columns):
             raise ParseError(source, f'{name}: row {stripped!r} has {len(tokens)} fields, '
                                      f'the header has {len(table.columns)}')
