@@ -155,3 +155,36 @@ def test_damaged_row_is_a_parse_error():
 def test_imb_detection_unchanged():
     imb = next((REPO / 'tests' / 'fixtures' / 'imb').glob('*/IMB-MPI1-PingPong-2.txt'))
     assert detect_tool(imb.read_text()) == 'imb'
+
+
+RXE = REPO / 'tests' / 'fixtures' / 'ibrepro-bench' / f'{VERSION}-rxe'
+
+
+def test_rdma_client_outputs_over_soft_roce():
+    out = parse_file(RXE / 'rdma_write_bw.stripe2.pairs2.bidir.txt')
+    assert out.meta['benchmark'] == 'rdma_write_bw' and out.meta['role'] == 'client'
+    assert (out.meta['pairs'], out.meta['channels'], out.meta['mode']) == (2, 2, 'stripe')
+    assert out.meta['devices'].split() == ['rxe0:1', 'rxe1:1']
+    table = out.table('rdma_write_bw')
+    assert table.sizes() == sweep(1024, 1 << 20)
+    for row in table.rows:  # both from the slowest pair's time: bw = msg/s x size (MB = 10^6 B)
+        rounding = 0.5 * row['bytes'] / 1e6 + 0.0005  # msgrate is printed as an integer
+        assert abs(row['bw'] - row['msgrate'] * row['bytes'] / 1e6) <= rounding
+
+    lat = parse_file(RXE / 'rdma_write_lat.pairs4.txt').table('rdma_write_lat')
+    assert all(row['lat_max'] >= row['lat'] > 0 for row in lat.rows)  # slowest pair >= mean
+    assert [name for name, _, _ in lat.metric_values()] == [f'lat_{s}' for s in sweep(2, 256)]
+
+
+def test_rdma_server_output_has_no_table():
+    out = parse_file(RXE / 'rdma_write_bw.stripe2.pairs2.bidir.server.txt')
+    assert out.meta['role'] == 'server' and out.meta['pairs'] == 2 and out.tables == []
+
+
+def test_rdma_failures_over_soft_roce():
+    with pytest.raises(BenchmarkFailed) as err:
+        parse_file(RXE / 'rdma_write_bw.noserver.txt')
+    assert err.value.kind == 'timeout'
+    with pytest.raises(BenchmarkFailed) as err:
+        parse_file(RXE / 'rdma_write_bw.pairsmismatch.server.txt')
+    assert err.value.kind == 'invalid-option'  # the first failure printed, before pair 1's timeout

@@ -266,8 +266,14 @@ void client_connect(struct pair *p)
         pair_fail(p, EXIT_ERROR, "error", "rdma_create_event_channel: %s", strerror(errno));
     p->nchan = p->cfg->nchan;
     for (int c = 0; c < p->nchan; c++)
-        while (try_connect(p, c, deadline) != 0)
-            usleep(100000);  /* the server may start after us: retry until the deadline */
+        while (try_connect(p, c, deadline) != 0) {
+            /* the server may start after us: retry until the deadline */
+            if (now_s() + 0.5 > deadline)
+                pair_fail(p, EXIT_TIMEOUT, "timeout", "%s port %d refused the connection for %g s "
+                          "(no server there, or another --port)", p->cfg->servers[c],
+                          p->cfg->port + p->index, p->cfg->timeout);
+            usleep(100000);
+        }
 }
 
 static void reject(struct pair *p, struct rdma_cm_id *id, const char *fmt, ...)
