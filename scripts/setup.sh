@@ -3,6 +3,7 @@
 #   .venv/           Python environment with ibrepro (editable) and the pinned dependencies (constraints.txt)
 #   .deps/impi/      Intel MPI 2021.14 + IMB 2021.8 (PyPI impi-rt)   } each MPI in its own prefix:
 #   .deps/mpich/     MPICH with mpicc (PyPI mpich)                    } their mpiexec names collide
+#   build/bench/bin/ our own benchmarks (benchmarks/), built with that mpicc
 # pip honours PIP_INDEX_URL / PIP_FIND_LINKS / PIP_NO_INDEX, so an air-gapped site installs from a wheelhouse
 # (see README: `make wheelhouse` on a connected machine).
 set -euo pipefail
@@ -54,5 +55,10 @@ install_prefix() {
 
 install_prefix impi impi-rt bin/IMB-MPI1
 install_prefix mpich mpich bin/mpicc
+
+# Our own benchmarks (benchmarks/), built with the mpich wheel's mpicc; the verbs program only where the
+# rdma-core headers are (the Makefile says so otherwise). make's own timestamps keep a second run instant.
+say "building our benchmarks into build/bench/bin (benchmarks/Makefile)"
+make -s -C benchmarks BUILD=../build/bench MPICC="$PWD/$DEPS/mpich/bin/mpicc" all
 
 say "done in $(( $(date +%s) - started )) s. Next: make test, then make run"

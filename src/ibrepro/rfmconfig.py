@@ -23,7 +23,12 @@ TOOL_BINARIES = {
     'osu': ['osu_latency'],
     'perftest': ['ib_write_lat'],
     'npb': ['is.B.x', 'is.B.4', 'ft.A.x', 'ft.A.4'],
+    'ibrepro-bench': ['ibrepro_overhead'],
+    'ibrepro-rdma': ['ibrepro_rdma'],
 }
+
+#: Our own benchmarks, built by make setup (benchmarks/Makefile) with the mpich wheel's mpicc.
+BENCH_BIN = paths.REPO_ROOT / 'build' / 'bench' / 'bin'
 
 #: Sub-directories of an install prefix (or Spack view) that hold benchmark executables.
 BIN_SUBDIRS = [
@@ -52,10 +57,13 @@ def prefix_bin_dirs(prefix):
     return [prefix / sub for sub in BIN_SUBDIRS if (prefix / sub).is_dir()]
 
 
-def prefix_environment(name, prefix, *, descr, features=(), extra_lib_dirs=(), env_vars=(), cc=None):
+def prefix_environment(name, prefix, *, descr, features=(), extra_lib_dirs=(), env_vars=(), cc=None,
+                       extra_bin_dirs=()):
     """A programming environment for an MPI stack installed in ``prefix``; featureless when absent."""
     prefix = Path(prefix)
     bins = prefix_bin_dirs(prefix)
+    if bins:
+        bins += [Path(d) for d in extra_bin_dirs if Path(d).is_dir()]
     env = {'name': name, 'features': [], 'env_vars': [], 'extras': {'about': descr}}
     if not bins:
         env['extras']['about'] += f' [not installed: {prefix} missing; run `make setup`]'
@@ -86,8 +94,8 @@ def impi_environment():
 def mpich_environment():
     """MPICH from the mpich wheel (make setup); its mpicc builds our own benchmarks."""
     return prefix_environment(
-        'mpich', paths.DEPS_DIR / 'mpich', descr='MPICH 5.0 (PyPI mpich, make setup)',
-        features=['mpich', 'mpicc'], cc='mpicc')
+        'mpich', paths.DEPS_DIR / 'mpich', descr='MPICH 5.0 (PyPI mpich, make setup) and our own benchmarks',
+        features=['mpich', 'mpicc'], cc='mpicc', extra_bin_dirs=[BENCH_BIN])
 
 
 def system_environment():
