@@ -1,6 +1,6 @@
 """MPI point-to-point latency and bandwidth with the OSU Micro-Benchmarks, as the papers measured them.
 
-Inter-node: two processes on two nodes (000/003 Sec. IV.C.1 Figs. 12-14, 001 Sec. 5.1 Fig. 2, 002 Sec. 3.1
+Inter-node: two processes on two nodes, one each (000/003 Sec. IV.C.1 Figs. 12-14, 001 Sec. 5.1 Fig. 2, 002 Sec. 3.1
 and 3.3 Figs. 1, 2, 5); intra-node: both processes on one node (002 Sec. 3.6 Figs. 9-10).
 
 Window sizes (osu_bw/osu_bibw -W): 002 Fig. 2 plots the bandwidth for several windows but its text names
@@ -24,18 +24,12 @@ BANDWIDTH = ([12, 17], ['000-fig13', '003-fig13', '001-fig2'])
 BIBANDWIDTH = ([13, 18], ['000-fig14', '003-fig14', '001-fig2'])
 
 
-class OSUPointToPoint(OSUBenchmark):
-    """Two processes, one per node (the papers' inter-node runs)."""
-
-    num_nodes = 2
-    ranks_per_node = 1
-
-
 @rfm.simple_test
-class OSULatency(OSUPointToPoint):
+class OSULatency(OSUBenchmark):
     """osu_latency: one-way latency (half the ping-pong round trip)."""
 
     osu_benchmark = 'osu_latency'
+    num_nodes = 2
 
     @run_after('init')
     def describe(self):
@@ -44,13 +38,14 @@ class OSULatency(OSUPointToPoint):
 
 
 @rfm.simple_test
-class OSUBandwidth(OSUPointToPoint):
+class OSUBandwidth(OSUBenchmark):
     """osu_bw: uni-directional bandwidth with a window of W messages in flight."""
 
     #: OMB -W, messages sent back to back before the receiver replies.
     window = parameter([4, 16, DEFAULT_WINDOW], type=int)
 
     osu_benchmark = 'osu_bw'
+    num_nodes = 2
 
     @run_after('init')
     def describe(self):
@@ -62,13 +57,14 @@ class OSUBandwidth(OSUPointToPoint):
 
 
 @rfm.simple_test
-class OSUBiBandwidth(OSUPointToPoint):
+class OSUBiBandwidth(OSUBenchmark):
     """osu_bibw: bi-directional bandwidth, both sides sending W messages at once."""
 
     #: OMB -W: 16 in 002 Fig. 5; OMB's default 64 where the paper states none.
     window = parameter([16, DEFAULT_WINDOW], type=int)
 
     osu_benchmark = 'osu_bibw'
+    num_nodes = 2
 
     @run_after('init')
     def describe(self):
