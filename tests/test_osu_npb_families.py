@@ -119,6 +119,9 @@ def test_selection_by_experiment_and_figure(reframe):
     proc = families(reframe, '-l', '-t', '^s002-fig2$')
     assert listed_cases(proc) == {f'OSUBandwidth %window={w}' for w in (4, 16, 64)}
 
+    proc = families(reframe, '-l', '-t', '^exp7$')       # MPI-level counterpart of the two-port verbs test
+    assert listed_cases(proc) == {'MVAPICH2MultiRail %benchmark=osu_bw %ports=2'}
+
     proc = families(reframe, '-l', '-t', '^s000-fig13$')
     assert listed_cases(proc) == {'OSUBandwidth %window=64', 'MVAPICH2MultiRail %benchmark=osu_bw %ports=1',
                                   'MVAPICH2MultiRail %benchmark=osu_bw %ports=2'}

@@ -5,7 +5,9 @@ MVAPICH that stripes large messages over both ports of the HCA; striping thresho
 this is MVAPICH2's multi-rail support (``ibrepro.rfm.mvapich2.RAILS``); with one process per node MVAPICH2
 always spreads over its rails, so striping vs binding differs only with several processes per node:
 ``MVAPICH2RailPolicy`` runs osu_mbw_mr with 2 pairs (2 processes per node), the MPI-level counterpart of
-000/003's Fig. 10 ("two processes", striping vs binding).
+000/003's Fig. 10 ("two processes", striping vs binding). The 2-port osu_bw/osu_bibw runs are likewise the
+MPI-level counterparts of the two-port verbs tests of Figs. 8-9 (striping, one process per node), which no
+public verbs tool can run; they carry those figures' tags too.
 
 001 Sec. 5.1 (Fig. 2): MVAPICH inlines messages up to 128 B (MV2_MAX_INLINE_SIZE) in the latency and
 bandwidth tests of its ConnectX configurations.
@@ -21,11 +23,16 @@ from reframe.core.builtins import parameter, run_after, variable
 from ibrepro.rfm import mvapich2
 from ibrepro.rfm.mvapich2 import MVAPICH2Benchmark
 
-# OMB program -> (catalog rows, figures of 000/003)
+# OMB program -> (catalog rows, figures of 000/003); with 2 ports also the MPI-level counterparts of the
+# two-port verbs tests (Sec. IV.B.3: Fig. 8 uni-directional striping, Fig. 9 bi-directional striping)
 RAIL_BENCHMARKS = {
     'osu_latency': ([11], ['000-fig12', '003-fig12']),
     'osu_bw': ([12], ['000-fig13', '003-fig13']),
     'osu_bibw': ([13], ['000-fig14', '003-fig14']),
+}
+TWO_PORT_COUNTERPARTS = {
+    'osu_bw': ([7], ['000-fig8', '003-fig8']),
+    'osu_bibw': ([8], ['000-fig9', '003-fig9']),
 }
 
 # OMB program -> (catalog rows, figures of 001)
@@ -53,7 +60,11 @@ class MVAPICH2MultiRail(MVAPICH2Benchmark):
     def describe(self):
         self.osu_benchmark = self.benchmark
         self.env_vars = {**self.env_vars, **mvapich2.RAILS['1-port' if self.ports == 1 else '2-port-striping']}
-        self.experiments, self.figures = RAIL_BENCHMARKS.get(self.benchmark, ([], []))
+        rows, figures = RAIL_BENCHMARKS.get(self.benchmark, ([], []))
+        if self.ports == 2:
+            more_rows, more_figures = TWO_PORT_COUNTERPARTS.get(self.benchmark, ([], []))
+            rows, figures = rows + more_rows, figures + more_figures
+        self.experiments, self.figures = rows, figures
         self.descr = f'MVAPICH2 {self.benchmark} on {self.ports} HCA port(s), 2 processes on 2 nodes'
 
 
