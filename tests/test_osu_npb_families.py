@@ -28,11 +28,13 @@ def families(runner, *args, **kwargs):
 
 # family -> number of variants
 VARIANTS = {'OSULatency': 1, 'OSUBandwidth': 3, 'OSUBiBandwidth': 2, 'OSUIntraNode': 2, 'OSUMultiPair': 6,
-            'OSUCollective': 5, 'MVAPICH2MultiRail': 6, 'MVAPICH2RailPolicy': 2, 'MVAPICH2Inline': 3,
-            'NPB': 42}
+            'OSUCollective': 5, 'MVAPICH2MultiRail': 6, 'MVAPICH2MultiRailCollective': 6,
+            'MVAPICH2RailPolicy': 2, 'MVAPICH2Inline': 3, 'NPB': 42}
 
-#: The partitions of the example cluster the dry run uses: together they fit every layout (2x8 and 8x2).
+#: The partitions of the example cluster the dry run uses: together they fit every layout (2x8, 8x2), but
+#: for 4x1 on two ports (the 000 testbed, pcie-sdr), where only that family runs (keeps the test short).
 DRY_PARTITIONS = ['example-cluster:connectx-qdr', 'example-cluster:ib-pcix-8node']
+FOUR_NODES_TWO_PORTS = {'MVAPICH2MultiRailCollective': 'example-cluster:pcie-sdr'}
 
 _SKIP = re.compile(r'^\[\s*SKIP\s*\] \(\s*\d+/\d+\) (.+?) /[0-9a-f]{8} @(\S+) \[(.*)\]$', re.M)
 
@@ -119,6 +121,11 @@ def test_selection_by_experiment_and_figure(reframe):
     proc = families(reframe, '-l', '-t', '^s002-fig2$')
     assert listed_cases(proc) == {f'OSUBandwidth %window={w}' for w in (4, 16, 64)}
 
+    proc = families(reframe, '-l', '-t', '^s000-fig16$')
+    assert listed_cases(proc) == {'OSUCollective %case=osu_bcast-4x1',
+                                  'MVAPICH2MultiRailCollective %benchmark=osu_bcast %ports=1',
+                                  'MVAPICH2MultiRailCollective %benchmark=osu_bcast %ports=2'}
+
     proc = families(reframe, '-l', '-t', '^exp7$')       # MPI-level counterpart of the two-port verbs test
     assert listed_cases(proc) == {'MVAPICH2MultiRail %benchmark=osu_bw %ports=2'}
 
@@ -180,10 +187,12 @@ def test_families_skip_on_local_saying_why(reframe):
 
 @pytest.fixture(scope='module')
 def example_cluster(tmp_path_factory):
-    """One dry run of every family on two partitions of the example cluster with MVAPICH2."""
+    """One dry run of every family on the example cluster with MVAPICH2 (srun need not exist)."""
     runner = ReFrameRunner(tmp_path_factory.mktemp('example-cluster'))
+    only = [arg for family, part in FOUR_NODES_TWO_PORTS.items()
+            for arg in ('-S', f'{family}.valid_systems={part}')]
     proc = families(runner, '--dry-run', '--system', 'example-cluster', '-p', 'mvapich2',
-                    '-S', f'valid_systems={",".join(DRY_PARTITIONS)}', '--exec-policy=serial',
+                    '-S', f'valid_systems={",".join(DRY_PARTITIONS)}', *only, '--exec-policy=serial',
                     config='configs/example-cluster.py')
     assert proc.returncode == 0, output(proc)
     return runner, proc, last_report(runner)
@@ -200,7 +209,9 @@ def test_dry_run_writes_a_job_script_for_every_variant(example_cluster):
     runner, proc, report = example_cluster
     written = [c for c in report if c['result'] == 'pass']
     skipped = [c for c in report if c['result'] == 'skip']
-    assert len(report) == 2 * sum(VARIANTS.values()) and len(written) + len(skipped) == len(report)
+    elsewhere = sum(VARIANTS[f] for f in FOUR_NODES_TWO_PORTS)
+    assert len(report) == len(DRY_PARTITIONS) * (sum(VARIANTS.values()) - elsewhere) + elsewhere
+    assert len(written) + len(skipped) == len(report)
     assert {c['display_name'].split()[0] for c in written} == set(VARIANTS)
     per_variant = {c['display_name'] for c in written}
     assert len(per_variant) == sum(VARIANTS.values())            # every variant on at least one partition
@@ -238,6 +249,8 @@ def test_dry_run_writes_a_job_script_for_every_variant(example_cluster):
     ('MVAPICH2MultiRail %benchmark=osu_bibw %ports=2', 'connectx-qdr',
      ['export MV2_NUM_PORTS=2', 'export MV2_RAIL_SHARING_POLICY=USE_FIRST',
       'export MV2_RAIL_SHARING_LARGE_MSG_THRESHOLD=8192', 'srun osu_bibw\n']),
+    ('MVAPICH2MultiRailCollective %benchmark=osu_bcast %ports=2', 'pcie-sdr',
+     ['#SBATCH --ntasks=4\n', '#SBATCH --nodes=4', 'export MV2_NUM_PORTS=2', 'srun osu_bcast\n']),
     ('MVAPICH2RailPolicy %policy=binding', 'connectx-qdr',
      ['#SBATCH --ntasks=4', '#SBATCH --ntasks-per-node=2', 'export MV2_NUM_PORTS=2',
       'srun --distribution=block osu_mbw_mr\n']),

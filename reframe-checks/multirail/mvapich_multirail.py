@@ -1,7 +1,8 @@
 """MVAPICH2 runs with the papers' runtime parameters: two-port striping (000/003), the inline size (001).
 
 000/003 Sec. IV.C.1 (Figs. 12-14): osu_latency, osu_bw, osu_bibw with the original one-port MVAPICH and the
-MVAPICH that stripes large messages over both ports of the HCA; striping threshold 8192 B (Sec. IV.B.3). Today
+MVAPICH that stripes large messages over both ports of the HCA; striping threshold 8192 B (Sec. IV.B.3); 000
+Sec. IV.C.2 (Figs. 15-17): MPI_Alltoall, MPI_Bcast, MPI_Allgather at 4x1 with one and two ports. Today
 this is MVAPICH2's multi-rail support (``ibrepro.rfm.mvapich2.RAILS``); with one process per node MVAPICH2
 always spreads over its rails, so striping vs binding differs only with several processes per node:
 ``MVAPICH2RailPolicy`` runs osu_mbw_mr with 2 pairs (2 processes per node), the MPI-level counterpart of
@@ -30,6 +31,9 @@ RAIL_BENCHMARKS = {
     'osu_bw': ([12], ['000-fig13', '003-fig13']),
     'osu_bibw': ([13], ['000-fig14', '003-fig14']),
 }
+# OMB collective -> figure of 000 (Sec. IV.C.2, row 14: PCI-X vs PCIe 1 port vs PCIe 2 ports, 4x1)
+RAIL_COLLECTIVES = {'osu_alltoall': '000-fig15', 'osu_bcast': '000-fig16', 'osu_allgather': '000-fig17'}
+
 TWO_PORT_COUNTERPARTS = {
     'osu_bw': ([7], ['000-fig8', '003-fig8']),
     'osu_bibw': ([8], ['000-fig9', '003-fig9']),
@@ -66,6 +70,28 @@ class MVAPICH2MultiRail(MVAPICH2Benchmark):
             rows, figures = rows + more_rows, figures + more_figures
         self.experiments, self.figures = rows, figures
         self.descr = f'MVAPICH2 {self.benchmark} on {self.ports} HCA port(s), 2 processes on 2 nodes'
+
+
+@rfm.simple_test
+class MVAPICH2MultiRailCollective(MVAPICH2Benchmark):
+    """The collectives of 000 Figs. 15-17 at 4x1 with one port and with both ports striped."""
+
+    #: The OMB collective.
+    benchmark = parameter(list(RAIL_COLLECTIVES), type=str)
+
+    #: HCA ports MVAPICH2 uses: 1 or 2 (striping above 8192 B).
+    ports = parameter([1, 2], type=int)
+
+    level = 'multirail'
+    num_nodes = 4
+    required_partition_features = ['ib', 'dual-port']
+
+    @run_after('init')
+    def describe(self):
+        self.osu_benchmark = self.benchmark
+        self.env_vars = {**self.env_vars, **mvapich2.RAILS['1-port' if self.ports == 1 else '2-port-striping']}
+        self.experiments, self.figures = [14], [RAIL_COLLECTIVES.get(self.benchmark, '000')]
+        self.descr = f'MVAPICH2 {self.benchmark} on {self.ports} HCA port(s), 4x1'
 
 
 @rfm.simple_test
