@@ -293,6 +293,14 @@ def test_other_mpis_skip_mvapich2_settings_and_npb_33_names(tmp_path):
     assert 'srun --distribution=block is.B.16\n' in script
 
 
+def test_bad_npb_binary_pattern_says_what_is_allowed(reframe):
+    proc = families(reframe, '--dry-run', '--system', 'example-cluster:connectx-qdr', '-p', 'openmpi',
+                    '-n', 'NPB%case=is.B-2x8$', '-S', 'npb_binary={prog}.x', config='configs/example-cluster.py')
+    assert proc.returncode == 1, output(proc)
+    assert ("npb_binary '{prog}.x': KeyError('prog'); the placeholders are {program}, {cls} and {ranks}"
+            in proc.stdout), output(proc)
+
+
 # -- sanity and performance over real outputs ----------------------------------------------------------------
 
 REPLAY_FAILURES = {

@@ -20,7 +20,6 @@ FEATURE_HINTS = {
     'npb': ('NAS Parallel Benchmarks', 'not on PyPI or Debian: Spack npb, modules or PATH'),
     'mvapich2': ('MVAPICH2 with the mrail device, which reads the MV2_* variables',
                  'Spack mvapich2 fabrics=mrail'),
-    'imb': ('Intel MPI Benchmarks', 'make setup or Spack intel-mpi-benchmarks'),
     'ib': ('InfiniBand HCA', ''),
     'dual-port': ('second HCA port', ''),
 }
@@ -99,8 +98,3 @@ class NodeLayout(rfm.RegressionTestPlugin):
         self.num_tasks_per_node = self.ranks_per_node
         if self.num_nodes > 1 and self.ranks_per_node > 1:
             self.job.launcher.options += self.block_mapping_options.get(self.job.launcher.registered_name, [])
-
-    @property
-    def layout(self):
-        """The layout as the papers write it, e.g. ``4x1``."""
-        return f'{self.num_nodes}x{self.ranks_per_node}'

@@ -86,9 +86,13 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     def set_command(self):
         ranks = self.num_nodes * self.ranks_per_node
         pattern = self.npb_binary or self.current_environ.extras.get('npb_binary', NPB34_BINARY)
-        self.executable = os.path.join(self.npb_bin_dir,
-                                       pattern.format(program=self.npb_program, cls=self.npb_class, ranks=ranks))
+        try:
+            binary = pattern.format(program=self.npb_program, cls=self.npb_class, ranks=ranks)
+        except (KeyError, IndexError, ValueError) as err:
+            raise ValueError(f'npb_binary {pattern!r}: {err!r}; the placeholders are {{program}}, {{cls}} '
+                             'and {ranks}') from None
+        self.executable = os.path.join(self.npb_bin_dir, binary)
         self.table_benchmark = self.npb_program.upper()
         self.table_params = {'class': self.npb_class, 'processes': ranks}
         if self.channel == 'loopback':
-            self.env_vars.update(mvapich2.NETWORK_LOOPBACK)
+            self.env_vars = {**self.env_vars, **mvapich2.NETWORK_LOOPBACK}
