@@ -134,6 +134,19 @@ def test_selection_by_experiment_and_figure(reframe):
                                   'MVAPICH2MultiRail %benchmark=osu_bw %ports=2'}
 
 
+def test_requirements_are_visible_without_running(reframe):
+    proc = families(reframe, '--describe', '-n',
+                    'NPB%case=is.B-2x8-loopback|MVAPICH2MultiRail%benchmark=osu_bw%ports=2')
+    assert proc.returncode == 0, output(proc)
+    described = {d['display_name']: d for d in json.loads(proc.stdout[proc.stdout.index('['):])}
+    npb = described['NPB %case=is.B-2x8-loopback']
+    assert (npb['num_nodes'], npb['ranks_per_node'], npb['channel']) == (2, 8, 'loopback')
+    assert npb['required_environ_features'] == ['npb', 'mvapich2'] and npb['required_partition_features'] == ['ib']
+    rails = described['MVAPICH2MultiRail %benchmark=osu_bw %ports=2']
+    assert rails['required_partition_features'] == ['ib', 'dual-port']
+    assert rails['env_vars'] == mvapich2.RAILS['2-port-striping']
+
+
 def test_families_skip_on_local_saying_why(reframe):
     """No OSU/NPB binaries and one node here: every family is skipped, each reason naming what is missing."""
     one_per_family = '|'.join(['OSULatency', 'OSUIntraNode%benchmark=osu_bw',

@@ -15,7 +15,7 @@ import os
 import re
 
 import reframe as rfm
-from reframe.core.builtins import run_before, variable
+from reframe.core.builtins import run_after, run_before, variable
 
 from . import DEFAULT_TIME_LIMIT, PaperExperiment
 from . import mvapich2
@@ -74,7 +74,8 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     #: Directory of the NPB binaries; empty: found on PATH (the environment, a Spack view, modules).
     npb_bin_dir = variable(str, value='')
 
-    @run_before('setup')
+    # always_last: after the family's init hook has chosen the channel (visible in --describe)
+    @run_after('init', always_last=True)
     def require_tools(self):
         self.required_environ_features = ['npb']
         if self.channel == 'loopback':
