@@ -43,7 +43,8 @@ def test_selection_by_paper_figure(reframe):
     proc = reframe('-l', '-t', 's002-fig11')
     assert proc.returncode == 0, output(proc)
     assert 'IMBCollective %benchmark=Alltoall' in proc.stdout
-    assert 'Found 1 check(s)' in proc.stdout
+    assert 'OSUCollective %case=osu_alltoall-8x1' in proc.stdout
+    assert 'Found 2 check(s)' in proc.stdout
 
 
 @needs_impi

@@ -109,7 +109,7 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             parsed = parsers.parse_text(stdout, source=f'{self.name} stdout', tool=self.tool)
             table = parsed.table(self.table_benchmark or None, **self.table_params)
         except parsers.ParseError as err:
-            raise SanityError(f'{err}' + (f' ({abort})' if abort else '')) from None
+            raise SanityError(f'{err}' + (f' ({abort})' if abort and abort not in str(err) else '')) from None
 
         if abort:
             raise SanityError(f'{self.tool}: {abort}')
@@ -133,6 +133,9 @@ class PaperExperiment(rfm.RegressionTestPlugin):
 
     @run_before('performance')
     def _set_perf_variables(self):
+        if self.is_dry_run():
+            return      # --dry-run: nothing ran, nothing was parsed
+
         wanted = set(self.report_metrics)
         for name, value, unit in self._table.metric_values():
             if not wanted or name.rsplit('_', 1)[0] in wanted:

@@ -1,0 +1,370 @@
+"""The OSU, MVAPICH2 and NPB families: listed everywhere, skipped with reasons where they cannot run, a job script
+for every variant on the example cluster (no Slurm needed), and their sanity and performance logic over real
+outputs (tests/checks/replay.py)."""
+
+import json
+import re
+import runpy
+
+import pytest
+
+from conftest import ROOT, ReFrameRunner, output
+from ibrepro import rfmconfig
+from ibrepro.rfm import mvapich2
+from ibrepro.rfm.layout import parse_layout
+from ibrepro.rfm.npb import parse_case
+from ibrepro.rfm.osu import expected_sizes
+
+FAMILIES = ['reframe-checks/mpi/osu_pt2pt.py', 'reframe-checks/mpi/osu_multipair.py',
+            'reframe-checks/collectives/osu_collectives.py', 'reframe-checks/multirail',
+            'reframe-checks/apps']
+
+
+def families(runner, *args, **kwargs):
+    """Run ``reframe`` over the families of this module only."""
+    more = [arg for path in FAMILIES[1:] for arg in ('-c', path)]
+    return runner(*args, '--nocolor', *more, checks=FAMILIES[0], **kwargs)
+
+
+# family -> number of variants
+VARIANTS = {'OSULatency': 1, 'OSUBandwidth': 3, 'OSUBiBandwidth': 2, 'OSUIntraNode': 2, 'OSUMultiPair': 6,
+            'OSUCollective': 5, 'MVAPICH2MultiRail': 6, 'MVAPICH2MultiRailCollective': 6,
+            'MVAPICH2RailPolicy': 2, 'MVAPICH2Inline': 3, 'NPB': 42}
+
+#: The partitions of the example cluster the dry run uses: together they fit every layout (2x8, 8x2), but
+#: for 4x1 on two ports (the 000 testbed, pcie-sdr), where only that family runs (keeps the test short).
+DRY_PARTITIONS = ['example-cluster:connectx-qdr', 'example-cluster:ib-pcix-8node']
+FOUR_NODES_TWO_PORTS = {'MVAPICH2MultiRailCollective': 'example-cluster:pcie-sdr'}
+
+_SKIP = re.compile(r'^\[\s*SKIP\s*\] \(\s*\d+/\d+\) (.+?) /[0-9a-f]{8} @(\S+) \[(.*)\]$', re.M)
+
+
+def npb_cases():
+    return runpy.run_path(str(ROOT / 'reframe-checks/apps/npb.py'))['CASES']
+
+
+def last_report(runner):
+    (path,) = sorted(runner.home.glob('run-reports/*.json'), key=lambda p: p.stat().st_mtime)[-1:]
+    return json.loads(path.read_text())['runs'][-1]['testcases']
+
+
+def skips(stdout):
+    return {(name, where): reason for name, where, reason in _SKIP.findall(stdout)}
+
+
+# -- the library -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('benchmark, sizes, first, last, count', [
+    ('osu_latency', '', 1, 4194304, 23),          # OMB's default range; 5.x's extra size 0 is not required
+    ('osu_allreduce', '', 4, 1048576, 19),        # reductions start at sizeof(float) in OMB 5.x
+    ('osu_alltoall', '', 1, 1048576, 21),
+    ('osu_mbw_mr', '1:65536', 1, 65536, 17),
+    ('osu_latency', '8192', 1, 8192, 14),
+    ('osu_bw', '64:4096', 64, 4096, 7),
+])
+def test_expected_sizes(benchmark, sizes, first, last, count):
+    got = expected_sizes(benchmark, sizes)
+    assert (got[0], got[-1], len(got)) == (first, last, count)
+
+
+def test_cases_and_layouts_parse_or_say_why():
+    assert parse_case('is.B-4x1') == ('is', 'B', 4, 1, 'shm')
+    assert parse_case('ft.B-2x8-loopback') == ('ft', 'B', 2, 8, 'loopback')
+    assert parse_layout('8x2') == (8, 2)
+    for bad in ('xx.B-4x1', 'is.b-4x1', 'is.B-4', 'is.B-4x1-smp', 'is.B-0x1'):
+        with pytest.raises(ValueError, match='invalid'):
+            parse_case(bad)
+
+
+def test_npb_cases_are_the_papers_runs():
+    cases = npb_cases()
+    assert len(cases) == VARIANTS['NPB']
+    assert cases['is.B-4x1'] == [[15, 34], ['000-fig18', '002-tab2', '002-fig18']]     # one run, two papers
+    assert cases['ft.B-8x1'][0] == [32, 37, 34]
+    assert 'ft.B-2x1' not in cases                                  # "FT does not run on 2 nodes" (002)
+    square = {n * p for c in cases for _, _, n, p, _ in [parse_case(c)] if c[:2] in ('sp', 'bt')}
+    assert square == {4, 16}                                        # SP and BT need a square count
+    smp = [c for c in cases if c.endswith('2x8') or c.endswith('2x8-loopback')]
+    assert len(smp) == 16 and all(cases[c] == [[21], ['001-fig6']] for c in smp)
+
+
+def test_mvapich2_cap_warning_fails_the_run():
+    # the line MVAPICH2 2.3.5-2.3.7 prints (ibv_param.c: "Warning, max ports per hca is %d, change %s in
+    # ibv_param.h to override the option\n" with MAX_NUM_PORTS = 1) when MV2_NUM_PORTS=2 is capped
+    line = 'Warning, max ports per hca is 1, change MAX_NUM_PORTS in ibv_param.h to override the option'
+    reason = mvapich2.ignored_setting(f'# OSU MPI Bandwidth Test\n{line}\n')
+    assert 'capped the ports per hca at 1' in reason and '-DMAX_NUM_PORTS=2' in reason
+    assert mvapich2.ignored_setting('# OSU MPI Bandwidth Test v7.4\n1   0.5\n') is None
+
+
+# -- the embedded default system (this machine) ------------------------------------------------------------
+
+def test_every_family_is_listed_on_local(reframe):
+    proc = reframe('-l', '--nocolor')          # every check file, as `make run` loads them
+    assert proc.returncode == 0, output(proc)
+    listed = re.findall(r'^- (\w+)', proc.stdout, re.M)
+    for family, count in VARIANTS.items():
+        assert listed.count(family) == count, family
+
+
+def listed_cases(proc):
+    return set(re.findall(r'^- (.+?) /[0-9a-f]{8}$', proc.stdout, re.M))
+
+
+def test_selection_by_experiment_and_figure(reframe):
+    proc = families(reframe, '-l', '-t', '^exp37$')
+    assert proc.returncode == 0, output(proc)
+    pci = {f'NPB %case={c}' for c, (rows, _) in npb_cases().items() if 37 in rows}
+    assert len(pci) == 7
+    assert listed_cases(proc) == {'OSULatency', 'OSUBandwidth %window=16', *pci}
+
+    proc = families(reframe, '-l', '-t', '^s002-fig2$')
+    assert listed_cases(proc) == {f'OSUBandwidth %window={w}' for w in (4, 16, 64)}
+
+    proc = families(reframe, '-l', '-t', '^s000-fig16$')
+    assert listed_cases(proc) == {'OSUCollective %case=osu_bcast-4x1',
+                                  'MVAPICH2MultiRailCollective %benchmark=osu_bcast %ports=1',
+                                  'MVAPICH2MultiRailCollective %benchmark=osu_bcast %ports=2'}
+
+    proc = families(reframe, '-l', '-t', '^exp7$')       # MPI-level counterpart of the two-port verbs test
+    assert listed_cases(proc) == {'MVAPICH2MultiRail %benchmark=osu_bw %ports=2'}
+
+    proc = families(reframe, '-l', '-t', '^s000-fig13$')
+    assert listed_cases(proc) == {'OSUBandwidth %window=64', 'MVAPICH2MultiRail %benchmark=osu_bw %ports=1',
+                                  'MVAPICH2MultiRail %benchmark=osu_bw %ports=2'}
+
+
+def test_requirements_are_visible_without_running(reframe):
+    proc = families(reframe, '--describe', '-n',
+                    'NPB%case=is.B-2x8-loopback|MVAPICH2MultiRail%benchmark=osu_bw%ports=2')
+    assert proc.returncode == 0, output(proc)
+    described = {d['display_name']: d for d in json.loads(proc.stdout[proc.stdout.index('['):])}
+    npb = described['NPB %case=is.B-2x8-loopback']
+    assert (npb['num_nodes'], npb['ranks_per_node'], npb['channel']) == (2, 8, 'loopback')
+    assert npb['required_environ_features'] == ['npb', 'mvapich2'] and npb['required_partition_features'] == ['ib']
+    rails = described['MVAPICH2MultiRail %benchmark=osu_bw %ports=2']
+    assert rails['required_partition_features'] == ['ib', 'dual-port']
+    assert rails['env_vars'] == mvapich2.RAILS['2-port-striping']
+
+
+def test_families_skip_on_local_saying_why(reframe):
+    """No OSU/NPB binaries and one node here: every family is skipped, each reason naming what is missing."""
+    one_per_family = '|'.join(['OSULatency', 'OSUIntraNode%benchmark=osu_bw',
+                               'OSUMultiPair%benchmark=osu_mbw_mr%pairs=8', 'OSUCollective%case=osu_alltoall-8x1',
+                               'MVAPICH2MultiRail%benchmark=osu_bw%ports=2', 'NPB%case=is.B-2x8-loopback',
+                               'NPB%case=ft.A-4x2'])
+    if {'osu', 'npb'} & set(rfmconfig.tool_features(None)):
+        pytest.skip('OSU or NPB binaries are on PATH: this test is about a machine without them')
+
+    proc = families(reframe, '-r', '-n', one_per_family)
+    assert proc.returncode == 0, output(proc)
+    found = skips(proc.stdout)
+    features, extras = rfmconfig.local_partition()
+    environs = {'impi', 'mpich', 'system'}
+    assert {env for (_, where) in found for env in [where.split('+')[1]]} == environs
+    assert len(found) == 7 * len(environs), output(proc)
+
+    cores = extras['cores_per_node']
+    for env in environs:
+        reason = found[('OSULatency', f'local:default+{env}')]
+        assert reason.startswith('layout 2x1 needs 2 nodes; local:default has 1 (extras nodes)')
+        assert (f"environment '{env}' has no OSU Micro-Benchmarks (feature 'osu'; not on PyPI or Debian: "
+                'Spack osu-micro-benchmarks, modules or PATH)') in reason
+
+        reason = found[('OSUIntraNode %benchmark=osu_bw', f'local:default+{env}')]
+        assert 'nodes' not in reason and ('cores per node' in reason) == (cores < 2)
+        assert "has no OSU Micro-Benchmarks (feature 'osu'" in reason
+
+        reason = found[('OSUMultiPair %benchmark=osu_mbw_mr %pairs=8', f'local:default+{env}')]
+        assert 'layout 2x8 needs 2 nodes' in reason
+        assert ('layout 2x8 needs 8 cores per node; local:default has' in reason) == (cores < 8)
+
+        reason = found[('OSUCollective %case=osu_alltoall-8x1', f'local:default+{env}')]
+        assert reason.startswith('layout 8x1 needs 8 nodes; local:default has 1 (extras nodes)')
+
+        reason = found[('MVAPICH2MultiRail %benchmark=osu_bw %ports=2', f'local:default+{env}')]
+        assert ("local:default has no InfiniBand HCA (feature 'ib')" in reason) == ('ib' not in features)
+        assert ("local:default has no second HCA port (feature 'dual-port')" in reason) == \
+            ('dual-port' not in features)
+        assert f"environment '{env}' has no MVAPICH2 with the mrail device" in reason
+
+        reason = found[('NPB %case=is.B-2x8-loopback', f'local:default+{env}')]
+        assert "has no NAS Parallel Benchmarks (feature 'npb'" in reason
+        assert "(feature 'mvapich2'; Spack mvapich2 fabrics=mrail)" in reason
+
+        reason = found[('NPB %case=ft.A-4x2', f'local:default+{env}')]
+        assert 'layout 4x2 needs 4 nodes' in reason and 'mvapich2' not in reason
+
+
+# -- the example cluster: a job script for every variant, without Slurm --------------------------------------
+
+@pytest.fixture(scope='module')
+def example_cluster(tmp_path_factory):
+    """One dry run of every family on the example cluster with MVAPICH2 (srun need not exist)."""
+    runner = ReFrameRunner(tmp_path_factory.mktemp('example-cluster'))
+    only = [arg for family, part in FOUR_NODES_TWO_PORTS.items()
+            for arg in ('-S', f'{family}.valid_systems={part}')]
+    proc = families(runner, '--dry-run', '--system', 'example-cluster', '-p', 'mvapich2',
+                    '-S', f'valid_systems={",".join(DRY_PARTITIONS)}', *only, '--exec-policy=serial',
+                    config='configs/example-cluster.py')
+    assert proc.returncode == 0, output(proc)
+    return runner, proc, last_report(runner)
+
+
+def job_script(report, name, partition):
+    (case,) = [c for c in report if c['display_name'] == name and c['partition'] == partition]
+    assert case['result'] == 'pass', case
+    with open(f"{case['stagedir']}/rfm_job.sh") as fp:
+        return fp.read()
+
+
+def test_dry_run_writes_a_job_script_for_every_variant(example_cluster):
+    runner, proc, report = example_cluster
+    written = [c for c in report if c['result'] == 'pass']
+    skipped = [c for c in report if c['result'] == 'skip']
+    elsewhere = sum(VARIANTS[f] for f in FOUR_NODES_TWO_PORTS)
+    assert len(report) == len(DRY_PARTITIONS) * (sum(VARIANTS.values()) - elsewhere) + elsewhere
+    assert len(written) + len(skipped) == len(report)
+    assert {c['display_name'].split()[0] for c in written} == set(VARIANTS)
+    per_variant = {c['display_name'] for c in written}
+    assert len(per_variant) == sum(VARIANTS.values())            # every variant on at least one partition
+    for case in written:
+        with open(f"{case['stagedir']}/rfm_job.sh") as fp:
+            script = fp.read()
+        assert f"#SBATCH --ntasks={case['num_tasks']}" in script
+        assert f"#SBATCH --ntasks-per-node={case['num_tasks_per_node']}" in script
+        assert '#SBATCH --exclusive' in script and f"--partition={case['partition']}" in script
+        assert re.search(rf"^srun .*{re.escape(case['executable'])}", script, re.M), script
+
+    # what does not fit is skipped, not shrunk: 2x8 needs 8 cores per node, 4x1 and 8x2 need more nodes
+    found = skips(proc.stdout)
+    assert 'layout 2x8 needs 8 cores per node; example-cluster:ib-pcix-8node has 2' in \
+        found[('NPB %case=is.B-2x8', 'example-cluster:ib-pcix-8node+mvapich2')]
+    assert 'layout 8x2 needs 8 nodes; example-cluster:connectx-qdr has 2' in \
+        found[('NPB %case=is.B-8x2', 'example-cluster:connectx-qdr+mvapich2')]
+    assert "example-cluster:ib-pcix-8node has no second HCA port (feature 'dual-port')" in \
+        found[('MVAPICH2MultiRail %benchmark=osu_bw %ports=2', 'example-cluster:ib-pcix-8node+mvapich2')]
+    assert len(found) == len(skipped)
+
+
+@pytest.mark.parametrize('name, partition, lines', [
+    ('OSULatency', 'connectx-qdr', ['#SBATCH --nodes=2', 'srun osu_latency\n']),
+    ('OSUBandwidth %window=16', 'ib-pcix-8node', ['#SBATCH --nodes=2', 'srun osu_bw -W 16\n']),
+    ('OSUBiBandwidth %window=16', 'connectx-qdr', ['srun osu_bibw -W 16\n']),
+    ('OSUIntraNode %benchmark=osu_latency', 'connectx-qdr',
+     ['#SBATCH --ntasks=2\n', '#SBATCH --ntasks-per-node=2', '#SBATCH --nodes=1', 'srun osu_latency\n']),
+    ('OSUMultiPair %benchmark=osu_mbw_mr %pairs=8', 'connectx-qdr',
+     ['#SBATCH --ntasks=16', '#SBATCH --ntasks-per-node=8', 'srun --distribution=block osu_mbw_mr\n']),
+    ('OSUCollective %case=osu_allreduce-8x1', 'ib-pcix-8node',
+     ['#SBATCH --ntasks=8\n', '#SBATCH --nodes=8', 'srun osu_allreduce\n']),
+    ('MVAPICH2MultiRail %benchmark=osu_bw %ports=1', 'connectx-qdr',
+     ['export MV2_NUM_HCAS=1', 'export MV2_NUM_PORTS=1', 'srun osu_bw\n']),
+    ('MVAPICH2MultiRail %benchmark=osu_bibw %ports=2', 'connectx-qdr',
+     ['export MV2_NUM_PORTS=2', 'export MV2_RAIL_SHARING_POLICY=USE_FIRST',
+      'export MV2_RAIL_SHARING_LARGE_MSG_THRESHOLD=8192', 'srun osu_bibw\n']),
+    ('MVAPICH2MultiRailCollective %benchmark=osu_bcast %ports=2', 'pcie-sdr',
+     ['#SBATCH --ntasks=4\n', '#SBATCH --nodes=4', 'export MV2_NUM_PORTS=2', 'srun osu_bcast\n']),
+    ('MVAPICH2RailPolicy %policy=binding', 'connectx-qdr',
+     ['#SBATCH --ntasks=4', '#SBATCH --ntasks-per-node=2', 'export MV2_NUM_PORTS=2',
+      'srun --distribution=block osu_mbw_mr\n']),
+    ('MVAPICH2Inline %benchmark=osu_latency', 'ib-pcix-8node', ['export MV2_MAX_INLINE_SIZE=128']),
+    ('NPB %case=is.B-2x8-loopback', 'connectx-qdr',
+     ['#SBATCH --ntasks=16', '#SBATCH --ntasks-per-node=8', 'export MV2_USE_SHARED_MEM=0',
+      'srun --distribution=block is.B.x\n']),
+    ('NPB %case=ft.A-4x2', 'ib-pcix-8node',
+     ['#SBATCH --ntasks=8\n', '#SBATCH --nodes=4', 'srun --distribution=block ft.A.x\n']),
+    ('NPB %case=lu.B-8x2', 'ib-pcix-8node', ['#SBATCH --ntasks=16', '#SBATCH --nodes=8', 'lu.B.x\n']),
+    ('NPB %case=sp.B-4x1', 'ib-pcix-8node', ['#SBATCH --ntasks=4\n', '#SBATCH --nodes=4', 'srun sp.B.x\n']),
+])
+def test_job_scripts_carry_the_papers_parameters(example_cluster, name, partition, lines):
+    _, _, report = example_cluster
+    script = job_script(report, name, partition)
+    for line in lines:
+        assert line in script, script
+
+
+def test_job_script_without_extra_settings(example_cluster):
+    _, _, report = example_cluster
+    binding = job_script(report, 'MVAPICH2RailPolicy %policy=binding', 'connectx-qdr')
+    assert 'MV2_RAIL_SHARING_POLICY' not in binding and 'MV2_NUM_HCAS' not in binding   # both select sharing
+    shm = job_script(report, 'NPB %case=is.B-2x8', 'connectx-qdr')
+    assert 'MV2_' not in shm
+
+
+def test_other_mpis_skip_mvapich2_settings_and_npb_33_names(tmp_path):
+    """Open MPI would ignore MV2_* silently: those runs skip; NPB 3.3.x binaries are named per process count."""
+    runner = ReFrameRunner(tmp_path / 'home')
+    proc = families(runner, '--dry-run', '--system', 'example-cluster:connectx-qdr', '-p', 'openmpi',
+                    '-n', 'MVAPICH2Inline%benchmark=osu_latency|NPB%case=is.B-2x8', '-S',
+                    'NPB.npb_binary={program}.{cls}.{ranks}', config='configs/example-cluster.py')
+    assert proc.returncode == 0, output(proc)
+    found = skips(proc.stdout)
+    assert set(found) == {('MVAPICH2Inline %benchmark=osu_latency', 'example-cluster:connectx-qdr+openmpi'),
+                          ('NPB %case=is.B-2x8-loopback', 'example-cluster:connectx-qdr+openmpi')}
+    assert all("environment 'openmpi' has no MVAPICH2" in reason for reason in found.values())
+    script = job_script(last_report(runner), 'NPB %case=is.B-2x8', 'connectx-qdr')
+    assert 'srun --distribution=block is.B.16\n' in script
+
+
+def test_bad_npb_binary_pattern_says_what_is_allowed(reframe):
+    proc = families(reframe, '--dry-run', '--system', 'example-cluster:connectx-qdr', '-p', 'openmpi',
+                    '-n', 'NPB%case=is.B-2x8$', '-S', 'npb_binary={prog}.x', config='configs/example-cluster.py')
+    assert proc.returncode == 1, output(proc)
+    assert ("npb_binary '{prog}.x': KeyError('prog'); the placeholders are {program}, {cls} and {ranks}"
+            in proc.stdout), output(proc)
+
+
+# -- sanity and performance over real outputs ----------------------------------------------------------------
+
+REPLAY_FAILURES = {
+    'osu/7.4/osu_mbw_mr-2.txt': "expected one table for any benchmark, pairs=2, found 0 "
+                                "(MPI Multiple Bandwidth / Message Rate {'pairs': 1",
+    'osu/5.9/osu_bw-1.txt': 'invalid-ranks: OSU: "This test requires exactly two processes"',
+    'osu/5.3/osu_latency.badopt_m-2.txt': "invalid-option: osu_latency rejected the command line: option 'm'",
+    'osu/7.4/osu_allreduce.validate-2.txt': 'verification: OSU MPI Allreduce Latency: data validation Fail at '
+                                            '16 bytes',
+    'osu/7.4/osu_allreduce.mpich_timeout-4.txt': 'abort: OSU MPI Allreduce Latency: a rank was terminated: '
+                                                 'Terminated (signal 15)',
+    'osu/7.4/osu_latency.m8192-2.txt': 'incomplete message-size sweep, missing 16384, 32768',
+    'npb/3.4.2/is.B-2.txt': "expected one table for IS, class=B, processes=4, found 0 "
+                            "(IS {'class': 'B', 'processes': 2})",
+    'npb/3.4.2/ft.A.niter4_verify_fail-2.txt': 'verification: NPB FT class U: Verification = UNSUCCESSFUL',
+    'npb/3.4.2/is.A.nonpow2_abort-3.txt': 'invalid-ranks: NPB needs a power-of-two process count: '
+                                          '"Number of processes (3) is not a power of two" '
+                                          '(MPI_ABORT on rank 0, error code 16)',
+}
+
+
+@pytest.fixture(scope='module')
+def replayed(tmp_path_factory):
+    runner = ReFrameRunner(tmp_path_factory.mktemp('replay'))
+    proc = runner('-r', '--nocolor', checks='tests/checks/replay.py')
+    assert proc.returncode == 1, output(proc)          # the failure fixtures fail, as they must
+    return {c['display_name'].split('=', 1)[1]: c for c in last_report(runner)}
+
+
+@pytest.mark.parametrize('fixture', sorted(REPLAY_FAILURES))
+def test_sanity_diagnoses_real_failures(replayed, fixture):
+    case = replayed[fixture]
+    assert (case['result'], case['fail_phase']) == ('fail', 'sanity')
+    assert REPLAY_FAILURES[fixture] in case['fail_reason'], case['fail_reason']
+    assert case['fail_reason'].count('MPI_ABORT') <= 1
+
+
+@pytest.mark.parametrize('fixture, variables', [
+    ('osu/7.4/osu_latency-2.txt', [f'lat_{2 ** k}' for k in range(23)]),
+    ('osu/5.3/osu_latency-2.txt', ['lat_0'] + [f'lat_{2 ** k}' for k in range(23)]),
+    ('osu/7.4/osu_mbw_mr-4.txt', [f'{m}_{2 ** k}' for m in ('bw', 'msgrate') for k in range(17)]),
+    ('npb/3.4.2/is.A-4.txt', ['mops', 'time']),
+    ('npb/3.3.1/ft.A-4.txt', ['mops', 'time']),
+])
+def test_good_outputs_give_one_variable_per_size(replayed, fixture, variables):
+    case = replayed[fixture]
+    assert case['result'] == 'pass', case['fail_reason']
+    values = {key.rsplit(':', 1)[1]: v for key, v in case['perfvalues'].items()}
+    assert sorted(values) == sorted(variables)
+    assert all(v[0] > 0 for v in values.values())
+    units = {v[4] for v in values.values()}
+    assert units <= {'us', 'MB/s', 'msg/s', 's', 'Mop/s'}
+    if fixture.startswith('npb/3.4.2/is.A-4'):
+        assert (values['time'][0], values['mops'][0]) == (1.22, 68.85)    # the fixture's printed numbers
