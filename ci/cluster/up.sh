@@ -140,7 +140,12 @@ MpiDefault=none
 TmpFS=$CLUSTER_DIR/nodetmp
 # a node that was down comes back by itself when its slurmd registers again
 ReturnToService=2
-SlurmdTimeout=30
+# a node whose slurmd is gone is DOWN after 20 s (its jobs end NODE_FAIL)
+SlurmdTimeout=20
+# a task that dies ends its whole job step (as MPI sites set it): the other ranks would wait forever
+KillOnBadExit=1
+# a job that failed is not run again: ReFrame expects each job to run once
+JobRequeue=0
 InactiveLimit=0
 MinJobAge=300
 KillWait=5
