@@ -26,6 +26,11 @@ RESULTS_DB = paths.results_db() if os.environ.get('RFM_SQLITE_DB_FILE') else HOM
 # whatever SLURM_CONF the caller's shell had.
 os.environ['SLURM_CONF'] = str(CLUSTER_DIR / 'etc' / 'slurm.conf')
 
+# Inside a Slurm allocation (a Jacamar batch job made from SCHEDULER_PARAMETERS, salloc) the
+# partition runs its tests as job steps of that allocation: a job submitted from inside would
+# wait for the very nodes the allocation holds. Same partition name, so results stay comparable.
+IN_ALLOCATION = 'SLURM_JOB_ID' in os.environ
+
 IMPI = paths.DEPS_DIR / 'impi'      # pip install --prefix .deps/impi impi-rt
 MPICH = paths.DEPS_DIR / 'mpich'    # pip install --prefix .deps/mpich mpich
 
@@ -41,8 +46,11 @@ site_configuration = {
             'name': 'veth',
             'descr': 'node1 + node2 (Slurm partition ci): one slurmd per network namespace, '
                      'joined by veth to a bridge; no RDMA',
-            'scheduler': 'slurm',        # polls sacct: slurmdbd runs on the head
-            'launcher': 'srun',          # the PMI flavour comes from each environment (SLURM_MPI_TYPE)
+            # slurm: sbatch, then polls sacct (slurmdbd runs on the head); in an allocation:
+            # srunalloc = srun with the test's task layout. The PMI flavour comes from each
+            # environment (SLURM_MPI_TYPE).
+            'scheduler': 'local' if IN_ALLOCATION else 'slurm',
+            'launcher': 'srunalloc' if IN_ALLOCATION else 'srun',
             'access': ['--partition=ci'],
             'time_limit': '10m',
             'max_jobs': 4,
