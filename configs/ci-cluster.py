@@ -14,6 +14,7 @@ IBREPRO_DEPS (the MPI wheels' prefixes, default <checkout>/.deps).
 """
 
 import os
+import time
 from pathlib import Path
 
 from ibrepro import paths
@@ -30,6 +31,9 @@ os.environ['SLURM_CONF'] = str(CLUSTER_DIR / 'etc' / 'slurm.conf')
 # partition runs its tests as job steps of that allocation: a job submitted from inside would
 # wait for the very nodes the allocation holds. Same partition name, so results stay comparable.
 IN_ALLOCATION = 'SLURM_JOB_ID' in os.environ
+
+# The nightly run this session belongs to (ci/nightly.sh sets it; GitLab child jobs inherit it)
+NIGHTLY = os.environ.get('IBREPRO_NIGHTLY') or time.strftime('%Y%m%dT%H%M%S')
 
 IMPI = paths.DEPS_DIR / 'impi'      # pip install --prefix .deps/impi impi-rt
 MPICH = paths.DEPS_DIR / 'mpich'    # pip install --prefix .deps/mpich mpich
@@ -107,6 +111,14 @@ site_configuration = {
             ],
         },
     ],
+    'modes': [{
+        # ci/nightly.sh: reframe --mode=nightly (also carried into --ci-generate child jobs)
+        'name': 'nightly',
+        'options': [
+            '--exec-policy=serial',                 # one job at a time: the nodes share cores
+            f'--session-extras=nightly={NIGHTLY}',  # the report compares nightly runs
+        ],
+    }],
     'storage': [{
         'enable': True,
         'sqlite_db_file': str(RESULTS_DB),

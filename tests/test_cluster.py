@@ -314,3 +314,34 @@ def test_results_db_holds_every_stored_session(home, stored):
     assert len(stored) == 5
     assert _stored_uuids(home) == set(stored)
     assert _db_intact(home)
+
+
+def _nightly(home, step, nightly, **env):
+    environ = _env(home, IBREPRO_CHECKS='ci/cluster/checks', IBREPRO_NIGHTLY=nightly,
+                   IBREPRO_REPORT_DIR=str(home / f'nightly-{nightly}'),
+                   PATH=f'{REFRAME.parent}{os.pathsep}{os.environ["PATH"]}', **env)
+    return subprocess.run([REPO / 'ci' / 'nightly.sh', step], env=environ, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_nightly_run_store_compare_report(tmp_path):
+    # two nights of the smoke checks in a fresh history, then the report of the second
+    for night in ('night1', 'night2'):
+        run = _nightly(tmp_path, 'run', night)
+        assert run.returncode == 0, run.stdout + run.stderr
+
+    ok = _nightly(tmp_path, 'report', 'night2', IBREPRO_REGRESSION_PCT='1e9')
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    report = (tmp_path / 'nightly-night2' / 'report.md').read_text()
+    assert '| ClusterPingPong | ci-cluster:veth+mpich | bw_1048576 | MB/s |' in report
+    assert '<no data>' not in report                 # night1 is the previous night of every value
+    assert '* none' in report
+
+    # any change beyond a negative limit counts as a regression: the report fails and says why
+    strict = _nightly(tmp_path, 'report', 'night2', IBREPRO_REGRESSION_PCT='-1e9')
+    assert strict.returncode == 1
+    assert 'worse than the previous night' in (tmp_path / 'nightly-night2' / 'report.md').read_text()
+
+    missing = _nightly(tmp_path, 'report', 'night3')
+    assert missing.returncode == 1
+    assert 'no session of nightly night3 is stored' in missing.stdout
