@@ -26,7 +26,7 @@ class ClusterPingPong(rfm.RegressionTest):
     num_tasks_per_node = 1
     time_limit = '2m'
     tags = {'cluster', 'smoke'}
-    valid_prog_environs = ['mpich', 'openmpi']
+    valid_prog_environs = ['+mpicc']
     sourcepath = 'mpi_pingpong.c'
     build_system = 'SingleSource'
 
