@@ -214,7 +214,8 @@ done
 [ "$idle" -ge "$NUM_NODES" ] || { sinfo -N >&2 || true; die "only $idle/$NUM_NODES nodes idle after 30 s; see $LOG/"; }
 lap "nodes idle"
 # each task prints "<job id> <host name>"
-out=$(srun -N "$NUM_NODES" -n "$NUM_NODES" -t 1 bash -c 'echo "$SLURM_JOB_ID $(hostname)"')
+out=$(srun -N "$NUM_NODES" -n "$NUM_NODES" -t 1 bash -c 'echo "$SLURM_JOB_ID $(hostname)"') \
+  || die "srun across the nodes failed; see $LOG/slurmctld.log and $LOG/slurmd-node*.log"
 hosts=$(awk '{print $2}' <<< "$out" | sort | tr '\n' ' ')
 [ "$hosts" = "$(for i in $(seq "$NUM_NODES"); do printf 'node%s ' "$i"; done)" ] \
   || die "srun across the nodes printed '$out'"
