@@ -1,0 +1,98 @@
+"""ReFrame configuration of the throw-away CI cluster started by ``ci/cluster/up.sh``.
+
+Two Slurm nodes, node1 and node2, each a slurmd in its own network namespace on this machine,
+joined by veth pairs to a bridge: real Slurm (sbatch, sacct through slurmdbd), real MPI across
+two host names and two IP addresses, TCP on the wire, no RDMA. The nodes share the machine's
+cores, so performance values here are smoke values, not measurements of a network.
+
+    ci/cluster/up.sh
+    reframe -C configs/ci-cluster.py -c reframe-checks -r
+
+Environment: IBREPRO_CLUSTER_DIR (the cluster's work dir, default /tmp/ibrepro-cluster),
+IBREPRO_HOME (results, reports, ReFrame scratch; default <cluster dir>/ibrepro-home, so a
+throw-away cluster never writes into the user's own history), IBREPRO_NIGHTLY (ci/nightly.sh).
+"""
+
+import os
+import time
+from pathlib import Path
+
+CLUSTER_DIR = Path(os.environ.get('IBREPRO_CLUSTER_DIR', '/tmp/ibrepro-cluster'))
+os.environ.setdefault('IBREPRO_HOME', str(CLUSTER_DIR / 'ibrepro-home'))
+# ReFrame itself runs sbatch, squeue, sacct and scancel: they must reach this cluster,
+# whatever SLURM_CONF the caller's shell had.
+os.environ['SLURM_CONF'] = str(CLUSTER_DIR / 'etc' / 'slurm.conf')
+
+from ibrepro import paths, rfmconfig  # noqa: E402  (reads IBREPRO_HOME)
+
+# Inside a Slurm allocation (a Jacamar batch job made from SCHEDULER_PARAMETERS, salloc) the
+# partition runs its tests as job steps of that allocation: a job submitted from inside would
+# wait for the very nodes the allocation holds. Same partition name, so results stay comparable.
+IN_ALLOCATION = 'SLURM_JOB_ID' in os.environ
+
+# The nightly run this session belongs to (ci/nightly.sh sets it; GitLab child jobs inherit it)
+NIGHTLY = os.environ.get('IBREPRO_NIGHTLY') or time.strftime('%Y%m%dT%H%M%S')
+
+# Between the namespace "nodes" every MPI must use TCP: they share one kernel, and a transport
+# that notices (UCX, libfabric shm) would use shared memory and never touch the veth.
+IMPI = rfmconfig.prefix_environment(
+    'impi', paths.DEPS_DIR / 'impi', descr='Intel MPI 2021.14 + IMB 2021.8 (PyPI impi-rt, make setup)',
+    features=['impi'], extra_lib_dirs=['lib/libfabric'],
+    env_vars=[['FI_PROVIDER_PATH', str(paths.DEPS_DIR / 'impi' / 'lib/libfabric/prov')],
+              ['SLURM_MPI_TYPE', 'pmi2'],        # srun --mpi=pmi2
+              ['FI_PROVIDER', 'tcp']])
+MPICH = rfmconfig.prefix_environment(
+    'mpich', paths.DEPS_DIR / 'mpich', descr='MPICH 5.0 (PyPI mpich, make setup)',
+    features=['mpich', 'mpicc'], cc='mpicc',
+    env_vars=[['SLURM_MPI_TYPE', 'pmi2'],        # the wheel speaks PMI-1/2, not PMIx
+              # OFI, not UCX: a UCX address needs PMI values of ~1 KiB, and Slurm 22.05's pmi2
+              # plugin reads a PMI-1 request with one 1024-byte read(), so a longer `put` is cut
+              # ("mpi/pmi2: invalid client request") and MPI_Init hangs. An OFI tcp address is a
+              # 16-byte sockaddr. (UCX would also need UCX_TLS=tcp,self to leave shared memory.)
+              ['MPIR_CVAR_CH4_NETMOD', 'ofi'],
+              ['FI_PROVIDER', 'tcp']])
+OPENMPI = {
+    'name': 'openmpi',
+    'cc': 'mpicc.openmpi',
+    'cxx': 'mpicxx.openmpi',
+    'features': ['mpi', 'openmpi', 'mpicc'],
+    'env_vars': [['SLURM_MPI_TYPE', 'pmix'],     # Debian's Open MPI needs PMIx (pmi2 fails in MPI_Init)
+                 ['OMPI_MCA_pml', 'ob1'],        # not UCX: the byte transfer layers below decide
+                 ['OMPI_MCA_btl', 'tcp,self']],  # no vader (shared memory) between the "nodes"
+    'extras': {'about': "Open MPI 4.1 of Debian (openmpi-bin, libopenmpi-dev; ci/cluster/up.sh)"},
+}
+
+SYSTEM = {
+    'name': 'ci-cluster',
+    'descr': 'Throw-away Slurm 22.05 cluster of ci/cluster/up.sh: 2 namespace nodes, TCP over veth',
+    'hostnames': ['.*'],
+    'modules_system': 'nomod',
+    'prefix': str(paths.data_home() / 'rfm'),
+    'partitions': [{
+        'name': 'veth',
+        'descr': 'node1 + node2 (Slurm partition ci): one slurmd per network namespace, '
+                 'joined by veth to a bridge; no RDMA',
+        # slurm: sbatch, then polls sacct (slurmdbd runs on the head); in an allocation:
+        # srunalloc = srun with the test's task layout. The PMI flavour comes from each
+        # environment (SLURM_MPI_TYPE).
+        'scheduler': 'local' if IN_ALLOCATION else 'slurm',
+        'launcher': 'srunalloc' if IN_ALLOCATION else 'srun',
+        'access': [] if IN_ALLOCATION else ['--partition=ci'],
+        'time_limit': '10m',
+        'max_jobs': 4,
+        'environs': ['impi', 'mpich', 'openmpi'],
+        'features': ['mpi', 'nodes2'],
+        'extras': {
+            'nodes': 2,
+            'cores_per_node': os.cpu_count() or 1,
+            'interconnect': 'namespace nodes, TCP over veth',
+        },
+    }],
+}
+
+site_configuration = rfmconfig.site_configuration(systems=[SYSTEM], environments=[IMPI, MPICH, OPENMPI])
+# nightly sessions carry the id of their night: ci/nightly.sh report compares nights, and
+# --ci-generate passes only --mode on to the GitLab child jobs
+for mode in site_configuration['modes']:
+    if mode['name'] == 'nightly':
+        mode['options'].append(f'--session-extras=nightly={NIGHTLY}')

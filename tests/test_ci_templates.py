@@ -1,0 +1,191 @@
+"""The nightly CI templates (ci/gitlab, ci/github) and the GitLab child pipeline ReFrame generates.
+
+No CI service is reachable from here: the templates are checked against the keywords the two
+services document, and the child pipeline is generated for real by `reframe --ci-generate`
+(ci/nightly.sh generate) with the ci-cluster configuration; generating needs no cluster.
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+GITLAB = REPO / 'ci' / 'gitlab' / 'nightly.yml'
+GITHUB = REPO / 'ci' / 'github' / 'nightly.yml'
+
+# ---- GitLab: keywords of https://docs.gitlab.com/ee/ci/yaml/ -----------------------------------
+GITLAB_GLOBAL = {'default', 'include', 'stages', 'variables', 'workflow', 'image', 'services',
+                 'cache', 'before_script', 'after_script', 'spec'}
+GITLAB_JOB = {'after_script', 'allow_failure', 'artifacts', 'before_script', 'cache', 'coverage',
+              'dast_configuration', 'dependencies', 'environment', 'extends', 'hooks', 'id_tokens',
+              'identity', 'image', 'inherit', 'interruptible', 'manual_confirmation', 'needs', 'pages',
+              'parallel', 'release', 'resource_group', 'retry', 'rules', 'run', 'script', 'secrets',
+              'services', 'stage', 'tags', 'timeout', 'trigger', 'variables', 'when'}
+GITLAB_DEFAULT = {'after_script', 'artifacts', 'before_script', 'cache', 'hooks', 'id_tokens', 'image',
+                  'interruptible', 'retry', 'services', 'tags', 'timeout'}
+GITLAB_BUILTIN_STAGES = {'.pre', '.post'}
+
+
+def gitlab_problems(pipeline):
+    """What is wrong with a GitLab CI pipeline (a loaded YAML dict): [] when nothing is."""
+    problems = []
+    if not isinstance(pipeline, dict):
+        return ['the pipeline is not a mapping']
+
+    stages = set(pipeline.get('stages', ['build', 'test', 'deploy'])) | GITLAB_BUILTIN_STAGES
+    jobs = {name: job for name, job in pipeline.items() if name not in GITLAB_GLOBAL}
+    for key in set(pipeline.get('default', {})) - GITLAB_DEFAULT:
+        problems.append(f'default: unknown keyword {key!r}')
+
+    for name, job in jobs.items():
+        if not isinstance(job, dict):
+            problems.append(f'{name}: a job must be a mapping')
+            continue
+
+        for key in set(job) - GITLAB_JOB:
+            problems.append(f'{name}: unknown job keyword {key!r}')
+
+        if name.startswith('.'):
+            continue        # a hidden job: a template for `extends`
+
+        merged = {}
+        for parent in ([job['extends']] if isinstance(job.get('extends'), str) else job.get('extends', [])):
+            if parent not in jobs:
+                problems.append(f'{name}: extends unknown job {parent!r}')
+            merged.update(jobs.get(parent, {}))
+
+        merged.update(job)
+        if ('script' in merged) == ('trigger' in merged):
+            problems.append(f'{name}: needs exactly one of script and trigger')
+
+        if merged.get('stage', 'test') not in stages:
+            problems.append(f'{name}: stage {merged.get("stage")!r} is not in stages')
+
+        for need in merged.get('needs', []):
+            need = need['job'] if isinstance(need, dict) else need
+            if need not in jobs:
+                problems.append(f'{name}: needs unknown job {need!r}')
+
+        for include in (merged.get('trigger') or {}).get('include', []) if isinstance(merged.get('trigger'), dict) else []:
+            if 'artifact' in include and include.get('job') not in jobs:
+                problems.append(f'{name}: trigger includes an artifact of unknown job {include.get("job")!r}')
+
+    return problems
+
+
+# ---- GitHub Actions: the workflow syntax, reduced to what a template can get wrong -------------
+_STEP = {
+    'type': 'object',
+    'properties': {k: {} for k in ('id', 'if', 'name', 'uses', 'run', 'shell', 'with', 'env',
+                                   'continue-on-error', 'timeout-minutes', 'working-directory')},
+    'additionalProperties': False,
+    'oneOf': [{'required': ['uses']}, {'required': ['run']}],
+}
+_JOB = {
+    'type': 'object',
+    'properties': {**{k: {} for k in ('name', 'needs', 'permissions', 'if', 'environment', 'concurrency',
+                                      'outputs', 'env', 'defaults', 'timeout-minutes', 'strategy',
+                                      'continue-on-error', 'container', 'services')},
+                   'runs-on': {'anyOf': [{'type': 'string'}, {'type': 'array', 'items': {'type': 'string'}}]},
+                   'steps': {'type': 'array', 'minItems': 1, 'items': _STEP}},
+    'required': ['runs-on', 'steps'],
+    'additionalProperties': False,
+}
+GITHUB_SCHEMA = {
+    'type': 'object',
+    'properties': {
+        **{k: {} for k in ('name', 'run-name', 'env', 'defaults', 'concurrency', 'permissions')},
+        'on': {'type': 'object', 'minProperties': 1,
+               'propertyNames': {'enum': ['schedule', 'workflow_dispatch', 'push', 'pull_request',
+                                          'workflow_call', 'workflow_run', 'repository_dispatch']},
+               'properties': {'schedule': {'type': 'array', 'minItems': 1,
+                                           'items': {'type': 'object', 'required': ['cron'],
+                                                     'properties': {'cron': {'type': 'string'}},
+                                                     'additionalProperties': False}}}},
+        'jobs': {'type': 'object', 'minProperties': 1, 'additionalProperties': _JOB},
+    },
+    'required': ['on', 'jobs'],
+    'additionalProperties': False,
+}
+
+
+def load_github(path):
+    workflow = yaml.safe_load(path.read_text())
+    # YAML 1.1 reads the key `on` as the boolean true
+    if True in workflow:
+        workflow['on'] = workflow.pop(True)
+    return workflow
+
+
+# ---- the templates ---------------------------------------------------------------------------
+
+def test_gitlab_template_is_valid():
+    pipeline = yaml.safe_load(GITLAB.read_text())
+    assert gitlab_problems(pipeline) == []
+    trigger = pipeline['run-checks']['trigger']
+    assert trigger['strategy'] == 'depend'               # the parent fails when a check fails
+    assert 'SCHEDULER_PARAMETERS' in pipeline['run-checks']['variables']
+    assert pipeline['nightly-report']['when'] == 'always'  # the report also of a failed night
+    assert pipeline['nightly-report']['artifacts']['when'] == 'always'
+    assert 'ci/nightly.sh report' in pipeline['nightly-report']['script']
+
+
+def test_github_template_is_valid():
+    workflow = load_github(GITHUB)
+    jsonschema.validate(workflow, GITHUB_SCHEMA)
+    steps = workflow['jobs']['nightly']['steps']
+    runs = [s.get('run', '') for s in steps]
+    assert any('ci/nightly.sh run' in r for r in runs)
+    report = next(s for s in steps if 'ci/nightly.sh report' in s.get('run', ''))
+    assert report['if'] == 'always()'
+    upload = next(s for s in steps if s.get('uses', '').startswith('actions/upload-artifact'))
+    assert upload['if'] == 'always()' and upload['with']['path'] == 'nightly-report/'
+
+
+def test_validators_catch_mistakes():
+    bad_gitlab = {'stages': ['a'], 'job': {'stage': 'b', 'script': ['x'], 'scirpt': ['y'], 'needs': ['nope']}}
+    assert len(gitlab_problems(bad_gitlab)) == 3
+    bad_github = load_github(GITHUB)
+    bad_github['jobs']['nightly']['steps'].append({'name': 'both', 'run': 'x', 'uses': 'y'})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad_github, GITHUB_SCHEMA)
+
+
+# ---- the child pipeline, generated by ReFrame ------------------------------------------------
+
+def _check_dirs():
+    dirs = ['ci/cluster/checks']
+    if any((REPO / 'reframe-checks').rglob('*.py')):
+        dirs.append('reframe-checks')
+    return dirs
+
+
+@pytest.mark.parametrize('checks', _check_dirs())
+def test_generated_child_pipeline(tmp_path, checks):
+    child = tmp_path / 'child-pipeline.yml'
+    env = dict(os.environ, IBREPRO_CHECKS=checks, IBREPRO_NIGHTLY='4242', IBREPRO_HOME=str(tmp_path),
+               IBREPRO_CHILD_TAGS='batch,slurm',
+               PATH=f'{Path(sys.executable).parent}{os.pathsep}{os.environ["PATH"]}')
+    done = subprocess.run([REPO / 'ci' / 'nightly.sh', 'generate', child], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    pipeline = yaml.safe_load(child.read_text())
+    assert gitlab_problems(pipeline) == []
+    assert pipeline['variables'] == {'IBREPRO_NIGHTLY': '4242'}
+    assert pipeline['default']['tags'] == ['batch', 'slurm']
+    jobs = {name: job for name, job in pipeline.items() if name not in GITLAB_GLOBAL}
+    assert jobs, 'no test case in the child pipeline'
+    for name, job in jobs.items():
+        [command] = job['script']
+        assert command.startswith('reframe '), command
+        assert '-C ${CI_PROJECT_DIR}/configs/ci-cluster.py' in command
+        assert str(REPO) not in command            # runs in the child job's own checkout
+        assert '--mode=nightly' in command and ' -r' in command
+        assert f'--report-file={name}-report.json' in command
+        assert job['artifacts']['paths'][0] == f'{name}-report.json'

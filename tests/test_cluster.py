@@ -1,0 +1,347 @@
+"""Faults on the real CI cluster (ci/cluster/up.sh): each hits one ReFrame test of a session.
+
+The victims (tests/cluster_checks/faults.py) must fail with a message that names the fault,
+the bystanders in the same session must pass, and the results database must keep every
+session stored before. One results database serves the whole module, in order.
+
+Needs the cluster: ``make cluster-up`` (ci/cluster/up.sh), as root. Skipped otherwise.
+"""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+CLUSTER_SCRIPTS = REPO / 'ci' / 'cluster'
+CLUSTER_DIR = Path(os.environ.get('IBREPRO_CLUSTER_DIR', '/tmp/ibrepro-cluster'))
+CONFIG = REPO / 'configs' / 'ci-cluster.py'
+FAULT_CHECKS = REPO / 'tests' / 'cluster_checks' / 'faults.py'
+REFRAME = Path(sys.executable).with_name('reframe')
+NODE2_NETNS = 'ibr-node2'        # ci/cluster/common.sh: ns_node 2
+
+
+def _cluster_up():
+    try:
+        return subprocess.run([CLUSTER_SCRIPTS / 'status.sh', '-q'], timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not _cluster_up(), reason='cluster not up (make cluster-up)'),
+]
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def home(tmp_path_factory):
+    """IBREPRO_HOME of this module: one results database for all its sessions."""
+    return tmp_path_factory.mktemp('cluster-home')
+
+
+@pytest.fixture(scope='module')
+def stored():
+    """UUIDs of the sessions the tests stored so far, in order."""
+    return []
+
+
+def _env(home, **extra):
+    env = dict(os.environ, IBREPRO_HOME=str(home), SLURM_CONF=str(CLUSTER_DIR / 'etc' / 'slurm.conf'))
+    env.pop('RFM_SQLITE_DB_FILE', None)
+    env.update(extra)
+    return env
+
+
+def _slurm_env():
+    return dict(os.environ, SLURM_CONF=str(CLUSTER_DIR / 'etc' / 'slurm.conf'))
+
+
+def _start_reframe(home, name, checks, *options, **env):
+    """Start a ReFrame session on the cluster; its JSON report goes to <home>/reports/<name>.json."""
+    cmd = [str(REFRAME), '-C', str(CONFIG), '-c', str(FAULT_CHECKS), '-n', f'^({"|".join(checks)})$',
+           '-r', '--report-file', str(home / 'reports' / f'{name}.json'), *options]
+    log = open(home / f'{name}.out', 'w')
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=_env(home, **env), cwd=home)
+
+
+def _finish(home, name, proc, timeout=300):
+    """Wait for the session; return (exit code, its output, the run report or None)."""
+    proc.wait(timeout=timeout)
+    output = (home / f'{name}.out').read_text()
+    report_file = home / 'reports' / f'{name}.json'
+    report = json.loads(report_file.read_text()) if report_file.exists() else None
+    print(f'--- reframe session {name}: exit code {proc.returncode}')
+    print('\n'.join(line for line in output.splitlines()
+                    if 'Reason:' in line or 'WARNING' in line or 'ERROR' in line or 'PASSED' in line
+                    or 'FAILED' in line or 'stored with UUID' in line))
+    return proc.returncode, output, report
+
+
+def _run_reframe(home, name, checks, *options, **env):
+    return _finish(home, name, _start_reframe(home, name, checks, *options, **env))
+
+
+def _cases(report):
+    """Test name -> test case of the run report (the first run; no retries are used)."""
+    return {tc['name']: tc for tc in report['runs'][0]['testcases']}
+
+
+def _stored_uuids(home):
+    with sqlite3.connect(home / 'results.db') as db:
+        return {uuid for (uuid,) in db.execute('SELECT uuid FROM sessions')}
+
+
+def _db_intact(home):
+    with sqlite3.connect(home / 'results.db') as db:
+        return db.execute('PRAGMA integrity_check').fetchone()[0] == 'ok'
+
+
+def _node2_pids(comm, timeout):
+    """PIDs of processes named `comm` inside node2's network namespace, waiting up to `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(['ip', 'netns', 'pids', NODE2_NETNS], capture_output=True, text=True).stdout
+        pids = []
+        for pid in out.split():
+            try:
+                if Path(f'/proc/{pid}/comm').read_text().strip() == comm:
+                    pids.append(int(pid))
+            except OSError:
+                continue
+
+        if pids:
+            return pids
+
+        time.sleep(0.3)
+
+    return []
+
+
+def _node_state(node):
+    return subprocess.run(['sinfo', '-h', '-n', node, '-o', '%T'], capture_output=True, text=True,
+                          env=_slurm_env()).stdout.strip()
+
+
+def _wait_node_state(node, prefix, timeout):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = _node_state(node)
+        if state.startswith(prefix):
+            return state
+
+        time.sleep(0.5)
+
+    return _node_state(node)
+
+
+def _assert_session_stored(home, stored, report):
+    uuid = report['session_info']['uuid']
+    uuids = _stored_uuids(home)
+    assert uuid in uuids, f'session {uuid} is not in {home / "results.db"}'
+    assert set(stored) <= uuids, f'earlier sessions lost: {set(stored) - uuids}'
+    assert _db_intact(home)
+    stored.append(uuid)
+
+
+# ---- the tests, in module order --------------------------------------------------------------
+
+def test_baseline_session_is_stored(home, stored):
+    rc, output, report = _run_reframe(home, 'baseline', ['Bystander'])
+    assert rc == 0, output
+    assert _cases(report)['Bystander']['result'] == 'pass'
+    _assert_session_stored(home, stored, report)
+
+
+def test_killed_rank_and_time_limit_fail_bystander_passes(home, stored):
+    proc = _start_reframe(home, 'rank-and-time', ['RankKilled', 'PastTimeLimit', 'Bystander'])
+    killed = []
+
+    def kill_rank_on_node2():
+        # the rank's process carries the test's name; let the ping-pong get going first
+        pids = _node2_pids('RankKilled', timeout=120)
+        time.sleep(2)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    killer = threading.Thread(target=kill_rank_on_node2)
+    killer.start()
+    rc, output, report = _finish(home, 'rank-and-time', proc)
+    killer.join()
+
+    assert killed, 'the rank on node2 never appeared'
+    assert rc == 1, output
+    cases = _cases(report)
+    assert cases['Bystander']['result'] == 'pass'
+
+    rank = cases['RankKilled']
+    assert (rank['result'], rank['fail_phase']) == ('fail', 'sanity')
+    assert 'ended FAILED' in rank['fail_reason'], rank['fail_reason']
+    job_err = Path(rank['stagedir'], 'rfm_job.err').read_text()
+    assert 'node2: task 1: Killed' in job_err, job_err           # srun names the dead rank
+
+    late = cases['PastTimeLimit']
+    assert (late['result'], late['fail_phase']) == ('fail', 'sanity')
+    assert 'ended TIMEOUT' in late['fail_reason'], late['fail_reason']
+    assert 'DUE TO TIME LIMIT' in Path(late['stagedir'], 'rfm_job.err').read_text()
+    _assert_session_stored(home, stored, report)
+
+
+def test_slurmd_stopped_mid_run_fails_its_job_and_node_returns(home, stored):
+    pidfile = CLUSTER_DIR / 'run' / 'slurmd-node2.pid'
+    proc = _start_reframe(home, 'node-lost', ['NodeLost', 'Bystander'])
+    try:
+        assert _node2_pids('sleep', timeout=120), 'NodeLost never started on node2'
+        os.kill(int(pidfile.read_text()), signal.SIGTERM)
+        # slurmctld declares the node DOWN after SlurmdTimeout (20 s) and fails its jobs
+        assert _wait_node_state('node2', 'down', timeout=90).startswith('down')
+    finally:
+        subprocess.run([CLUSTER_SCRIPTS / 'node-exec.sh', '2', 'slurmd'], env=_slurm_env(), check=True)
+
+    rc, output, report = _finish(home, 'node-lost', proc)
+    # ReturnToService=2: the node is back as soon as its slurmd registers
+    assert _wait_node_state('node2', 'idle', timeout=60) == 'idle'
+    assert rc == 1, output
+    cases = _cases(report)
+    assert cases['Bystander']['result'] == 'pass'
+    lost = cases['NodeLost']
+    assert (lost['result'], lost['fail_phase']) == ('fail', 'sanity')
+    assert 'ended NODE_FAIL' in lost['fail_reason'], lost['fail_reason']
+    assert 'DUE TO NODE FAILURE' in Path(lost['stagedir'], 'rfm_job.err').read_text()
+    _assert_session_stored(home, stored, report)
+
+
+class _SqliteLockHolder:
+    """Another process holding an exclusive SQLite lock on the results DB until release()."""
+
+    def __init__(self, db):
+        self.proc = subprocess.Popen(
+            [sys.executable, '-c',
+             'import sqlite3, sys\n'
+             f'db = sqlite3.connect({str(db)!r}, isolation_level=None)\n'
+             'db.execute("BEGIN EXCLUSIVE")\n'
+             'print("locked", flush=True)\n'
+             'sys.stdin.read()\n'
+             'db.execute("COMMIT")\n'],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout.readline().strip() == 'locked'
+
+    def release(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=10)
+
+
+def test_db_locked_longer_than_timeout_session_lost_from_db_not_from_report(home, stored):
+    before = _stored_uuids(home)
+    holder = _SqliteLockHolder(home / 'results.db')
+    try:
+        # ReFrame waits sqlite_conn_timeout, warns, and still exits 0: the session is only in its
+        # JSON report. With --warn-as-error the same warning fails the run.
+        rc, output, report = _run_reframe(home, 'db-locked', ['Bystander'], RFM_SQLITE_CONN_TIMEOUT='3')
+        rc_strict, output_strict, _ = _run_reframe(home, 'db-locked-strict', ['Bystander'], '--warn-as-error',
+                                                   RFM_SQLITE_CONN_TIMEOUT='3')
+    finally:
+        holder.release()
+
+    assert rc == 0, output
+    assert 'WARNING: failed to store results in the database: database is locked' in output
+    assert _cases(report)['Bystander']['result'] == 'pass'
+    assert rc_strict == 1, output_strict
+    assert ('ERROR: run session stopped: warning as error: failed to store results in the database: '
+            'database is locked') in output_strict
+    after = _stored_uuids(home)
+    assert after == before, 'the locked database changed'
+    assert report['session_info']['uuid'] not in after
+    assert set(stored) <= after and _db_intact(home)
+
+
+def test_db_lock_released_within_timeout_session_stored(home, stored):
+    holder = _SqliteLockHolder(home / 'results.db')
+    releaser = threading.Timer(3, holder.release)
+    releaser.start()
+    try:
+        rc, output, report = _run_reframe(home, 'db-briefly-locked', ['Bystander'], RFM_SQLITE_CONN_TIMEOUT='60')
+    finally:
+        releaser.join()
+
+    assert rc == 0, output
+    assert 'WARNING' not in output
+    _assert_session_stored(home, stored, report)
+
+
+def test_db_lock_file_held_session_waits_without_timeout(home, stored):
+    # ReFrame's own lock (<db dir>/.db.lock, fasteners) has no timeout: a session that ends
+    # while another process holds it waits, silently, until it is released.
+    holder = subprocess.Popen(
+        [sys.executable, '-c',
+         'import fasteners, sys\n'
+         f'lock = fasteners.InterProcessReaderWriterLock({str(home / ".db.lock")!r})\n'
+         'with lock.write_lock():\n'
+         '    print("locked", flush=True)\n'
+         '    sys.stdin.read()\n'],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == 'locked'
+    proc = _start_reframe(home, 'db-lockfile', ['Bystander'], RFM_SQLITE_CONN_TIMEOUT='3')
+    try:
+        report_file = home / 'reports' / 'db-lockfile.json'
+        deadline = time.monotonic() + 120
+        while not report_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+        assert report_file.exists(), 'the session did not finish'
+        time.sleep(8)      # well past sqlite_conn_timeout
+        assert proc.poll() is None, 'ReFrame did not wait for .db.lock'
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=10)
+
+    rc, output, report = _finish(home, 'db-lockfile', proc, timeout=60)
+    assert rc == 0, output
+    _assert_session_stored(home, stored, report)
+
+
+def test_results_db_holds_every_stored_session(home, stored):
+    assert len(stored) == 5
+    assert _stored_uuids(home) == set(stored)
+    assert _db_intact(home)
+
+
+def _nightly(home, step, nightly, **env):
+    environ = _env(home, IBREPRO_CHECKS='ci/cluster/checks', IBREPRO_NIGHTLY=nightly,
+                   IBREPRO_REPORT_DIR=str(home / f'nightly-{nightly}'),
+                   PATH=f'{REFRAME.parent}{os.pathsep}{os.environ["PATH"]}', **env)
+    return subprocess.run([REPO / 'ci' / 'nightly.sh', step], env=environ, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_nightly_run_store_compare_report(tmp_path):
+    # two nights of the smoke checks in a fresh history, then the report of the second
+    for night in ('night1', 'night2'):
+        run = _nightly(tmp_path, 'run', night)
+        assert run.returncode == 0, run.stdout + run.stderr
+
+    ok = _nightly(tmp_path, 'report', 'night2', IBREPRO_REGRESSION_PCT='1e9')
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    report = (tmp_path / 'nightly-night2' / 'report.md').read_text()
+    assert '| ClusterPingPong | ci-cluster:veth+mpich | bw_1048576 | MB/s |' in report
+    assert '<no data>' not in report                 # night1 is the previous night of every value
+    assert '* none' in report
+
+    # any change beyond a negative limit counts as a regression: the report fails and says why
+    strict = _nightly(tmp_path, 'report', 'night2', IBREPRO_REGRESSION_PCT='-1e9')
+    assert strict.returncode == 1
+    assert 'worse than the previous night' in (tmp_path / 'nightly-night2' / 'report.md').read_text()
+
+    missing = _nightly(tmp_path, 'report', 'night3')
+    assert missing.returncode == 1
+    assert 'no session of nightly night3 is stored' in missing.stdout
