@@ -39,6 +39,10 @@ def _partition(name, descr, *, nodes, cores_per_node, features, **extras):
     }
 
 
+#: IPoIB addresses of the two ports of the first two nodes (ibrepro_rdma connects through RDMA CM);
+#: documentation ranges here, your IPoIB subnets on a real cluster.
+IPOIB = [['192.0.2.1', '198.51.100.1'], ['192.0.2.2', '198.51.100.2']]
+
 EXAMPLE_CLUSTER = {
     'name': 'example-cluster',
     'descr': "the seed papers' testbeds as partitions of one Slurm cluster (template)",
@@ -50,16 +54,16 @@ EXAMPLE_CLUSTER = {
                                'InfiniScale switch',
                    nodes=4, cores_per_node=2, features=['ib', 'ib-sdr', 'dual-port', 'pcie'],
                    hca='MT25208 InfiniHost III Ex', rdma_devices=['mthca0'], ib_ports=2, link='4X SDR',
-                   bus='PCIe x8', testbed='000/003'),
+                   bus='PCIe x8', testbed='000/003', rdma_addresses=IPOIB),
         _partition('pcix-sdr', '000/003: the same 4 nodes with MT23108 on PCI-X 64 bit/133 MHz, dual-port',
                    nodes=4, cores_per_node=2, features=['ib', 'ib-sdr', 'dual-port', 'pcix'],
                    hca='MT23108 InfiniHost', rdma_devices=['mthca0'], ib_ports=2, link='4X SDR',
-                   bus='PCI-X 64 bit/133 MHz', testbed='000/003'),
+                   bus='PCI-X 64 bit/133 MHz', testbed='000/003', rdma_addresses=IPOIB),
         _partition('connectx-qdr', '001: 2 nodes back to back, 2 quad-core Xeon 2.83 GHz, ConnectX QDR '
                                    'firmware on PCIe 2.0 x8',
                    nodes=2, cores_per_node=8, features=['ib', 'ib-qdr', 'dual-port', 'pcie'],
                    hca='ConnectX', rdma_devices=['mlx4_0'], ib_ports=2, link='4X QDR', bus='PCIe 2.0 x8',
-                   testbed='001'),
+                   testbed='001', rdma_addresses=IPOIB),
         _partition('ib-pcix-8node', '002: 8 nodes, 2 Xeon 2.4 GHz, MT23108 on PCI-X 64 bit/133 MHz, '
                                     'InfiniScale 8-port switch',
                    nodes=8, cores_per_node=2, features=['ib', 'ib-sdr', 'pcix'],
@@ -73,8 +77,10 @@ EXAMPLE_CLUSTER = {
 }
 
 ENVIRONMENTS = [
-    {'name': 'mvapich2', 'cc': 'mpicc', 'features': ['mpi', 'mvapich2', 'osu', 'npb', 'imb'],
-     'extras': {'about': 'MVAPICH2 (mrail) with OSU Micro-Benchmarks, NPB 3.4 and IMB (e.g. a Spack view)'},
+    {'name': 'mvapich2', 'cc': 'mpicc',
+     'features': ['mpi', 'mvapich2', 'osu', 'npb', 'imb', 'ibrepro-bench', 'ibrepro-rdma'],
+     'extras': {'about': 'MVAPICH2 (mrail) with OSU Micro-Benchmarks, NPB 3.4, IMB and ibrepro-benchmarks '
+                         '(e.g. the Spack view of configs/spack/ib-mvapich)'},
      'target_systems': ['example-cluster']},
     {'name': 'openmpi', 'cc': 'mpicc', 'features': ['mpi', 'openmpi', 'osu', 'npb', 'imb'],
      'extras': {'about': 'Open MPI with OSU Micro-Benchmarks, NPB 3.4 and IMB'},

@@ -12,8 +12,8 @@ from conftest import SHORT_IMB, needs_impi, output
 from ibrepro import results, stats
 from ibrepro.rfm.imb import expected_sizes
 
-PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong']
-ALLREDUCE = ['-n', 'IMBCollective%benchmark=Allreduce']
+PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2']
+ALLREDUCE = ['-n', 'IMBCollective%benchmark=Allreduce%layout=1x2']
 
 
 def stored_values(db):
@@ -23,8 +23,9 @@ def stored_values(db):
 def test_every_check_file_loads(reframe):
     proc = reframe('-l')
     assert proc.returncode == 0, output(proc)
-    for check in ('IMBPointToPoint %benchmark=PingPong', 'IMBPointToPoint %benchmark=Biband',
-                  'IMBCollective %benchmark=Alltoall', 'IMBCollective %benchmark=Allreduce'):
+    for check in ('IMBPointToPoint %benchmark=PingPong %layout=1x2', 'IMBPointToPoint %benchmark=Biband %layout=2x1',
+                  'IMBCollective %benchmark=Alltoall %layout=4x1', 'IMBCollective %benchmark=Allreduce %layout=1x2',
+                  'HostOverhead %layout=1x2', 'PerftestLatency %operation=send', 'RdmaTopology'):
         assert check in proc.stdout
 
 
@@ -40,9 +41,10 @@ def test_local_system_describes_this_machine(reframe):
 
 
 def test_selection_by_paper_figure(reframe):
-    proc = reframe('-l', '-t', 's002-fig11')
+    """Tags name the papers' figures; on the example cluster every family of a figure is there."""
+    proc = reframe('-l', '-t', '^s002-fig11$', '--system', 'example-cluster', config='configs/example-cluster.py')
     assert proc.returncode == 0, output(proc)
-    assert 'IMBCollective %benchmark=Alltoall' in proc.stdout
+    assert 'IMBCollective %benchmark=Alltoall %layout=8x1' in proc.stdout
     assert 'OSUCollective %case=osu_alltoall-8x1' in proc.stdout
     assert 'Found 2 check(s)' in proc.stdout
 
@@ -60,8 +62,8 @@ def test_two_runs_store_two_sessions_with_one_value_per_size(reframe):
     assert len(list(reframe.home.glob('run-reports/run-report-*.json'))) == 2
 
     values = list(results.perf_values(reports[-1]))
-    pingpong = [v for v in values if v.params == (('benchmark', 'PingPong'),)]
-    allreduce = [v for v in values if v.params == (('benchmark', 'Allreduce'),)]
+    pingpong = [v for v in values if v.params == (('benchmark', 'PingPong'), ('layout', '1x2'))]
+    allreduce = [v for v in values if v.params == (('benchmark', 'Allreduce'), ('layout', '1x2'))]
     sizes = expected_sizes('0:6', 'PingPong')
     assert sorted(v.variable for v in pingpong) == sorted(
         [f'lat_{s}' for s in sizes] + [f'bw_{s}' for s in sizes if s])
@@ -87,8 +89,8 @@ def test_references_from_own_runs_judge_later_runs(reframe, tmp_path):
     proc = reframe.ibrepro('baseline', '--output', str(refdir / 'references.yaml'))
     assert proc.returncode == 0, output(proc)
     refs = yaml.safe_load((refdir / 'references.yaml').read_text())
-    assert refs['IMBPointToPoint']['$index'] == ['$partition', '$environ', 'benchmark']
-    pingpong = refs['IMBPointToPoint']['local:default']['impi']['PingPong']
+    assert refs['IMBPointToPoint']['$index'] == ['$partition', '$environ', 'benchmark', 'layout']
+    pingpong = refs['IMBPointToPoint']['local:default']['impi']['PingPong']['1x2']
 
     # value = median of the 3 sessions, tolerance = max(floor 0.1, 3 x robust CV), one-sided by direction
     samples = collections.defaultdict(list)
@@ -132,14 +134,15 @@ def test_references_from_own_runs_judge_later_runs(reframe, tmp_path):
 @needs_impi
 @pytest.mark.integration
 @pytest.mark.parametrize('args, reason', [
-    (['-P', 'benchmark=PingPongX'], "invalid-benchmark: IMB: invalid benchmark name(s) 'pingpongx'"),
-    (['-S', 'num_ranks=1'], 'invalid-ranks: IMB: benchmark invalid: PingPong with 1 processes'),
-    (['-S', 'imb_binary=IMB-MPI1-missing'], "'IMB-MPI1-missing' not found in this environment"),
-    (['-S', 'time_per_sample=0.000001', '-S', 'msglog=0:16'], 'timeout: IMB PingPong: time-out at'),
+    (['-n', 'IMBPointToPoint', '-P', 'benchmark=PingPongX', '-P', 'layout=1x2'],
+     "invalid-benchmark: IMB: invalid benchmark name(s) 'pingpongx'"),
+    (['-n', 'IMBPointToPoint', '-P', 'benchmark=PingPong', '-P', 'layout=1x1'],
+     'invalid-ranks: IMB: benchmark invalid: PingPong with 1 processes'),
+    ([*PINGPONG, '-S', 'imb_binary=IMB-MPI1-missing'], "'IMB-MPI1-missing' not found in this environment"),
+    ([*PINGPONG, '-S', 'time_per_sample=0.000001', '-S', 'msglog=0:16'], 'timeout: IMB PingPong: time-out at'),
 ])
 def test_failures_are_diagnosed(reframe, args, reason):
-    selection = ['-n', 'IMBPointToPoint'] if '-P' in args else PINGPONG
-    proc = reframe('-r', *selection, *SHORT_IMB, *args)
+    proc = reframe('-r', *SHORT_IMB, *args)
     assert proc.returncode == 1, output(proc)
     assert reason in proc.stdout, output(proc)
     # the failed session is stored too: a failure is a result

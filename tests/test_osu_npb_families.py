@@ -16,7 +16,7 @@ from ibrepro.rfm.npb import parse_case
 from ibrepro.rfm.osu import expected_sizes
 
 FAMILIES = ['reframe-checks/mpi/osu_pt2pt.py', 'reframe-checks/mpi/osu_multipair.py',
-            'reframe-checks/collectives/osu_collectives.py', 'reframe-checks/multirail',
+            'reframe-checks/collectives/osu_collectives.py', 'reframe-checks/multirail/mvapich_multirail.py',
             'reframe-checks/apps']
 
 
@@ -97,14 +97,32 @@ def test_mvapich2_cap_warning_fails_the_run():
     assert mvapich2.ignored_setting('# OSU MPI Bandwidth Test v7.4\n1   0.5\n') is None
 
 
-# -- the embedded default system (this machine) ------------------------------------------------------------
+# -- where the families run, and why not -------------------------------------------------------------------
 
-def test_every_family_is_listed_on_local(reframe):
-    proc = reframe('-l', '--nocolor')          # every check file, as `make run` loads them
+EXAMPLE = {'config': 'configs/example-cluster.py'}
+
+
+def test_every_family_is_listed_on_the_example_cluster(reframe):
+    proc = families(reframe, '-l', '--system', 'example-cluster', **EXAMPLE)
     assert proc.returncode == 0, output(proc)
     listed = re.findall(r'^- (\w+)', proc.stdout, re.M)
     for family, count in VARIANTS.items():
         assert listed.count(family) == count, family
+
+
+def test_no_environment_with_the_binaries_no_candidates_and_the_catalog_says_why(reframe):
+    """On this machine no environment has OSU or NPB: the families are not candidates on `local`, and
+    `ibrepro catalog` names the missing environment features."""
+    if {'osu', 'npb'} & set(rfmconfig.tool_features(None)):
+        pytest.skip('OSU or NPB binaries are on PATH: this test is about a machine without them')
+    proc = families(reframe, '-l')
+    assert proc.returncode == 0, output(proc)
+    assert set(re.findall(r'^- (\w+)', proc.stdout, re.M)) & set(VARIANTS) == set()
+
+    proc = reframe.ibrepro('catalog')
+    assert proc.returncode == 0, output(proc)
+    assert 'not here:  OSULatency: needs an environment with +osu' in proc.stdout
+    assert 'NPB %case=is.B-4x1: needs an environment with +npb' in proc.stdout
 
 
 def listed_cases(proc):
@@ -112,31 +130,26 @@ def listed_cases(proc):
 
 
 def test_selection_by_experiment_and_figure(reframe):
-    proc = families(reframe, '-l', '-t', '^exp37$')
-    assert proc.returncode == 0, output(proc)
+    def listed(tag):
+        return listed_cases(families(reframe, '-l', '-t', tag, '--system', 'example-cluster', **EXAMPLE))
+
     pci = {f'NPB %case={c}' for c, (rows, _) in npb_cases().items() if 37 in rows}
     assert len(pci) == 7
-    assert listed_cases(proc) == {'OSULatency', 'OSUBandwidth %window=16', *pci}
-
-    proc = families(reframe, '-l', '-t', '^s002-fig2$')
-    assert listed_cases(proc) == {f'OSUBandwidth %window={w}' for w in (4, 16, 64)}
-
-    proc = families(reframe, '-l', '-t', '^s000-fig16$')
-    assert listed_cases(proc) == {'OSUCollective %case=osu_bcast-4x1',
-                                  'MVAPICH2MultiRailCollective %benchmark=osu_bcast %ports=1',
-                                  'MVAPICH2MultiRailCollective %benchmark=osu_bcast %ports=2'}
-
-    proc = families(reframe, '-l', '-t', '^exp7$')       # MPI-level counterpart of the two-port verbs test
-    assert listed_cases(proc) == {'MVAPICH2MultiRail %benchmark=osu_bw %ports=2'}
-
-    proc = families(reframe, '-l', '-t', '^s000-fig13$')
-    assert listed_cases(proc) == {'OSUBandwidth %window=64', 'MVAPICH2MultiRail %benchmark=osu_bw %ports=1',
-                                  'MVAPICH2MultiRail %benchmark=osu_bw %ports=2'}
+    assert listed('^exp37$') == {'OSULatency', 'OSUBandwidth %window=16', *pci}
+    assert listed('^s002-fig2$') == {f'OSUBandwidth %window={w}' for w in (4, 16, 64)}
+    assert listed('^s000-fig16$') == {'OSUCollective %case=osu_bcast-4x1',
+                                      'MVAPICH2MultiRailCollective %benchmark=osu_bcast %ports=1',
+                                      'MVAPICH2MultiRailCollective %benchmark=osu_bcast %ports=2'}
+    # the MPI-level counterpart of the two-port verbs test
+    assert listed('^exp7$') == {'MVAPICH2MultiRail %benchmark=osu_bw %ports=2'}
+    assert listed('^s000-fig13$') == {'OSUBandwidth %window=64', 'MVAPICH2MultiRail %benchmark=osu_bw %ports=1',
+                                      'MVAPICH2MultiRail %benchmark=osu_bw %ports=2'}
 
 
 def test_requirements_are_visible_without_running(reframe):
     proc = families(reframe, '--describe', '-n',
-                    'NPB%case=is.B-2x8-loopback|MVAPICH2MultiRail%benchmark=osu_bw%ports=2')
+                    'NPB%case=is.B-2x8-loopback|MVAPICH2MultiRail%benchmark=osu_bw%ports=2',
+                    '--system', 'example-cluster', **EXAMPLE)
     assert proc.returncode == 0, output(proc)
     described = {d['display_name']: d for d in json.loads(proc.stdout[proc.stdout.index('['):])}
     npb = described['NPB %case=is.B-2x8-loopback']
@@ -147,53 +160,35 @@ def test_requirements_are_visible_without_running(reframe):
     assert rails['env_vars'] == mvapich2.RAILS['2-port-striping']
 
 
-def test_families_skip_on_local_saying_why(reframe):
-    """No OSU/NPB binaries and one node here: every family is skipped, each reason naming what is missing."""
-    one_per_family = '|'.join(['OSULatency', 'OSUIntraNode%benchmark=osu_bw',
-                               'OSUMultiPair%benchmark=osu_mbw_mr%pairs=8', 'OSUCollective%case=osu_alltoall-8x1',
-                               'MVAPICH2MultiRail%benchmark=osu_bw%ports=2', 'NPB%case=is.B-2x8-loopback',
-                               'NPB%case=ft.A-4x2'])
-    if {'osu', 'npb'} & set(rfmconfig.tool_features(None)):
-        pytest.skip('OSU or NPB binaries are on PATH: this test is about a machine without them')
-
-    proc = families(reframe, '-r', '-n', one_per_family)
+def test_families_skip_where_the_layout_or_hardware_does_not_fit(reframe):
+    """A partition too small for a layout, or without a second port, or an environment without MVAPICH2:
+    the case is skipped, and the reason names exactly what is missing (stdout and the run report)."""
+    selection = '|'.join(['OSUCollective%case=osu_alltoall-8x1', 'OSUMultiPair%benchmark=osu_mbw_mr%pairs=8',
+                          'MVAPICH2MultiRail%benchmark=osu_bw%ports=2', 'NPB%case=is.B-2x8-loopback',
+                          'NPB%case=ft.A-4x2'])
+    proc = families(reframe, '--dry-run', '-n', selection, '--system', 'example-cluster:connectx-qdr',
+                    '--report-file', str(reframe.home / 'dry.json'), **EXAMPLE)
     assert proc.returncode == 0, output(proc)
     found = skips(proc.stdout)
-    features, extras = rfmconfig.local_partition()
-    environs = {'impi', 'mpich', 'system'}
-    assert {env for (_, where) in found for env in [where.split('+')[1]]} == environs
-    assert len(found) == 7 * len(environs), output(proc)
+    where = 'example-cluster:connectx-qdr+{}'
 
-    cores = extras['cores_per_node']
-    for env in environs:
-        reason = found[('OSULatency', f'local:default+{env}')]
-        assert reason.startswith('layout 2x1 needs 2 nodes; local:default has 1 (extras nodes)')
-        assert (f"environment '{env}' has no OSU Micro-Benchmarks (feature 'osu'; not on PyPI or Debian: "
-                'Spack osu-micro-benchmarks, modules or PATH)') in reason
+    reason = found[('OSUCollective %case=osu_alltoall-8x1', where.format('mvapich2'))]
+    assert reason == 'layout 8x1 needs 8 nodes; example-cluster:connectx-qdr has 2 (extras nodes)'
+    reason = found[('NPB %case=ft.A-4x2', where.format('openmpi'))]
+    assert reason.startswith('layout 4x2 needs 4 nodes') and 'mvapich2' not in reason
+    reason = found[('NPB %case=is.B-2x8-loopback', where.format('openmpi'))]
+    assert "environment 'openmpi' has no MVAPICH2 with the mrail device" in reason
+    reason = found[('MVAPICH2MultiRail %benchmark=osu_bw %ports=2', where.format('openmpi'))]
+    assert "(feature 'mvapich2'; Spack mvapich2 fabrics=mrail)" in reason
+    # fits: 2 nodes x 8 cores, two ports, MVAPICH2
+    assert ('OSUMultiPair %benchmark=osu_mbw_mr %pairs=8', where.format('mvapich2')) not in found
+    assert ('MVAPICH2MultiRail %benchmark=osu_bw %ports=2', where.format('mvapich2')) not in found
 
-        reason = found[('OSUIntraNode %benchmark=osu_bw', f'local:default+{env}')]
-        assert 'nodes' not in reason and ('cores per node' in reason) == (cores < 2)
-        assert "has no OSU Micro-Benchmarks (feature 'osu'" in reason
-
-        reason = found[('OSUMultiPair %benchmark=osu_mbw_mr %pairs=8', f'local:default+{env}')]
-        assert 'layout 2x8 needs 2 nodes' in reason
-        assert ('layout 2x8 needs 8 cores per node; local:default has' in reason) == (cores < 8)
-
-        reason = found[('OSUCollective %case=osu_alltoall-8x1', f'local:default+{env}')]
-        assert reason.startswith('layout 8x1 needs 8 nodes; local:default has 1 (extras nodes)')
-
-        reason = found[('MVAPICH2MultiRail %benchmark=osu_bw %ports=2', f'local:default+{env}')]
-        assert ("local:default has no InfiniBand HCA (feature 'ib')" in reason) == ('ib' not in features)
-        assert ("local:default has no second HCA port (feature 'dual-port')" in reason) == \
-            ('dual-port' not in features)
-        assert f"environment '{env}' has no MVAPICH2 with the mrail device" in reason
-
-        reason = found[('NPB %case=is.B-2x8-loopback', f'local:default+{env}')]
-        assert "has no NAS Parallel Benchmarks (feature 'npb'" in reason
-        assert "(feature 'mvapich2'; Spack mvapich2 fabrics=mrail)" in reason
-
-        reason = found[('NPB %case=ft.A-4x2', f'local:default+{env}')]
-        assert 'layout 4x2 needs 4 nodes' in reason and 'mvapich2' not in reason
+    # the run report keeps the reason, where ReFrame itself records none
+    cases = json.loads((reframe.home / 'dry.json').read_text())['runs'][0]['testcases']
+    recorded = {(c['display_name'], c['environ']): c['skip_reason'] for c in cases if c['result'] == 'skip'}
+    assert recorded[('OSUCollective %case=osu_alltoall-8x1', 'mvapich2')] == \
+        found[('OSUCollective %case=osu_alltoall-8x1', where.format('mvapich2'))]
 
 
 # -- the example cluster: a job script for every variant, without Slurm --------------------------------------

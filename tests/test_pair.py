@@ -42,7 +42,7 @@ def test_side_commands_carry_device_port_and_server():
 
 def test_bad_spec_is_named(tmp_path):
     path = tmp_path / 'flows.json'
-    path.write_text('{"flows": []}')
+    path.write_text('{"flows": [{"id": 0, "port": 1, "server": {"node": 0}, "client": {"node": 1}}]}')
     with pytest.raises(pair.SpecError, match="flows.json: missing 'command'"):
         pair.load_spec(path)
 

@@ -25,7 +25,7 @@ CASES = {
 
 
 class _TwoPorts(PerftestFlows):
-    valid_systems = ['+ib +dual-port', '+roce +dual-port']
+    required_partition_features = ['dual-port']
     test = 'ib_write_bw'
     iterations = 6400
     report_metrics = ['bw', 'msgrate']

@@ -4,18 +4,22 @@ tags that name them.
 Each experiment (a row of the papers' checklist, identified by its number) lists the check families that
 encode it (``checks``: display-name prefixes such as ``PerftestLatency %operation=send``), or says it is out of
 scope and why (``status: out-of-scope``, ``reason``). ``ibrepro catalog`` prints the table and, for the current
-system, which families it can run: a family is runnable when ReFrame concretizes at least one test case of it on
-the system (``reframe -lC``); otherwise the catalog says which partition or environment features it lacks.
+system, which families it can run: it asks ReFrame for a dry run (``--dry-run``: every test case is set up, none
+is run), so a case is runnable unless it was skipped (its ``skip_reason`` says why); a family with no test case
+at all on the system lacks the partition or environment features its ``valid_systems`` /
+``valid_prog_environs`` select (typically: no environment provides its benchmark binaries).
 """
 
 import functools
 import importlib.util
+import json
 import os
 import re
 import runpy
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -88,20 +92,23 @@ def check_classes(checks_dir=paths.CHECKS_DIR):
 
 # -- runnable on the current system ------------------------------------------------------------------
 
-def concretized_cases(config, system=None, checks_dir=paths.CHECKS_DIR):
-    """Display names of the test cases ReFrame would run on the system (``reframe -lC``)."""
-    cmd = [str(Path(sys.executable).parent / 'reframe'), '-C', str(config), '-c', str(checks_dir), '-lC']
-    if system:
-        cmd += ['--system', system]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if proc.returncode:
-        raise CatalogError(f'reframe -lC failed: {proc.stdout[-1500:]}{proc.stderr[-1500:]}')
+def dry_run_cases(config, system=None, checks_dir=paths.CHECKS_DIR):
+    """[(display name, 'sys:part+env', skip reason or '')] of every test case on the system (a dry run)."""
+    with tempfile.TemporaryDirectory(prefix='ibrepro-catalog-') as tmp:
+        report = Path(tmp) / 'report.json'
+        cmd = [str(Path(sys.executable).parent / 'reframe'), '-C', str(config), '-c', str(checks_dir),
+               '--dry-run', '--prefix', tmp, '--report-file', str(report)]
+        if system:
+            cmd += ['--system', system]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if not report.exists():
+            raise CatalogError(f'reframe --dry-run failed: {proc.stdout[-1500:]}{proc.stderr[-1500:]}')
 
-    cases = []
-    for line in proc.stdout.splitlines():
-        m = re.match(r'^- (.+?) /[0-9a-f]{8} @(\S+)$', line.strip())
-        if m:
-            cases.append((m.group(1), m.group(2)))
+        cases = []
+        for run in json.loads(report.read_text())['runs'][:1]:
+            for case in run['testcases']:
+                reason = case.get('skip_reason') or ('skipped' if case['result'] == 'skip' else '')
+                cases.append((case['name'], f"{case['system']}:{case['partition']}+{case['environ']}", reason))
     return cases
 
 
@@ -154,7 +161,7 @@ def selected_system(config, system=None):
 def rows(config=None, system=None):
     """The catalog: one dict per experiment with its checks and, given a config, what runs here."""
     classes = check_classes()
-    cases = concretized_cases(config, system) if config else []
+    cases = dry_run_cases(config, system) if config else []
     sysconf = selected_system(config, system) if config else None
     table = []
     for exp in experiments().values():
@@ -165,9 +172,15 @@ def rows(config=None, system=None):
         if config:
             runnable, reasons = [], []
             for check in entry['checks']:
-                n = sum(1 for name, _ in cases if _normal(name).startswith(_normal(check)))
-                if n:
-                    runnable.append(f'{check} ({n} case{"s" if n > 1 else ""})')
+                mine = [(name, where, why) for name, where, why in cases
+                        if _normal(name).startswith(_normal(check))]
+                ok = [c for c in mine if not c[2]]
+                if ok:
+                    runnable.append(f'{check} ({len(ok)} case{"s" if len(ok) > 1 else ""})')
+                elif mine:
+                    why = sorted({c[2] for c in mine})
+                    reasons.append(f'{check}: skipped: {why[0]}' + (f' (and {len(why) - 1} other reasons)'
+                                                                    if len(why) > 1 else ''))
                 else:
                     cls = classes.get(check.split()[0])
                     reasons.append(f'{check}: ' + (why_not(cls, sysconf) if cls else 'no such check'))

@@ -22,6 +22,10 @@ Spec (JSON)::
      "node_exec": null,                                 # optional command prefix running a side on a node,
                                                         # e.g. ["guest-exec", "{node}"] for emulated nodes
      "timeout": 600}
+
+A side may instead carry its whole command line, ``"argv": [...]`` (``{server_addr}`` is replaced by the
+address the server's node published), for client/server programs other than perftest; with
+``"wait_listen": false`` the runner does not wait for a TCP listener (the client retries by itself).
 """
 
 import json
@@ -53,9 +57,11 @@ def load_spec(path):
     except (OSError, json.JSONDecodeError) as err:
         raise SpecError(f'{path}: {err}') from None
 
-    for key in ('command', 'flows'):
-        if key not in spec:
-            raise SpecError(f'{path}: missing {key!r}')
+    if not spec.get('flows'):
+        raise SpecError(f'{path}: missing \'flows\'')
+    if 'command' not in spec and not all('argv' in f[side] for f in spec['flows'] for side in ('server', 'client')):
+        raise SpecError(f'{path}: missing \'command\' (or an "argv" for every side)')
+    spec.setdefault('command', [])
     nodes = {f[side]['node'] for f in spec['flows'] for side in ('server', 'client')}
     spec.setdefault('addresses', [None] * (max(nodes) + 1))
     spec.setdefault('timeout', 600)
@@ -93,6 +99,9 @@ def _listening_ports():
 def _side_command(spec, flow, side, server_addr=None):
     end = flow[side]
     prefix = [arg.replace('{node}', str(end['node'])) for arg in spec.get('node_exec') or []]
+    if 'argv' in end:
+        return prefix + [arg.replace('{server_addr}', server_addr or '') for arg in end['argv']]
+
     cmd = prefix + list(spec['command'])
     if end.get('device'):
         cmd += ['-d', str(end['device'])]
@@ -138,6 +147,8 @@ class Runner:
         waiting = {f['port'] for f in flows}
         uses_cm = '-R' in self.spec['command'] or '--rdma_cm' in self.spec['command']
         remote = bool(self.spec.get('node_exec'))     # not our /proc: clients retry instead
+        if not self.spec.get('wait_listen', True):
+            waiting = set()
         grace = time.monotonic() + (1.0 if uses_cm or remote else 30.0)
         while waiting and time.monotonic() < min(grace, self.deadline):
             waiting -= _listening_ports()
@@ -227,7 +238,7 @@ def run(spec, workdir='.', nodes=None, log=print):
     """Run this node's share of the flows; return 0 if all its processes succeeded."""
     nodes = my_nodes(spec) if nodes is None else nodes
     runner = Runner(spec, workdir, log)
-    program = spec['command'][0]
+    program = (spec['command'] or spec['flows'][0]['server']['argv'])[0]
     if not spec.get('node_exec') and not shutil.which(program):
         log(f'ibrepro pair: {program!r} not found on PATH of {socket.gethostname()} '
             '(install perftest, or load the module / Spack view that provides it)')

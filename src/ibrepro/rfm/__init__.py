@@ -57,6 +57,10 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: Message sizes the output must contain; an output missing one fails as an incomplete sweep.
     expected_sizes = variable(typ.List[int], value=[])
 
+    #: Why the check was skipped on this partition and environment ('' when it ran): kept in the run
+    #: report, where ReFrame itself records no skip reason.
+    skip_reason = variable(str, value='')
+
     #: The ibrepro commit the check ran from (provenance of every stored session).
     ibrepro_version = variable(str, value=paths.source_version())
 
@@ -85,6 +89,12 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         path = os.path.join(prefix, REFERENCES_FILE)
         if os.path.isfile(path):
             self.reference = {'$ref': os.path.abspath(path)}
+
+    def skip_for(self, reasons):
+        """Skip with ``reasons`` (a list of strings) if there are any, recording them in the report."""
+        if reasons:
+            self.skip_reason = '; '.join(reasons)
+            self.skip(self.skip_reason)
 
     # -- sanity ------------------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """Intel MPI Benchmarks (the Pallas PMB the papers used) driven by ReFrame."""
 
 import reframe as rfm
-from reframe.core.builtins import run_before, variable
+from reframe.core.builtins import run_after, run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, PaperExperiment, slots
+from . import DEFAULT_TIME_LIMIT, PaperExperiment
+from .layout import NodeLayout, parse_layout
 
 #: IMB benchmarks whose message sizes start at sizeof(float): IMB sends at least one reduction element.
 REDUCTIONS = {'Allreduce', 'Reduce', 'Reduce_scatter', 'Reduce_scatter_block'}
@@ -20,11 +21,12 @@ def expected_sizes(msglog, benchmark):
     return sorted(set(sizes))
 
 
-class IMBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment):
-    """One IMB-MPI1 benchmark over the whole message-size sweep, at a fixed process count."""
+class IMBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
+    """One IMB-MPI1 benchmark over the whole message-size sweep, in one layout (nodes x processes per node)."""
 
     tool = 'imb'
     level = 'mpi'
+    valid_systems = ['+mpi']
     valid_prog_environs = ['+imb']
     time_limit = DEFAULT_TIME_LIMIT
 
@@ -43,24 +45,15 @@ class IMBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment):
     #: IMB ``-time``: the most seconds spent on one message size before IMB prints "time-out".
     time_per_sample = variable(float, value=10.0)
 
-    #: MPI processes, the papers' layout. On a partition with fewer slots (extras ``nodes`` x
-    #: ``cores_per_node``) the check runs with as many as there are and records the count in ``num_tasks``.
-    num_ranks = variable(int, value=2)
-
-    #: Processes per node; the papers run one process per node (4x1). 0 leaves placement to the launcher.
-    ranks_per_node = variable(int, value=1)
+    @run_after('init')
+    def set_layout(self):
+        self.num_nodes, self.ranks_per_node = parse_layout(self.layout)
 
     @run_before('run')
     def set_command(self):
-        available = slots(self.current_partition)
-        self.num_tasks = min(self.num_ranks, available) if available else self.num_ranks
-        nodes = self.current_partition.extras.get('nodes', 1)
-        if self.ranks_per_node and nodes > 1:
-            self.num_tasks_per_node = self.ranks_per_node
-
+        ranks = self.num_nodes * self.ranks_per_node
         self.executable = self.imb_binary
-        self.executable_opts = [self.table_benchmark, '-msglog', self.msglog,
-                                '-npmin', str(self.num_tasks), '-iter', str(self.iterations),
-                                '-time', f'{self.time_per_sample:g}']
-        self.table_params = {'processes': self.num_tasks}
+        self.executable_opts = [self.table_benchmark, '-msglog', self.msglog, '-npmin', str(ranks),
+                                '-iter', str(self.iterations), '-time', f'{self.time_per_sample:g}']
+        self.table_params = {'processes': ranks}
         self.expected_sizes = expected_sizes(self.msglog, self.table_benchmark)

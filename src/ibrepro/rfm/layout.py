@@ -21,6 +21,7 @@ FEATURE_HINTS = {
     'mvapich2': ('MVAPICH2 with the mrail device, which reads the MV2_* variables',
                  'Spack mvapich2 fabrics=mrail'),
     'ib': ('InfiniBand HCA', ''),
+    'perftest': ('perftest', 'apt-get install perftest, or Spack perftest'),
     'dual-port': ('second HCA port', ''),
 }
 
@@ -37,7 +38,7 @@ def parse_layout(text):
 
 
 def unmet_requirements(partition, environ, nodes, ranks_per_node, partition_features=(),
-                       environ_features=()):
+                       environ_features=(), oversubscribe=False):
     """Why ``nodes`` x ``ranks_per_node`` processes cannot run on ``partition`` with ``environ`` (a list)."""
     reasons = []
     layout = f'layout {nodes}x{ranks_per_node}'
@@ -46,7 +47,7 @@ def unmet_requirements(partition, environ, nodes, ranks_per_node, partition_feat
         reasons.append(f'{layout} needs {nodes} nodes; {partition.fullname} has {have_nodes} (extras nodes)')
 
     cores = partition.extras.get('cores_per_node')
-    if cores is not None and int(cores) < ranks_per_node:
+    if cores is not None and int(cores) < ranks_per_node and not oversubscribe:
         reasons.append(f'{layout} needs {ranks_per_node} cores per node; {partition.fullname} has {cores} '
                        '(extras cores_per_node)')
 
@@ -81,6 +82,9 @@ class NodeLayout(rfm.RegressionTestPlugin):
     #: (``mvapich2``); an environment without them skips the check, naming them.
     required_environ_features = variable(typ.List[str], value=[])
 
+    #: Allow more processes per node than cores (for what is not timed, e.g. memory use).
+    allow_oversubscription = variable(bool, value=False)
+
     #: Launcher options for block mapping (ranks 0..n-1 on the first node), by launcher name. Multi-pair
     #: tests pair rank i with rank i + pairs, so block mapping puts each pair across the two nodes.
     block_mapping_options = variable(typ.Dict[str, typ.List[str]], value={'srun': ['--distribution=block']})
@@ -89,8 +93,8 @@ class NodeLayout(rfm.RegressionTestPlugin):
     def skip_unless_layout_fits(self):
         reasons = unmet_requirements(self.current_partition, self.current_environ, self.num_nodes,
                                      self.ranks_per_node, self.required_partition_features,
-                                     self.required_environ_features)
-        self.skip_if(bool(reasons), '; '.join(reasons))
+                                     self.required_environ_features, self.allow_oversubscription)
+        self.skip_for(reasons)
 
     @run_before('run')
     def place_ranks(self):

@@ -52,7 +52,7 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     tool = 'npb'
     level = 'app'
     valid_systems = ['+mpi']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+npb']     # environments without NPB are not candidates (ibrepro catalog says why)
     report_metrics = ['time', 'mops']
     time_limit = DEFAULT_TIME_LIMIT
     exclusive_access = True    # performance runs get whole nodes

@@ -67,7 +67,7 @@ class OSUBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     tool = 'osu'
     level = 'mpi'
     valid_systems = ['+mpi']
-    valid_prog_environs = ['+mpi']
+    valid_prog_environs = ['+osu']     # environments without OMB are not candidates (ibrepro catalog says why)
     required_environ_features = ['osu']
     time_limit = DEFAULT_TIME_LIMIT
     exclusive_access = True    # performance runs get whole nodes

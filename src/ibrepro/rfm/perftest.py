@@ -25,7 +25,7 @@ import sys
 import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
-from reframe.core.builtins import run_before, variable
+from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
 from .. import parsers
@@ -87,7 +87,7 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
 
     tool = 'perftest'
     level = 'verbs'
-    valid_systems = ['+ib', '+roce']
+    valid_systems = ['*']          # a partition without an RDMA port skips, saying so
     valid_prog_environs = ['+perftest']
     time_limit = DEFAULT_TIME_LIMIT
 
@@ -114,6 +114,20 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
 
     #: How the flows were placed: two nodes, two rails of one node, or loopback (set before the run).
     placement = variable(str, value='')
+
+    #: Partition features needed besides an RDMA port (feature ``ib`` or ``roce``), e.g. ``['dual-port']``.
+    required_partition_features = variable(typ.List[str], value=[])
+
+    @run_after('setup')
+    def skip_without_rdma(self):
+        partition = self.current_partition
+        reasons = []
+        if not {'ib', 'roce'} & set(partition.features):
+            reasons.append(f'{partition.fullname} has no RDMA port (feature ib or roce; soft-RoCE nodes: '
+                           'make softroce-test)')
+        reasons += [f'{partition.fullname} lacks feature {f!r}' for f in self.required_partition_features
+                    if f not in partition.features]
+        self.skip_for(reasons)
 
     def options(self):
         """The perftest options common to every flow."""
@@ -157,7 +171,7 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
     def _server_failure(self, flow_id):
         """The perftest server's own failure report, if it printed one."""
         try:
-            parsers.parse_file(os.path.join(self.stagedir, f'flow-{flow_id}.server.out'), tool='perftest')
+            parsers.parse_file(os.path.join(self.stagedir, f'flow-{flow_id}.server.out'), tool=self.tool)
         except parsers.BenchmarkFailed as err:
             return f'server: {err.reason}'
         except parsers.ParseError:
@@ -173,21 +187,21 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
                 raise SanityError(f'flow {flow_id}: the client never ran: '
                                   f'{self._server_failure(flow_id) or self._runner_errors() or "see " + self.stdout.evaluate()}')
             if status == 'timeout':
-                raise SanityError(f'flow {flow_id}: perftest client killed after {self.pair_timeout} s '
+                raise SanityError(f'flow {flow_id}: {self.tool} client killed after {self.pair_timeout} s '
                                   '(server never answered?)')
             try:
-                parsed = parsers.parse_file(client, tool='perftest')
+                parsed = parsers.parse_file(client, tool=self.tool)
                 table = parsed.table()
             except parsers.ParseError as err:
                 raise SanityError(f'flow {flow_id}: {err}') from None
             if status not in (0, None):
-                raise SanityError(f'flow {flow_id}: perftest client exited with {status}')
+                raise SanityError(f'flow {flow_id}: {self.tool} client exited with {status}')
             tables.append(table)
 
         table = tables[0] if len(tables) == 1 else aggregate(tables, self.name)
         missing = sorted(set(self.expected_sizes) - set(table.sizes()))
         if missing:
-            raise SanityError(f'perftest {self.test}: missing sizes {missing[:8]}')
+            raise SanityError(f'{self.tool}: missing sizes {missing[:8]}')
         if self.job.exitcode:
             raise SanityError(f'ibrepro pair exited with {self.job.exitcode} (a server failed or timed out; '
                               f'see flow-*.server.out)')

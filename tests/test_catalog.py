@@ -1,0 +1,45 @@
+"""The catalog: every experiment of the papers encoded by check families (or out of scope, with the reason),
+consistent with the checks' own tags, and what this machine can run."""
+
+import json
+import re
+
+from conftest import output
+from ibrepro import catalog
+
+
+def test_all_43_experiments_are_encoded_or_out_of_scope_with_a_reason():
+    rows = catalog.experiments()
+    assert sorted(rows) == list(range(1, 44))
+    assert catalog.validate() == []
+    for row in rows.values():
+        assert row['status'] in catalog.STATUSES
+        if row['status'] != 'encoded':
+            assert row['reason']
+
+
+def test_catalogued_checks_carry_the_experiment_tag(reframe):
+    """Each check a row names is a test case of the example cluster tagged with that row (exp<N>)."""
+    proc = reframe('--describe', '--system', 'example-cluster', config='configs/example-cluster.py')
+    assert proc.returncode == 0, output(proc)
+    described = json.loads(proc.stdout[proc.stdout.index('['):])
+    for row in catalog.experiments().values():
+        for check in row.get('checks', []):
+            cases = [d for d in described if re.sub(r'\s+', '', d['display_name']).startswith(
+                re.sub(r'\s+', '', check))]
+            assert cases, f'experiment {row["id"]}: {check!r} is no test case'
+            assert any(f'exp{row["id"]}' in d['tags'] for d in cases), \
+                f'experiment {row["id"]}: no case of {check!r} is tagged exp{row["id"]}'
+
+
+def test_catalog_says_what_runs_here_and_why_not(reframe):
+    proc = reframe.ibrepro('catalog')
+    assert proc.returncode == 0, output(proc)
+    text = proc.stdout
+    assert text.rstrip().endswith('(43 experiments)')
+    # the intra-node IMB cases run on any machine with `make setup`
+    assert 'runs here: IMBPointToPoint %benchmark=PingPong %layout=1x2 (1 case)' in text
+    # one node: the papers' inter-node layouts are skipped, saying why
+    assert ('not here:  IMBPointToPoint %benchmark=PingPong %layout=2x1: skipped: layout 2x1 needs 2 nodes; '
+            'local:default has 1 (extras nodes)') in text
+    assert 'why: the HALO (layered ocean model) benchmark is not publicly available' in text
