@@ -131,7 +131,9 @@ fi
 
 run "${spack[@]}" -e "$env_dir" concretize "${concretize_flags[@]}"
 if [[ -n $mirror_create ]]; then
-    run "${spack[@]}" -e "$env_dir" mirror create --directory "$mirror_create" --all
+    # ibrepro-benchmarks is built from the checkout (`develop:`): nothing to mirror
+    run "${spack[@]}" -e "$env_dir" mirror create --directory "$mirror_create" --all \
+        --exclude-specs ibrepro-benchmarks
     say "source mirror written to $mirror_create; on the target: SPACK_MIRROR=<copy of it> $0 $env_name"
     exit 0
 fi
