@@ -1,0 +1,341 @@
+"""Static checks of spack-repo/ and configs/spack/ that need no Spack (they run in CI).
+
+What Spack itself would reject, or what would make a build unverifiable, is checked from the
+source: package files parse, directives are well formed, every downloaded version is pinned by
+a checksum or a commit, patches exist, and the environments only name packages and variants
+that exist in ibrepro or in the pinned builtin repository (tests/data/spack-builtin.json,
+dumped from spack-packages v2026.06.0 by tests/data/spack_builtin_facts.py).
+"""
+
+import ast
+import json
+import re
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+REPO = ROOT / 'spack-repo' / 'spack_repo' / 'ibrepro'
+ENVS_DIR = ROOT / 'configs' / 'spack'
+BUILTIN = json.loads((Path(__file__).parent / 'data' / 'spack-builtin.json').read_text())
+
+PACKAGE_FILES = sorted(REPO.glob('packages/*/package.py'))
+ENV_FILES = sorted(ENVS_DIR.glob('*/spack.yaml'))
+EXAMPLE_FILES = sorted(ENVS_DIR.glob('*.example.yaml'))
+
+SHA256 = re.compile(r'^[0-9a-f]{64}$')
+COMMIT = re.compile(r'^[0-9a-f]{40}$')
+NETWORK_URL = re.compile(r'^(https?|ftp|git|ssh)://|^[\w.-]+@[\w.-]+:')
+
+#: Keyword arguments each directive accepts (Spack 1.1, package API v2.2).
+DIRECTIVE_KEYWORDS = {
+    'version': {'sha256', 'commit', 'tag', 'branch', 'url', 'git', 'submodules', 'expand',
+                'extension', 'deprecated', 'preferred', 'no_cache', 'get_full_repo'},
+    'variant': {'default', 'description', 'values', 'multi', 'validator', 'when', 'sticky'},
+    'depends_on': {'type', 'when', 'patches'},
+    'requires': {'when', 'msg', 'policy'},
+    'conflicts': {'when', 'msg'},
+    'patch': {'when', 'level', 'working_dir', 'sha256', 'reverse'},
+    'license': {'when', 'checked_by'},
+    'provides': {'when'},
+}
+DEPENDENCY_TYPES = {'build', 'link', 'run', 'test'}
+
+
+def pkg_name_to_class_name(name: str) -> str:
+    """Spack 1.1 lib/spack/spack/util/naming.py:pkg_name_to_class_name."""
+    class_name = string.capwords(re.sub(r'[-_]+', '-', name), '-').replace('-', '')
+    return f'_{class_name}' if re.match(r'^[0-9]', class_name) else class_name
+
+
+def pkg_dir_to_pkg_name(dirname: str) -> str:
+    """Spack 1.1 lib/spack/spack/util/naming.py:pkg_dir_to_pkg_name (package API >= 2.0)."""
+    return dirname.lstrip('_').replace('_', '-')
+
+
+@dataclass
+class Directive:
+    name: str
+    args: list
+    keywords: dict
+    line: int
+
+
+@dataclass
+class PackageFile:
+    path: Path
+    name: str
+    classes: list
+    directives: list = field(default_factory=list)
+    attributes: dict = field(default_factory=dict)
+    builtin_parents: list = field(default_factory=list)
+
+    @property
+    def variants(self) -> set:
+        return {d.args[0] for d in self.directives if d.name == 'variant'}
+
+
+def _literal(node):
+    """The value of a literal node, or the node itself when it is not a literal."""
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return node
+
+
+def load_package(path: Path) -> PackageFile:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    package = PackageFile(path, pkg_dir_to_pkg_name(path.parent.name), classes)
+    # module-level string constants (e.g. a version range shared by directives)
+    constants = {s.targets[0].id: s.value.value for s in tree.body
+                 if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)
+                 and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)}
+
+    def value(node):
+        if isinstance(node, ast.Name) and node.id in constants:
+            return constants[node.id]
+        return _literal(node)
+
+    package.builtin_parents = [
+        pkg_dir_to_pkg_name(m.group(1)) for n in tree.body if isinstance(n, ast.ImportFrom)
+        if (m := re.fullmatch(r'spack_repo\.builtin\.packages\.(\w+)\.package', n.module or ''))]
+    for cls in classes:
+        for statement in cls.body:
+            if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name):
+                package.attributes[statement.targets[0].id] = statement.value
+            elif (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call)
+                  and isinstance(statement.value.func, ast.Name)):
+                call = statement.value
+                package.directives.append(Directive(
+                    call.func.id, [value(a) for a in call.args],
+                    {k.arg: value(k.value) for k in call.keywords}, call.lineno))
+    return package
+
+
+PACKAGES = {p.name: p for p in map(load_package, PACKAGE_FILES)}
+KNOWN_PACKAGES = set(PACKAGES) | set(BUILTIN['packages']) | set(BUILTIN['virtuals'])
+
+
+def where(package: PackageFile, directive: Directive) -> str:
+    return f'{package.path.relative_to(ROOT)}:{directive.line} {directive.name}()'
+
+
+def spec_names(spec: str) -> list:
+    """Package names in a spec string: the root and every name after ^ or %."""
+    return re.findall(r'(?:^|[\^%]\s*)([a-z0-9][a-z0-9_-]*)', spec.strip())
+
+
+def spec_variants(spec: str) -> list:
+    """(package, variant) pairs of the root of a spec string (dependencies are not checked)."""
+    root = re.split(r'\s*[\^%]', spec.strip())[0]
+    name = spec_names(root)[0]
+    tokens = re.findall(r'(?:[+~]([\w-]+))|(?:\b([\w-]+)==?[^\s]+)', root)
+    return [(name, flag or key) for flag, key in tokens]
+
+
+def versions_of(name: str) -> set:
+    if name in PACKAGES:
+        own = {d.args[0] for d in PACKAGES[name].directives if d.name == 'version'}
+        return own | {v for parent in PACKAGES[name].builtin_parents
+                      for v in BUILTIN['packages'][parent]['versions']}
+    return set(BUILTIN['packages'][name]['versions'])
+
+
+def variants_of(name: str) -> set:
+    if name in PACKAGES:
+        # an ibrepro package also has the variants of the builtin recipe it subclasses
+        inherited = {v for parent in PACKAGES[name].builtin_parents
+                     for v in BUILTIN['packages'][parent]['variants']}
+        return PACKAGES[name].variants | inherited | {'build_system'}
+    return set(BUILTIN['packages'][name]['variants'])
+
+
+def test_repository_layout():
+    repo_yaml = yaml.safe_load((REPO / 'repo.yaml').read_text())
+    assert repo_yaml == {'repo': {'namespace': 'ibrepro', 'api': 'v2.2'}}
+    assert PACKAGE_FILES, 'no package.py under spack-repo/spack_repo/ibrepro/packages'
+
+
+@pytest.mark.parametrize('path', PACKAGE_FILES, ids=lambda p: p.parent.name)
+def test_package_class_is_named_after_its_directory(path):
+    package = load_package(path)
+    assert re.fullmatch(r'[a-z_][a-z0-9_]*', path.parent.name) and '__' not in path.parent.name
+    expected = pkg_name_to_class_name(package.name)
+    names = [c.name for c in package.classes]
+    assert names == [expected], f'{path}: classes {names}, Spack expects one class {expected}'
+    imports = {n.module for n in ast.walk(ast.parse(path.read_text()))
+               if isinstance(n, ast.ImportFrom)}
+    assert 'spack.package' in imports, f'{path}: no `from spack.package import *`'
+
+
+@pytest.mark.parametrize('path', PACKAGE_FILES, ids=lambda p: p.parent.name)
+def test_directives_are_well_formed(path):
+    package = load_package(path)
+    for d in package.directives:
+        if d.name not in DIRECTIVE_KEYWORDS:
+            continue
+        unknown = set(d.keywords) - DIRECTIVE_KEYWORDS[d.name]
+        assert not unknown, f'{where(package, d)}: unknown keyword(s) {sorted(unknown)}'
+        assert d.args and isinstance(d.args[0], str), f'{where(package, d)}: needs a string first'
+        if d.name == 'depends_on':
+            for name in spec_names(d.args[0]):
+                assert name in KNOWN_PACKAGES, f'{where(package, d)}: unknown package {name!r}'
+            types = d.keywords.get('type', ('build', 'link'))
+            types = {types} if isinstance(types, str) else set(types)
+            assert types <= DEPENDENCY_TYPES, f'{where(package, d)}: bad type {types}'
+        elif d.name == 'variant':
+            description = d.keywords.get('description')
+            assert isinstance(description, str) and description, f'{where(package, d)}: no description'
+            values, default = d.keywords.get('values'), d.keywords.get('default')
+            if isinstance(values, tuple) and not d.keywords.get('multi'):
+                assert default in values, f'{where(package, d)}: default {default!r} not in {values}'
+        elif d.name == 'patch':
+            assert (path.parent / d.args[0]).is_file(), f'{where(package, d)}: no file {d.args[0]}'
+
+
+@pytest.mark.parametrize('path', PACKAGE_FILES, ids=lambda p: p.parent.name)
+def test_every_download_is_pinned(path):
+    """A version is fetched by a verified sha256 or a git commit; only a package whose source is
+    the local checkout (a git URL built at run time from file://, never a download) is exempt."""
+    package = load_package(path)
+    versions = [d for d in package.directives if d.name == 'version']
+    sources = {k: package.attributes[k] for k in ('url', 'git', 'list_url') if k in package.attributes}
+    if not versions:
+        # a subclass of a builtin recipe fetches the builtin's (checksummed) versions
+        assert package.builtin_parents and not sources, f'{path}: no version() of its own'
+    for key, value in sources.items():
+        if isinstance(value, ast.Constant):
+            assert isinstance(value.value, str)
+    for d in versions:
+        sha256, commit = d.keywords.get('sha256'), d.keywords.get('commit')
+        if sha256 is not None:
+            assert isinstance(sha256, str) and SHA256.match(sha256), f'{where(package, d)}: sha256'
+        elif commit is not None:
+            assert isinstance(commit, str) and COMMIT.match(commit), f'{where(package, d)}: commit'
+        else:
+            git = sources.get('git')
+            local = (isinstance(git, ast.JoinedStr) and isinstance(git.values[0], ast.Constant)
+                     and git.values[0].value == 'file://')
+            remote = [k for k, v in sources.items()
+                      if isinstance(v, ast.Constant) and NETWORK_URL.match(v.value)]
+            assert local and not remote and set(sources) == {'git'}, (
+                f'{where(package, d)} {d.args[0]!r}: no sha256 or commit, and the package '
+                f'source is not the local checkout')
+
+
+def test_perftest_keeps_the_release_of_the_fixtures():
+    versions = {d.args[0]: d.keywords for d in PACKAGES['perftest'].directives if d.name == 'version'}
+    assert versions['4.5-0.17'] == {'tag': 'v4.5-0.17',
+                                    'commit': 'e63987c4223b08f8c67390c7f60836ad2bf4a6e0'}
+
+
+def env_schema():
+    """The subset of Spack 1.1's environment schema (lib/spack/spack/schema/env.py) we use."""
+    spec_list = {'type': 'array', 'items': {'type': 'string', 'minLength': 1}}
+    packages = {'type': 'object', 'additionalProperties': {
+        'type': 'object', 'additionalProperties': False, 'properties': {
+            'require': {'anyOf': [{'type': 'string'}, spec_list]},
+            'buildable': {'type': 'boolean'},
+            'externals': {'type': 'array', 'items': {
+                'type': 'object', 'required': ['spec', 'prefix'], 'additionalProperties': False,
+                'properties': {'spec': {'type': 'string'}, 'prefix': {'type': 'string'}}}},
+            'prefer': spec_list, 'variants': {'type': 'string'}, 'version': {'type': 'array'},
+        }}}
+    view_root = {'type': 'object', 'required': ['root'], 'additionalProperties': False,
+                 'properties': {'root': {'type': 'string'}, 'link': {'enum': ['all', 'run', 'roots']},
+                                'select': spec_list, 'exclude': spec_list}}
+    spack = {
+        'type': 'object', 'required': ['specs'], 'additionalProperties': False,
+        'properties': {
+            'specs': spec_list,
+            'include': spec_list,
+            'packages': packages,
+            'config': {'type': 'object'},
+            'concretizer': {'type': 'object', 'properties': {'unify': {'enum': [True, False, 'when_possible']}}},
+            'repos': {'type': 'object', 'additionalProperties': {'type': 'string'}},
+            'develop': {'type': 'object', 'additionalProperties': {
+                'type': 'object', 'required': ['spec'], 'additionalProperties': False,
+                'properties': {'spec': {'type': 'string'}, 'path': {'type': 'string'}}}},
+            'view': {'anyOf': [{'type': 'boolean'}, {'type': 'string'},
+                               {'type': 'object', 'additionalProperties': view_root}]},
+        }}
+    return {'type': 'object', 'required': ['spack'], 'additionalProperties': False,
+            'properties': {'spack': spack}}
+
+
+PACKAGES_SCHEMA = {'type': 'object', 'required': ['packages'], 'additionalProperties': False,
+                   'properties': {'packages': env_schema()['properties']['spack']['properties']['packages']}}
+
+
+def test_environments_exist():
+    assert {p.parent.name for p in ENV_FILES} >= {'generic', 'ib-mvapich'}
+
+
+@pytest.mark.parametrize('path', ENV_FILES, ids=lambda p: p.parent.name)
+def test_environment_is_valid(path):
+    manifest = yaml.safe_load(path.read_text())
+    jsonschema.validate(manifest, env_schema())
+    env = manifest['spack']
+    for spec in env['specs']:
+        for name in spec_names(spec):
+            assert name in KNOWN_PACKAGES, f'{path}: {spec!r}: unknown package {name!r}'
+        exact = re.match(r'([\w-]+)@=(\S+)', spec)
+        assert exact, f'{path}: {spec!r}: pin the exact version (name@=version)'
+        assert exact.group(2) in versions_of(exact.group(1)), f'{path}: {spec!r}: no such version'
+        for name, variant in spec_variants(spec):
+            assert variant in variants_of(name), f'{path}: {spec!r}: {name} has no variant {variant!r}'
+    for name, settings in env.get('packages', {}).items():
+        assert name in KNOWN_PACKAGES, f'{path}: packages: unknown package {name!r}'
+        required = settings.get('require', [])
+        for spec in [required] if isinstance(required, str) else required:
+            assert all(n in KNOWN_PACKAGES for n in spec_names(spec)), f'{path}: require {spec!r}'
+    for name, develop in env.get('develop', {}).items():
+        assert name in PACKAGES and spec_names(develop['spec'])[0] == name
+        assert (path.parent / develop['path']).resolve() == ROOT / 'benchmarks'
+    assert env['repos'] == {'ibrepro': '../../../spack-repo/spack_repo/ibrepro'}
+    assert (path.parent / env['repos']['ibrepro'] / 'repo.yaml').is_file()
+    # the ReFrame configuration finds the view at <checkout>/.deps/spack-view/<environment>
+    view_root = path.parent / env['view']['default']['root']
+    assert view_root.resolve() == ROOT / '.deps' / 'spack-view' / path.parent.name
+
+
+def test_ib_mvapich_uses_the_striping_mpi():
+    env = yaml.safe_load((ENVS_DIR / 'ib-mvapich' / 'spack.yaml').read_text())['spack']
+    assert env['packages']['mpi']['require'] == ['mvapich2-striping']
+    assert env['config']['deprecated'] is True  # every mvapich2 is deprecated in v2026.06.0
+    (mpi_spec,) = [s for s in env['specs'] if s.startswith('mvapich2-striping')]
+    assert 'ports=2' in mpi_spec and 'striping_threshold=8192' in mpi_spec
+
+
+def test_npb_is_restricted_to_the_catalog():
+    """IS class B, FT class A (paper 000) and class B of the eight kernels (papers 001, 002)."""
+    for path in ENV_FILES:
+        (npb,) = [s for s in yaml.safe_load(path.read_text())['spack']['specs'] if s.startswith('npb')]
+        names = set(re.search(r'names=([\w,]+)', npb).group(1).split(','))
+        classes = set(re.search(r'classes=([\w,]+)', npb).group(1).split(','))
+        assert names == {'is', 'ft', 'cg', 'mg', 'lu', 'sp', 'bt', 'ep'} and classes == {'A', 'B'}
+
+
+@pytest.mark.parametrize('path', EXAMPLE_FILES, ids=lambda p: p.name)
+def test_example_site_configuration_is_valid(path):
+    config = yaml.safe_load(path.read_text())
+    jsonschema.validate(config, PACKAGES_SCHEMA)
+    for name, settings in config['packages'].items():
+        assert name in KNOWN_PACKAGES, f'{path}: unknown package {name!r}'
+        for external in settings.get('externals', []):
+            assert spec_names(external['spec'])[0] == name, f'{path}: {external}'
+
+
+def test_spec_parsing_helpers():
+    assert spec_names('npb@=3.4.3 implementation=mpi ^mpich %gcc') == ['npb', 'mpich', 'gcc']
+    assert spec_variants('intel-mpi-benchmarks@=2021.7 +mpi1 ~io names=a,b ^x+y') == [
+        ('intel-mpi-benchmarks', 'mpi1'), ('intel-mpi-benchmarks', 'io'),
+        ('intel-mpi-benchmarks', 'names')]
+    assert pkg_name_to_class_name('mvapich2-striping') == 'Mvapich2Striping'
+    assert pkg_name_to_class_name('3proxy') == '_3proxy'
+    assert pkg_dir_to_pkg_name('ibrepro_benchmarks') == 'ibrepro-benchmarks'
