@@ -4,7 +4,8 @@ BIN     := $(VENV)/bin
 CONFIG  ?= configs/local.py
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help setup test run where baseline refs catalog wheelhouse constraints clean
+SPACK_ENV ?= generic
+.PHONY: help setup test run where baseline refs catalog spack wheelhouse constraints clean
 
 help:
 	@echo "make setup      install ibrepro, its pinned dependencies and the embedded default's MPI stacks"
@@ -14,6 +15,7 @@ help:
 	@echo "make baseline   write references for this system from its last 5 sessions"
 	@echo "make refs       validate the papers' reference data (reference-data/)"
 	@echo "make catalog    the papers' experiments, their checks, and what this system can run"
+	@echo "make spack      build the benchmarks with Spack into .deps/spack-view/\$$SPACK_ENV (docs/spack.md)"
 	@echo "make wheelhouse download every wheel setup needs into wheelhouse/ (for air-gapped sites)"
 
 setup:
@@ -38,6 +40,10 @@ refs:
 
 catalog:
 	$(BIN)/ibrepro catalog -C $(CONFIG)
+
+# Spack reads SPACK_ENV as its active environment: the script takes the name from it, then unsets it.
+spack:
+	scripts/spack-setup.sh $(SPACK_ENV)
 
 wheelhouse:
 	$(BIN)/pip download --disable-pip-version-check -d wheelhouse -c constraints.txt '.[test]' \

@@ -98,6 +98,24 @@ def mpich_environment():
         features=['mpich', 'mpicc'], cc='mpicc', extra_bin_dirs=[BENCH_BIN])
 
 
+#: Spack views written by ``make spack SPACK_ENV=<env>`` (configs/spack/<env>/spack.yaml).
+SPACK_VIEWS = paths.REPO_ROOT / '.deps' / 'spack-view'
+
+#: MPI-library features of the Spack environments we ship.
+SPACK_ENV_FEATURES = {'ib-mvapich': ['mvapich2']}
+
+
+def spack_environments():
+    """One programming environment per Spack view that exists (``spack-<env>``): its benchmarks and MPI."""
+    envs = []
+    for view in sorted(SPACK_VIEWS.glob('*')) if SPACK_VIEWS.is_dir() else []:
+        env = prefix_environment(f'spack-{view.name}', view, descr=f'Spack view of configs/spack/{view.name}',
+                                 features=['spack', *SPACK_ENV_FEATURES.get(view.name, [])], cc='mpicc')
+        if env['features']:
+            envs.append(env)
+    return envs
+
+
 def system_environment():
     """Whatever MPI and benchmarks the user's PATH, modules or Spack view provide."""
     features = tool_features(None)
@@ -126,9 +144,15 @@ def local_partition():
     return ['mpi', 'shm', 'nodes1', *topology.partition_features(topo)], extras
 
 
-def local_system():
+def local_environments():
+    """The embedded default's programming environments: the wheels of make setup, PATH, Spack views."""
+    return [impi_environment(), mpich_environment(), system_environment(), *spack_environments()]
+
+
+def local_system(environments=None):
     """The embedded default: this machine, any host name, every process on one node."""
     features, extras = local_partition()
+    environs = [env['name'] for env in environments or local_environments()]
     return {
         'name': 'local',
         'descr': 'this machine (embedded default): one node, MPI over shared memory',
@@ -140,7 +164,7 @@ def local_system():
             'descr': 'all cores of this machine',
             'scheduler': 'local',
             'launcher': 'mpirun',
-            'environs': ['impi', 'mpich', 'system'],
+            'environs': environs,
             # performance runs never share the machine with each other
             'max_jobs': 1,
             'features': features,
