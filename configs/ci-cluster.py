@@ -35,15 +35,10 @@ NIGHTLY = os.environ.get('IBREPRO_NIGHTLY') or time.strftime('%Y%m%dT%H%M%S')
 
 # Between the namespace "nodes" every MPI must use TCP: they share one kernel, and a transport
 # that notices (UCX, libfabric shm) would use shared memory and never touch the veth.
-IMPI = rfmconfig.prefix_environment(
-    'impi', paths.DEPS_DIR / 'impi', descr='Intel MPI 2021.14 + IMB 2021.8 (PyPI impi-rt, make setup)',
-    features=['impi'], extra_lib_dirs=['lib/libfabric'],
-    env_vars=[['FI_PROVIDER_PATH', str(paths.DEPS_DIR / 'impi' / 'lib/libfabric/prov')],
-              ['SLURM_MPI_TYPE', 'pmi2'],        # srun --mpi=pmi2
+IMPI = rfmconfig.impi_environment(
+    env_vars=[['SLURM_MPI_TYPE', 'pmi2'],        # srun --mpi=pmi2
               ['FI_PROVIDER', 'tcp']])
-MPICH = rfmconfig.prefix_environment(
-    'mpich', paths.DEPS_DIR / 'mpich', descr='MPICH 5.0 (PyPI mpich, make setup)',
-    features=['mpich', 'mpicc'], cc='mpicc',
+MPICH = rfmconfig.mpich_environment(
     env_vars=[['SLURM_MPI_TYPE', 'pmi2'],        # the wheel speaks PMI-1/2, not PMIx
               # OFI, not UCX: a UCX address needs PMI values of ~1 KiB, and Slurm 22.05's pmi2
               # plugin reads a PMI-1 request with one 1024-byte read(), so a longer `put` is cut

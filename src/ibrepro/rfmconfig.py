@@ -82,20 +82,20 @@ def prefix_environment(name, prefix, *, descr, features=(), extra_lib_dirs=(), e
     return env
 
 
-def impi_environment():
+def impi_environment(env_vars=()):
     """Intel MPI 2021.14 with the IMB binaries, from the impi-rt wheel (make setup)."""
     prefix = paths.DEPS_DIR / 'impi'
     return prefix_environment(
         'impi', prefix, descr='Intel MPI 2021.14 + IMB 2021.8 (PyPI impi-rt, make setup)',
         features=['impi'], extra_lib_dirs=['lib/libfabric'],
-        env_vars=[['FI_PROVIDER_PATH', str(prefix / 'lib/libfabric/prov')]])
+        env_vars=[['FI_PROVIDER_PATH', str(prefix / 'lib/libfabric/prov')], *env_vars])
 
 
-def mpich_environment():
+def mpich_environment(env_vars=()):
     """MPICH from the mpich wheel (make setup); its mpicc builds our own benchmarks."""
     return prefix_environment(
         'mpich', paths.DEPS_DIR / 'mpich', descr='MPICH 5.0 (PyPI mpich, make setup) and our own benchmarks',
-        features=['mpich', 'mpicc'], cc='mpicc', extra_bin_dirs=[BENCH_BIN])
+        features=['mpich', 'mpicc'], cc='mpicc', extra_bin_dirs=[BENCH_BIN], env_vars=env_vars)
 
 
 #: Spack views written by ``make spack SPACK_ENV=<env>`` (configs/spack/<env>/spack.yaml).
