@@ -293,10 +293,12 @@ def write_system(root, refs_text=SYSTEM_REFS, provenance=None):
 def test_system_references_and_provenance_validate(data_copy):
     write_system(data_copy, provenance=textwrap.dedent('''\
         OsuLatency:
-          lat_8: 003-fig3-rdma-write-lat-pcie
-          lat_1024: {measured: 'session 920effa7 on cluster:ib', note: baseline}
+          'cluster:ib':
+            lat_8: 003-fig3-rdma-write-lat-pcie
+            lat_1024: {measured: 'session 920effa7 on cluster:ib', note: baseline}
         OsuBandwidth:
-          bw_1048576: [003-fig6-uni-bw-pcie]
+          'cluster:ib':
+            1048576: {bw_1048576: [003-fig6-uni-bw-pcie]}
         '''))
     assert refs.validate([data_copy / 'systems'], root=data_copy) == []
 
@@ -323,10 +325,11 @@ def test_bad_thresholds_are_rejected(data_copy):
 
 
 def test_provenance_must_resolve(data_copy):
-    write_system(data_copy, provenance='OsuLatency:\n  lat_8: 003-no-such-entry\n  lat_16: 003-fig3-rdma-write-lat-pcie\n')
+    write_system(data_copy, provenance="OsuLatency:\n  'cluster:ib':\n    lat_8: 003-no-such-entry\n"
+                                       "    lat_16: 003-fig3-rdma-write-lat-pcie\n")
     problems = [str(p) for p in refs.validate([data_copy / 'systems'], root=data_copy)]
-    assert any("OsuLatency.lat_8: '003-no-such-entry' is not a paper entry id" in p for p in problems)
-    assert any('OsuLatency.lat_16: no such performance variable' in p for p in problems)
+    assert any("OsuLatency.cluster:ib.lat_8: '003-no-such-entry' is not a paper entry id" in p for p in problems)
+    assert any('OsuLatency.cluster:ib.lat_16: no such key in references.yaml' in p for p in problems)
 
 
 def test_baseline_output_is_a_valid_reference_document():

@@ -566,20 +566,6 @@ def _ref_depth_problems(rel, cls, node, depth, index, problems, trail):
                                     '(ReFrame would skip the whole check)'))
 
 
-def _perf_vars(check):
-    index = len(check.get('$index') or []) or 1
-    names = set()
-
-    def walk(node, depth):
-        for key, val in node.items():
-            if depth < index and isinstance(val, dict):
-                walk(val, depth + 1)
-            elif depth == index:
-                names.add(str(key))
-    walk({k: v for k, v in check.items() if k != '$index'}, 0)
-    return names
-
-
 def check_reference_document(doc, name='references.yaml', root=None):
     """Problems of a per-system ReFrame references document (a dict, as ``ibrepro baseline`` builds it):
     the schema and the nesting depth that ReFrame requires."""
@@ -602,20 +588,32 @@ def _check_system_provenance(ctx, path, rel, data):
     refs = ctx.loaded.get(refs_path, (None, None))[1]
     if refs is None:
         return [Problem(rel, None, 'no sibling references.yaml to give provenance for')]
-    for cls, variables in (data or {}).items():
+    for cls, node in (data or {}).items():
         if cls not in refs:
             problems.append(Problem(rel, cls, 'no such check class in references.yaml'))
             continue
-        known = _perf_vars(refs[cls])
-        for var, source in variables.items():
-            if var not in known:
-                problems.append(Problem(rel, f'{cls}.{var}', 'no such performance variable in references.yaml'))
-            ids = [source] if isinstance(source, str) else source if isinstance(source, list) \
-                else source.get('entries') or []
+        _provenance_problems(ctx, rel, [cls], node, {k: v for k, v in refs[cls].items() if k != '$index'},
+                             problems)
+    return problems
+
+
+def _provenance_problems(ctx, rel, here, node, refs, problems):
+    """Walk provenance.yaml beside references.yaml: the same keys, with sources where references has tuples."""
+    for key, value in node.items():
+        where = '.'.join(str(k) for k in [*here, key])
+        if key not in refs:
+            problems.append(Problem(rel, where, 'no such key in references.yaml'))
+        elif isinstance(refs[key], dict):
+            if isinstance(value, dict) and not ({'entries', 'measured'} & set(value)):
+                _provenance_problems(ctx, rel, [*here, key], value, refs[key], problems)
+            else:
+                problems.append(Problem(rel, where, 'references.yaml has more index levels here'))
+        else:
+            ids = [value] if isinstance(value, str) else value if isinstance(value, list) \
+                else value.get('entries') or []
             for entry_id in ids:
                 if entry_id not in ctx.entry_ids:
-                    problems.append(Problem(rel, f'{cls}.{var}', f'{entry_id!r} is not a paper entry id'))
-    return problems
+                    problems.append(Problem(rel, where, f'{entry_id!r} is not a paper entry id'))
 
 
 def _check_coverage_ignore(ctx, path, rel, data):
