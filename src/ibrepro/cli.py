@@ -16,6 +16,7 @@ _COMMAND_MODULES = [
     'ibrepro.topology',
     'ibrepro.pair',
     'ibrepro.catalog',
+    'ibrepro.softroce',
 ]
 
 

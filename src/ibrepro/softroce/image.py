@@ -1,0 +1,321 @@
+"""The guest image: Debian's kernel (with rdma_rxe) and an initramfs built from Debian packages.
+
+Nothing is installed on the host but QEMU, kmod and cpio: the .debs are downloaded into the cache
+and unpacked into a directory that becomes the initramfs (busybox, rdma-core, perftest, iproute2,
+python3-minimal for the agent, the guest files of ``ci/softroce/``). An optional host directory
+adds binaries (our verbs benchmarks): its tree lands under ``/usr/local`` and the host libraries
+they need and the image lacks are copied too.
+
+Images are cached under ``<cache>/images/<key>``: the key hashes the exact .deb file names
+(package, version, architecture), the guest files and the extra directory. A build whose key
+exists returns at once; `apt-get download --print-uris` resolves the versions offline.
+"""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from ..paths import REPO_ROOT
+
+#: the guest's files: PID 1, its inittab, the boot-time set-up and the agent
+GUEST_DIR = REPO_ROOT / 'ci' / 'softroce'
+GUEST_FILES = {'init': 'init', 'inittab': 'etc/inittab', 'setup.sh': 'etc/softroce/setup.sh',
+               'agent.py': 'etc/softroce/agent.py'}
+
+#: the meta-package naming the current kernel ABI package (pin with $IBREPRO_SOFTROCE_KERNEL)
+KERNEL_META = 'linux-image-amd64'
+
+#: the guest's user space. Libraries are listed by hand; the build checks that every ELF file
+#: finds all its libraries inside the image and names the one that is missing.
+PACKAGES = [
+    'busybox-static',                                   # sh, init, mount, modprobe, ...
+    'perftest', 'ibverbs-utils', 'ibverbs-providers',   # ib_*, ibv_devinfo, librxe
+    'libibverbs1', 'librdmacm1', 'libibumad3', 'libpci3',
+    'iproute2',                                         # ip (veth, policy routing), rdma
+    'python3.11-minimal', 'libpython3.11-minimal',      # the agent
+    'coreutils',                                        # libstdbuf.so only (see PARTIAL)
+    'libc6', 'libudev1', 'zlib1g', 'libexpat1', 'libnl-3-200', 'libnl-route-3-200', 'libbpf1',
+    'libbsd0', 'libcap2', 'libdb5.3', 'libelf1', 'libmnl0', 'libselinux1',
+    'libxtables12', 'libmd0', 'libpcre2-8-0',
+]
+
+#: packages of which only these members are unpacked
+PARTIAL = {'coreutils': ['./usr/libexec/coreutils/libstdbuf.so']}
+
+#: kernel modules (with their dependencies): the RDMA stack, the virtual NICs and cables, 9p
+MODULES = ['rdma_rxe', 'rdma_ucm', 'ib_umad', 'veth', 'virtio_pci', 'virtio_net', '9p',
+           '9pnet_virtio', 'crc32_generic', 'crc32-pclmul']
+
+#: files and directories (glob patterns) removed from the image: unused, or needing more libraries
+PRUNE = ['usr/share/doc', 'usr/share/man', 'usr/share/locale', 'usr/share/lintian',
+         'usr/share/info', 'usr/lib/x86_64-linux-gnu/gconv', 'usr/share/bug',
+         'usr/lib/python3.11/lib-dynload/*',   # _ssl, _hashlib: libssl, not used by the agent
+         'bin/ss', 'usr/lib/x86_64-linux-gnu/tc']   # iproute2's ss (libtirpc) and tc plugins
+
+LIB_DIRS = ['lib/x86_64-linux-gnu', 'usr/lib/x86_64-linux-gnu', 'usr/local/lib',
+            'usr/lib/x86_64-linux-gnu/libibverbs']
+
+
+class ImageError(RuntimeError):
+    """The image cannot be built; the message says which package, file or tool and why."""
+
+
+def _run(cmd, **kwargs):
+    try:
+        return subprocess.run(cmd, check=True, text=True, capture_output=True, **kwargs).stdout
+    except FileNotFoundError:
+        raise ImageError(f'{cmd[0]} is not installed (`ibrepro softroce build` installs it '
+                         'when run as root)') from None
+    except subprocess.CalledProcessError as err:
+        raise ImageError(f'`{" ".join(map(str, cmd))}` failed (exit {err.returncode}): '
+                         f'{(err.stderr or err.stdout).strip()[-2000:]}') from None
+
+
+def ensure_host_tools(log=print):
+    """Install QEMU, kmod and cpio from Debian if one of them is missing (root only)."""
+    missing = [t for t in ('qemu-system-x86_64', 'depmod', 'modinfo', 'cpio') if not shutil.which(t)]
+    if not missing:
+        return
+
+    if os.geteuid() != 0:
+        raise ImageError(f'{", ".join(missing)} not installed; as root run `apt-get install '
+                         'qemu-system-x86 kmod cpio`')
+
+    log(f'softroce: installing qemu-system-x86 kmod cpio (missing: {", ".join(missing)})')
+    env = dict(os.environ, DEBIAN_FRONTEND='noninteractive')
+    _run(['apt-get', 'update', '-q'], env=env)
+    _run(['apt-get', 'install', '-y', '-q', '--no-install-recommends', 'qemu-system-x86', 'kmod',
+          'cpio'], env=env)
+
+
+def _print_uris(packages):
+    """{package: .deb file name} of the candidate versions, from the local package lists."""
+    out = subprocess.run(['apt-get', 'download', '--print-uris', *packages], text=True,
+                         capture_output=True)
+    files = {}
+    for line in out.stdout.splitlines():
+        m = re.match(r"'(\S+)' (\S+\.deb) ", line)
+        if m:
+            files[m.group(2).split('_')[0]] = m.group(2)
+
+    missing = [p for p in packages if p not in files]
+    return files, missing, out.stderr.strip()
+
+
+def resolve(packages=PACKAGES, log=print):
+    """The exact .deb file names of the kernel and of ``packages`` (apt-get update once if needed)."""
+    kernel = os.environ.get('IBREPRO_SOFTROCE_KERNEL')
+    for attempt in (1, 2):
+        if not kernel:
+            deps = subprocess.run(['apt-cache', 'depends', KERNEL_META], text=True,
+                                  capture_output=True).stdout
+            m = re.search(r'Depends: (linux-image-\d\S*)', deps)
+            kernel = m.group(1) if m else None
+
+        files, missing, err = _print_uris([kernel or KERNEL_META, *packages])
+        if kernel and not missing:
+            return kernel, files
+
+        if attempt == 1 and os.geteuid() == 0:
+            log('softroce: package lists incomplete; running apt-get update')
+            _run(['apt-get', 'update', '-q'])
+
+    raise ImageError(f'cannot resolve Debian packages {", ".join(missing or [KERNEL_META])}: '
+                     f'{err or "not in the package lists"}')
+
+
+def cache_key(debs, extra=None):
+    """A short hash of the exact .deb versions, the guest files, the modules and the extras."""
+    h = hashlib.sha256()
+    for name in sorted(debs):
+        h.update(name.encode() + b'\n')
+    for name in sorted(GUEST_FILES):
+        h.update(name.encode() + (GUEST_DIR / name).read_bytes())
+    h.update(repr((MODULES, PARTIAL, PRUNE)).encode())
+    if extra:
+        for path in sorted(Path(extra).rglob('*')):
+            if path.is_file():
+                h.update(str(path.relative_to(extra)).encode() + path.read_bytes())
+
+    return h.hexdigest()[:16]
+
+
+def _download(debs, deb_dir, log):
+    deb_dir.mkdir(parents=True, exist_ok=True)
+    need = [name for name in debs if not (deb_dir / name).exists()]
+    if need:
+        log(f'softroce: downloading {len(need)} .deb files into {deb_dir}')
+        # apt-get names the file as --print-uris did; the sandbox user cannot write root's cache
+        _run(['apt-get', '-o', 'APT::Sandbox::User=root', 'download',
+              *[n.split('_')[0] for n in need]], cwd=deb_dir)
+        absent = [n for n in need if not (deb_dir / n).exists()]
+        if absent:
+            raise ImageError(f'apt-get download did not produce {", ".join(absent)} in {deb_dir}')
+
+
+def _unpack(deb, dest, members=None):
+    if members is None:
+        _run(['dpkg-deb', '-x', str(deb), str(dest)])
+        return
+
+    tar = subprocess.Popen(['dpkg-deb', '--fsys-tarfile', str(deb)], stdout=subprocess.PIPE)
+    _run(['tar', '-x', '-C', str(dest), *members], stdin=tar.stdout)
+    tar.wait()
+
+
+def _install_modules(kern, root):
+    """Copy MODULES and their dependencies from the unpacked kernel package into ``root``."""
+    version = next((kern / 'lib' / 'modules').iterdir()).name
+    mod_dir = kern / 'lib' / 'modules' / version
+    _run(['depmod', '-b', str(kern), version])
+    deps = {}
+    for line in (mod_dir / 'modules.dep').read_text().splitlines():
+        name, _, rest = line.partition(':')
+        deps[name] = rest.split()
+
+    wanted = set()
+    for module in MODULES:
+        path = _run(['modinfo', '-b', str(kern), '-k', version, '-n', module]).strip()
+        rel = os.path.relpath(path, mod_dir)
+        wanted.update([rel, *deps.get(rel, [])])
+
+    for rel in wanted:
+        (root / 'lib/modules' / version / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(mod_dir / rel, root / 'lib/modules' / version / rel)
+    for name in ('modules.order', 'modules.builtin', 'modules.builtin.modinfo'):
+        shutil.copy2(mod_dir / name, root / 'lib/modules' / version / name)
+    _run(['depmod', '-b', str(root), version])
+    return version, sorted(wanted)
+
+
+def _elf_files(root):
+    for path in sorted(root.rglob('*')):
+        if path.is_file() and not path.is_symlink() and path.suffix != '.ko':
+            with open(path, 'rb') as f:
+                if f.read(4) == b'\x7fELF':
+                    yield path
+
+
+def _missing_libs(root):
+    """{elf path: [library names]} that ``root``'s own loader cannot find inside ``root``."""
+    loader = root / 'lib64' / 'ld-linux-x86-64.so.2'
+    libpath = ':'.join(str(root / d) for d in LIB_DIRS)
+    missing = {}
+    for elf in _elf_files(root):
+        out = subprocess.run([str(loader), '--inhibit-cache', '--library-path', libpath, '--list',
+                              str(elf)], text=True, capture_output=True).stdout
+        for m in re.finditer(r'^\s*(\S+) => (not found|(/\S+))', out, re.M):
+            if m.group(2) == 'not found' or not m.group(3).startswith(str(root) + '/'):
+                missing.setdefault(elf, []).append(m.group(1))
+
+    return missing
+
+
+def _host_lib(name):
+    """The host's path of shared library ``name`` (from ldconfig's cache), or None."""
+    for line in _run(['ldconfig', '-p']).splitlines():
+        m = re.match(rf'\s*{re.escape(name)} \(libc6,x86-64[^)]*\) => (\S+)', line)
+        if m:
+            return m.group(1)
+
+    return None
+
+
+def _add_extra(extra, root, log):
+    """Copy the tree ``extra`` into /usr/local and the host libraries it needs that ``root`` lacks."""
+    extra = Path(extra)
+    if not extra.is_dir():
+        raise ImageError(f'extra directory {extra} does not exist')
+
+    shutil.copytree(extra, root / 'usr/local', symlinks=True, dirs_exist_ok=True)
+    added = []
+    for _ in range(8):   # libraries of the added libraries, a few levels deep
+        need = {lib for elf, libs in _missing_libs(root).items()
+                if elf.is_relative_to(root / 'usr/local') for lib in libs}
+        if not need:
+            return added
+
+        for lib in sorted(need):
+            host = _host_lib(lib)
+            if not host:
+                raise ImageError(f'{extra}: a binary needs {lib}, which neither the image nor '
+                                 'the host has')
+            (root / 'usr/local/lib').mkdir(parents=True, exist_ok=True)
+            shutil.copy2(os.path.realpath(host), root / 'usr/local/lib' / lib)
+            added.append(host)
+        log(f'softroce: copied host libraries for {extra}: {", ".join(sorted(need))}')
+
+    return added
+
+
+def build(cache, extra=None, log=print):
+    """Build (or find in ``cache``) the image; return its directory (vmlinuz, initramfs.cpio.gz)."""
+    t0 = time.monotonic()
+    ensure_host_tools(log)
+    kernel, debs = resolve(log=log)
+    key = cache_key(debs.values(), extra)
+    image = Path(cache) / 'images' / key
+    if (image / 'initramfs.cpio.gz').exists():
+        log(f'softroce: image {key} is cached ({time.monotonic() - t0:.1f} s)')
+        return image
+
+    _download(debs.values(), Path(cache) / 'debs', log)
+    t1 = time.monotonic()
+    image.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=image.parent, prefix='.build-') as tmp:
+        tmp = Path(tmp)
+        kern, root = tmp / 'kernel', tmp / 'root'
+        root.mkdir()
+        _unpack(Path(cache) / 'debs' / debs[kernel], kern)
+        for pkg in PACKAGES:
+            _unpack(Path(cache) / 'debs' / debs[pkg], root, PARTIAL.get(pkg))
+        for path in (p for pattern in PRUNE for p in root.glob(pattern)):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        version, modules = _install_modules(kern, root)
+        for name, dest in GUEST_FILES.items():
+            (root / dest).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(GUEST_DIR / name, root / dest)
+        (root / 'init').chmod(0o755)
+        (root / 'usr/bin/python3').symlink_to('python3.11')
+        (root / 'sbin/modprobe').symlink_to('/bin/busybox')   # the kernel's request_module()
+        for d in ('proc', 'sys', 'dev', 'tmp', 'run', 'root', 'bb', 'mnt'):
+            (root / d).mkdir(exist_ok=True)
+        added = _add_extra(extra, root, log) if extra else []
+        missing = _missing_libs(root)
+        if missing:
+            raise ImageError('libraries missing from the image (add their Debian packages to '
+                             'ibrepro.softroce.image.PACKAGES): ' + '; '.join(
+                                 f'{elf.relative_to(root)} needs {", ".join(libs)}'
+                                 for elf, libs in missing.items()))
+        _run(['ldconfig', '-r', str(root)])
+        shutil.copy2(next((kern / 'boot').glob('vmlinuz-*')), tmp / 'vmlinuz')
+        with open(tmp / 'initramfs.cpio.gz', 'wb') as out:
+            files = subprocess.run(['find', '.'], cwd=root, capture_output=True, check=True).stdout
+            cpio = subprocess.Popen(['cpio', '-o', '-H', 'newc', '-R', '0:0', '--quiet'], cwd=root,
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            gzip = subprocess.Popen(['gzip', '-1'], stdin=cpio.stdout, stdout=out)
+            cpio.stdin.write(files)
+            cpio.stdin.close()
+            if cpio.wait() or gzip.wait():
+                raise ImageError(f'cpio/gzip of {root} failed')
+        (tmp / 'manifest.txt').write_text(
+            f'key {key}\nkernel {version} ({debs[kernel]})\n'
+            + ''.join(f'deb {debs[p]}\n' for p in PACKAGES)
+            + ''.join(f'module {m}\n' for m in modules)
+            + (f'extra {Path(extra).resolve()}\n' if extra else '')
+            + ''.join(f'host-lib {lib}\n' for lib in added))
+        image.mkdir()
+        for name in ('vmlinuz', 'initramfs.cpio.gz', 'manifest.txt'):
+            (tmp / name).rename(image / name)
+
+    log(f'softroce: built image {key} in {time.monotonic() - t0:.1f} s '
+        f'(download {t1 - t0:.1f} s) -> {image}')
+    return image
