@@ -7,8 +7,8 @@ adds binaries (our verbs benchmarks): its tree lands under ``/usr/local`` and th
 they need and the image lacks are copied too.
 
 Images are cached under ``<cache>/images/<key>``: the key hashes the exact .deb file names
-(package, version, architecture), the guest files and the extra directory. A build whose key
-exists returns at once; `apt-get download --print-uris` resolves the versions offline.
+(package, version, architecture), the guest files, this module and the extra directory. A build whose key
+exists returns at once: one offline `apt-cache show` resolves the versions.
 """
 
 import hashlib
@@ -57,8 +57,13 @@ PRUNE = ['usr/share/doc', 'usr/share/man', 'usr/share/locale', 'usr/share/lintia
          'usr/lib/python3.11/lib-dynload/*',   # _ssl, _hashlib: libssl, not used by the agent
          'bin/ss', 'usr/lib/x86_64-linux-gnu/tc']   # iproute2's ss (libtirpc) and tc plugins
 
-LIB_DIRS = ['lib/x86_64-linux-gnu', 'usr/lib/x86_64-linux-gnu', 'usr/local/lib',
-            'usr/lib/x86_64-linux-gnu/libibverbs']
+#: images kept in the cache (other branches or extra directories give other keys)
+KEEP_IMAGES = 4
+
+#: the guest loader's configuration (libc-bin, not in the image, owns /etc/ld.so.conf)
+LD_SO_CONF = 'include /etc/ld.so.conf.d/*.conf\n/usr/local/lib\n'
+#: directories the loader searches without configuration
+TRUSTED_LIB_DIRS = ['/lib', '/usr/lib']
 
 
 class ImageError(RuntimeError):
@@ -93,50 +98,67 @@ def ensure_host_tools(log=print):
           'cpio'], env=env)
 
 
-def _print_uris(packages):
-    """{package: .deb file name} of the candidate versions, from the local package lists."""
-    out = subprocess.run(['apt-get', 'download', '--print-uris', *packages], text=True,
+def _candidates(packages):
+    """{package: {field: value}} of the candidate versions, read offline from the package lists."""
+    out = subprocess.run(['apt-cache', 'show', '--no-all-versions', *packages], text=True,
                          capture_output=True)
-    files = {}
-    for line in out.stdout.splitlines():
-        m = re.match(r"'(\S+)' (\S+\.deb) ", line)
-        if m:
-            files[m.group(2).split('_')[0]] = m.group(2)
+    records = {}
+    for block in out.stdout.split('\n\n'):
+        fields = dict(re.findall(r'^([\w-]+): (.*)$', block, re.M))
+        if 'Package' in fields:
+            records.setdefault(fields['Package'], fields)
 
-    missing = [p for p in packages if p not in files]
-    return files, missing, out.stderr.strip()
+    return records
+
+
+def _deb_name(package, version, arch='amd64'):
+    """The file name `apt-get download` gives a package (the epoch's colon URL-encoded)."""
+    return f'{package}_{version.replace(":", "%3a")}_{arch}.deb'
 
 
 def resolve(packages=PACKAGES, log=print):
-    """The exact .deb file names of the kernel and of ``packages`` (apt-get update once if needed)."""
-    kernel = os.environ.get('IBREPRO_SOFTROCE_KERNEL')
-    for attempt in (1, 2):
-        if not kernel:
-            deps = subprocess.run(['apt-cache', 'depends', KERNEL_META], text=True,
-                                  capture_output=True).stdout
-            m = re.search(r'Depends: (linux-image-\d\S*)', deps)
-            kernel = m.group(1) if m else None
+    """{package: exact .deb file name} of the kernel and of ``packages``, and the kernel package.
 
-        files, missing, err = _print_uris([kernel or KERNEL_META, *packages])
-        if kernel and not missing:
-            return kernel, files
+    One `apt-cache show` (apt-get update once first if a package is unknown). The kernel ABI
+    package is the one the meta-package depends on, unless $IBREPRO_SOFTROCE_KERNEL pins it.
+    """
+    pinned = os.environ.get('IBREPRO_SOFTROCE_KERNEL')
+    names = [pinned or KERNEL_META, *packages]
+    for attempt in (1, 2):
+        records = _candidates(names)
+        missing = [p for p in names if p not in records]
+        if not missing:
+            break
 
         if attempt == 1 and os.geteuid() == 0:
-            log('softroce: package lists incomplete; running apt-get update')
+            log(f'softroce: {", ".join(missing)} not in the package lists; running apt-get update')
             _run(['apt-get', 'update', '-q'])
+    else:
+        raise ImageError(f'Debian packages not found in the package lists: {", ".join(missing)}')
 
-    raise ImageError(f'cannot resolve Debian packages {", ".join(missing or [KERNEL_META])}: '
-                     f'{err or "not in the package lists"}')
+    debs = {p: _deb_name(p, records[p]['Version'], records[p]['Architecture']) for p in packages}
+    if pinned:
+        kernel = pinned
+        debs[kernel] = _deb_name(kernel, records[kernel]['Version'])
+    else:
+        m = re.search(r'(linux-image-\d\S*) \(= (\S+)\)', records[KERNEL_META].get('Depends', ''))
+        if not m:
+            raise ImageError(f'{KERNEL_META} does not name a kernel package: '
+                             f'{records[KERNEL_META].get("Depends")!r}')
+        kernel = m.group(1)
+        debs[kernel] = _deb_name(kernel, m.group(2))
+
+    return kernel, debs
 
 
 def cache_key(debs, extra=None):
-    """A short hash of the exact .deb versions, the guest files, the modules and the extras."""
+    """A short hash of the exact .deb versions, the guest files, this builder and the extras."""
     h = hashlib.sha256()
     for name in sorted(debs):
         h.update(name.encode() + b'\n')
     for name in sorted(GUEST_FILES):
         h.update(name.encode() + (GUEST_DIR / name).read_bytes())
-    h.update(repr((MODULES, PARTIAL, PRUNE)).encode())
+    h.update(Path(__file__).read_bytes())   # how the image is put together
     if extra:
         for path in sorted(Path(extra).rglob('*')):
             if path.is_file():
@@ -150,9 +172,10 @@ def _download(debs, deb_dir, log):
     need = [name for name in debs if not (deb_dir / name).exists()]
     if need:
         log(f'softroce: downloading {len(need)} .deb files into {deb_dir}')
-        # apt-get names the file as --print-uris did; the sandbox user cannot write root's cache
+        # exact versions (pkg=version); the sandbox user _apt cannot write root's cache
         _run(['apt-get', '-o', 'APT::Sandbox::User=root', 'download',
-              *[n.split('_')[0] for n in need]], cwd=deb_dir)
+              *[n.split('_')[0] + '=' + n.split('_')[1].replace('%3a', ':') for n in need]],
+             cwd=deb_dir)
         absent = [n for n in need if not (deb_dir / n).exists()]
         if absent:
             raise ImageError(f'apt-get download did not produce {", ".join(absent)} in {deb_dir}')
@@ -201,10 +224,23 @@ def _elf_files(root):
                     yield path
 
 
+def _lib_dirs(root):
+    """The directories the guest's loader searches: its ld.so.conf (with includes), then the trusted ones."""
+    dirs = []
+    for line in (root / 'etc/ld.so.conf').read_text().splitlines():
+        if line.startswith('include '):
+            for conf in sorted(root.glob(line.split(None, 1)[1].lstrip('/'))):
+                dirs += [d for d in conf.read_text().split() if d.startswith('/')]
+        elif line.startswith('/'):
+            dirs.append(line.strip())
+    return dirs + TRUSTED_LIB_DIRS
+
+
 def _missing_libs(root):
-    """{elf path: [library names]} that ``root``'s own loader cannot find inside ``root``."""
+    """{elf path: [library names]} that ``root``'s own loader cannot find inside ``root``,
+    searching the directories the guest's ld.so.cache is built from."""
     loader = root / 'lib64' / 'ld-linux-x86-64.so.2'
-    libpath = ':'.join(str(root / d) for d in LIB_DIRS)
+    libpath = ':'.join(str(root / d.lstrip('/')) for d in _lib_dirs(root))
     missing = {}
     for elf in _elf_files(root):
         out = subprocess.run([str(loader), '--inhibit-cache', '--library-path', libpath, '--list',
@@ -261,6 +297,7 @@ def build(cache, extra=None, log=print):
     key = cache_key(debs.values(), extra)
     image = Path(cache) / 'images' / key
     if (image / 'initramfs.cpio.gz').exists():
+        os.utime(image)   # recently used: kept by _prune
         log(f'softroce: image {key} is cached ({time.monotonic() - t0:.1f} s)')
         return image
 
@@ -286,6 +323,7 @@ def build(cache, extra=None, log=print):
         (root / 'init').chmod(0o755)
         (root / 'usr/bin/python3').symlink_to('python3.11')
         (root / 'sbin/modprobe').symlink_to('/bin/busybox')   # the kernel's request_module()
+        (root / 'etc/ld.so.conf').write_text(LD_SO_CONF)
         for d in ('proc', 'sys', 'dev', 'tmp', 'run', 'root', 'bb', 'mnt'):
             (root / d).mkdir(exist_ok=True)
         added = _add_extra(extra, root, log) if extra else []
@@ -316,6 +354,15 @@ def build(cache, extra=None, log=print):
         for name in ('vmlinuz', 'initramfs.cpio.gz', 'manifest.txt'):
             (tmp / name).rename(image / name)
 
+    _prune(image.parent)
     log(f'softroce: built image {key} in {time.monotonic() - t0:.1f} s '
         f'(download {t1 - t0:.1f} s) -> {image}')
     return image
+
+
+def _prune(images, keep=KEEP_IMAGES):
+    """Remove all but the ``keep`` most recently used images."""
+    built = sorted((p for p in images.iterdir() if not p.name.startswith('.')),
+                   key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in built[keep:]:
+        shutil.rmtree(old)

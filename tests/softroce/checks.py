@@ -1,9 +1,11 @@
-"""A perftest client/server smoke check placed by the partition's `rdma_pair` (see configs/softroce.py).
+"""Smoke checks of the soft-RoCE partitions (configs/softroce.py), used by tests/test_softroce.py.
 
-It shows the placement a perftest family needs, on the soft-RoCE guests as on a real cluster: the
-server runs in the background through `rdma_pair.server.launch` on its device, the client through
-`rdma_pair.client.launch` against `rdma_pair.server.host`, retrying while the server is not yet
-listening, for at most `connect_timeout` seconds. One server/client pair per message size.
+`softroce_rdma_devices` runs through the partition's own launcher (one command in the guest).
+`softroce_perftest_pair` shows the placement a perftest family needs, on the guests as on a real
+cluster: the server runs in the background through `rdma_pair.server.launch` on its device, the
+client through `rdma_pair.client.launch` against `rdma_pair.server.host`, retrying while the
+server does not listen yet (at most `connect_timeout` s), each run bounded by `run_timeout` s.
+One server/client pair per message size. It parses with a regex: a stand-in for ibrepro.parsers.
 """
 
 import reframe as rfm
@@ -12,8 +14,23 @@ import reframe.utility.typecheck as typ
 from reframe.core.backends import getlauncher
 
 _NO_SERVER = 'perftest-pair: no server'
+_TIMEOUT = 'perftest-pair: timeout'
 # perftest's clock calibration failed (a busy or emulated CPU): its times print as inf
 _NO_CLOCK = 'Correlation coefficient r^2'
+
+
+@rfm.simple_test
+class softroce_rdma_devices(rfm.RunOnlyRegressionTest):
+    valid_systems = ['+rxe']
+    valid_prog_environs = ['+verbs']
+    executable = 'ibv_devices'
+    tags = {'verbs', 'smoke'}
+
+    @sanity_function
+    def validate(self):
+        return sn.all(sn.assert_found(rf'^\s+{dev}\s+[0-9a-f]{{16}}$', self.stdout,
+                                      msg=f'RDMA device {dev} not listed')
+                      for dev in self.current_partition.extras['rdma_devices'])
 
 
 @rfm.simple_test
@@ -25,12 +42,14 @@ class softroce_perftest_pair(rfm.RunOnlyRegressionTest):
     sizes = variable(typ.List[int], value=[2, 4096, 65536])
     #: iterations per size (perftest -n)
     iterations = variable(int, value=100)
-    #: first TCP port of the out-of-band exchange (one per size)
+    #: first TCP port of the out-of-band exchange (one per run)
     port = variable(int, value=18515)
     #: seconds the client keeps retrying while the server is not listening
     connect_timeout = variable(int, value=30)
+    #: seconds one client run may take
+    run_timeout = variable(int, value=120)
     #: False leaves the server out: the client must fail after connect_timeout
-    start_server = variable(bool, value=True)
+    start_server = variable(typ.Bool, value=True)   # typ.Bool: -S start_server=false works
     num_tasks = 2
     num_tasks_per_node = 1
     executable = 'perftest_pair'
@@ -41,20 +60,22 @@ class softroce_perftest_pair(rfm.RunOnlyRegressionTest):
         pair = self.current_partition.extras['rdma_pair']
         srv, cli = pair['server'], pair['client']
         self.job.launcher = getlauncher('local')()   # each side has its own launch prefix
-        common = f'-F -n {self.iterations}'
+        common = f'-F -n {self.iterations} -s $size -p $port'
         server = f'{srv["launch"]} {self.benchmark} -d {srv["device"]} {common}'
-        client = f'{cli["launch"]} {self.benchmark} -d {cli["device"]} {common}'
-        start = ('' if self.start_server else ': ') + \
-            f'{server} -s $size -p $port > server_$size.out 2>&1 &'
+        client = (f'timeout {self.run_timeout} {cli["launch"]} {self.benchmark} '
+                  f'-d {cli["device"]} {common} {srv["host"]}')
         self.prerun_cmds = [
             '# one server/client pair: SIZE PORT -> client_SIZE.out/.err, server_SIZE.out',
             'pair_once() {',
-            '  size=$1 port=$2',
-            f'  {start}',
+            '  size=$1 port=$2 t0=$SECONDS',
+            f'  {"" if self.start_server else ": "}{server} > server_$size.out 2>&1 &',
             '  server=$!',
-            '  t0=$SECONDS',
-            f'  until {client} -s $size -p $port {srv["host"]} > client_$size.out 2> client_$size.err; do',
-            '    grep -q "Couldn\'t connect" client_$size.err || break   # failed for another reason',
+            f'  until {client} > client_$size.out 2> client_$size.err; do',
+            '    if [ $? = 124 ]; then',
+            f'      echo "{_TIMEOUT}: the client ran longer than {self.run_timeout} s" >&2',
+            '      break',
+            '    fi',
+            '    grep -q "Couldn\'t connect" client_$size.err || break   # failed otherwise',
             f'    if [ $((SECONDS - t0)) -ge {self.connect_timeout} ]; then',
             f'      echo "{_NO_SERVER} on {srv["host"]}:$port after {self.connect_timeout} s" >&2',
             '      break',
@@ -80,9 +101,11 @@ class softroce_perftest_pair(rfm.RunOnlyRegressionTest):
     @sanity_function
     def validate(self):
         return sn.all([
-            sn.assert_not_found(_NO_SERVER, self.stderr,
-                                msg=f'the perftest server did not answer ({_NO_SERVER})'),
-            sn.assert_not_found(r'guest-exec: ', self.stderr, msg='a guest failed'),
+            sn.assert_eq(sn.extractall(r'^guest-exec: (.*)', self.stderr, 1), [],
+                         msg='a guest failed: {0}'),
+            sn.assert_not_found(_NO_SERVER, self.stderr, msg='the perftest server did not answer'),
+            sn.assert_not_found(_TIMEOUT, self.stderr, msg=f'a perftest run took longer than '
+                                f'{self.run_timeout} s'),
             sn.assert_not_found(rf'^\s*\d+\s+{self.iterations}\s.*\binf\b', self.stdout,
                                 msg='perftest could not calibrate its clock (times are inf)'),
             *(sn.assert_found(rf'^\s*{size}\s+{self.iterations}\s', self.stdout,

@@ -1,0 +1,244 @@
+"""The soft-RoCE nodes for real: QEMU TCG guests with rdma_rxe ports, perftest through ReFrame
+(configs/softroce.py, tests/softroce/checks.py), results in the ReFrame database, and the faults:
+a perftest server that never answers, a guest killed mid-run, `softroce run` killed.
+
+Slow (a guest boots in 10-30 s under TCG); the tests of one module share one dual-port guest.
+"""
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ibrepro.paths import REPO_ROOT
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not shutil.which('qemu-system-x86_64'),
+                       reason='qemu-system-x86_64 not installed (make softroce-up installs it)'),
+]
+
+BIN = Path(sys.executable).parent
+CHECKS = Path(__file__).parent / 'softroce' / 'checks.py'
+CONFIG = REPO_ROOT / 'configs' / 'softroce.py'
+SMALL = ['-S', 'sizes=2,4096', '-S', 'iterations=100']
+
+
+def _env(home):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(('RFM_', 'IBREPRO_SOFTROCE_RUN', 'IBREPRO_SOFTROCE_SHARE'))}
+    env['IBREPRO_HOME'] = str(home)
+    return env
+
+
+def _ibrepro(env, *args, timeout=600, check=True):
+    return subprocess.run([BIN / 'ibrepro', 'softroce', *args], env=env, text=True,
+                          capture_output=True, timeout=timeout, check=check)
+
+
+def _reframe(env, *args, partition='dualport', timeout=600):
+    return subprocess.run(
+        [BIN / 'reframe', '-C', CONFIG, '-c', CHECKS, '--system', f'softroce:{partition}',
+         '--exec-policy=serial', '-r', *args],
+        env=env, text=True, capture_output=True, timeout=timeout)
+
+
+def _sessions(home):
+    """The stored sessions, oldest first: [(uuid, [(name, result, fail_reason, perfvalues)])]."""
+    if not (home / 'results.db').exists():
+        return []
+
+    with sqlite3.connect(home / 'results.db') as db:
+        rows = db.execute('SELECT uuid, json_blob FROM sessions ORDER BY session_start_unix')
+        return [(uuid, [(tc['display_name'], tc['result'], tc['fail_reason'], tc['perfvalues'])
+                        for run in json.loads(blob)['runs'] for tc in run['testcases']])
+                for uuid, blob in rows]
+
+
+def _qemu_pids(run_dir):
+    state = json.loads((run_dir / 'state.json').read_text())
+    return [g['pid'] for g in state['guests']]
+
+
+def _alive(pid):
+    try:
+        return Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
+
+
+@pytest.fixture(scope='module')
+def extra(tmp_path_factory):
+    """An extra directory with a verbs program linking a host-only library, if we can compile."""
+    if not shutil.which('gcc') or not Path('/usr/include/infiniband/verbs.h').exists():
+        return None
+
+    extra = tmp_path_factory.mktemp('extra')
+    (extra / 'bin').mkdir()
+    subprocess.run(['gcc', '-O2', '-fopenmp', '-o', extra / 'bin' / 'rxe-list-devices',
+                    Path(__file__).parent / 'softroce' / 'list_devices.c', '-libverbs'], check=True)
+    return extra
+
+
+@pytest.fixture(scope='module')
+def guest(tmp_path_factory, extra):
+    """One dual-port guest (n0: rxe0 <-> rxe1), its environment and its home."""
+    home = tmp_path_factory.mktemp('home')
+    env = _env(home)
+    args = ['up'] + (['--extra', str(extra)] if extra else [])
+    started = _ibrepro(env, *args, check=False)
+    run_dir = home / 'softroce' / 'run'
+    try:
+        assert started.returncode == 0, started.stderr
+        yield env, home, run_dir
+    finally:
+        pids = _qemu_pids(run_dir) if (run_dir / 'state.json').exists() else []
+        _ibrepro(env, 'down')
+        assert not (run_dir / 'state.json').exists()
+        assert not [p for p in pids if _alive(p)], 'a QEMU survived `down`'
+
+
+def test_guest_runs_commands_in_the_shared_directory(guest, extra):
+    env, home, run_dir = guest
+    share = home / 'softroce' / 'share'
+    (share / 'from-host').write_text('hello guest\n')
+    out = subprocess.run(
+        [BIN / 'ibrepro', 'softroce', 'exec', '--', 'sh', '-c',
+         'cat from-host; pwd; rdma link show; echo hi > from-guest; echo oops >&2; exit 5'],
+        cwd=share, env=env, text=True, capture_output=True, timeout=60)
+    assert out.returncode == 5
+    assert out.stdout.startswith(f'hello guest\n{share}\n')
+    assert 'link rxe0/1 state ACTIVE' in out.stdout and 'netdev veth0' in out.stdout
+    assert 'link rxe1/1 state ACTIVE' in out.stdout and 'netdev veth1' in out.stdout
+    assert out.stderr == 'oops\n'
+    assert (share / 'from-guest').read_text() == 'hi\n'
+    if extra:
+        out = subprocess.run([BIN / 'ibrepro', 'softroce', 'exec', 'rxe-list-devices'], cwd=share,
+                             env=env, text=True, capture_output=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[:2] == ['rxe0', 'rxe1']
+        assert out.stdout.splitlines()[2] == 'omp threads 4'
+
+
+def test_cached_image_is_reused(guest, extra):
+    env, _, _ = guest
+    args = ['build'] + (['--extra', str(extra)] if extra else [])
+    t0 = time.monotonic()
+    first = _ibrepro(env, *args).stdout.strip()
+    assert _ibrepro(env, *args).stdout.strip() == first
+    assert time.monotonic() - t0 < 30
+    assert Path(first, 'manifest.txt').read_text().count('deb ') >= 20
+
+
+def test_perftest_pairs_through_reframe_are_stored(guest):
+    env, home, _ = guest
+    out = _reframe(env, *SMALL)
+    assert out.returncode == 0, out.stdout + out.stderr
+    (uuid, cases), = _sessions(home)
+    assert uuid in out.stdout
+    results = {name: (result, perf) for name, result, _, perf in cases}
+    assert results['softroce_rdma_devices'][0] == 'pass'
+    lat = results['softroce_perftest_pair %benchmark=ib_write_lat']
+    bw = results['softroce_perftest_pair %benchmark=ib_write_bw']
+    assert lat[0] == bw[0] == 'pass'
+    for size in (2, 4096):
+        value, *_, unit, _ = lat[1][f'softroce:dualport:lat_{size}']
+        assert unit == 'us' and 0 < value < 1e6
+        value, *_, unit, _ = bw[1][f'softroce:dualport:bw_{size}']
+        assert unit == 'MB/s' and value > 0
+
+
+def test_server_that_never_answers_fails_clearly_and_others_continue(guest):
+    env, home, _ = guest
+    before = _sessions(home)
+    t0 = time.monotonic()
+    out = _reframe(env, *SMALL, '-S', 'start_server=false', '-S', 'connect_timeout=5',
+                   '-n', 'softroce_rdma_devices', '-n', 'softroce_perftest_pair%benchmark=ib_write_lat')
+    assert out.returncode == 1
+    assert time.monotonic() - t0 < 180
+    assert 'the perftest server did not answer' in out.stdout
+    sessions = _sessions(home)
+    assert sessions[:-1] == before                          # stored results intact
+    cases = {name: (result, reason) for name, result, reason, _ in sessions[-1][1]}
+    assert cases['softroce_rdma_devices'] == ('pass', None)
+    result, reason = cases['softroce_perftest_pair %benchmark=ib_write_lat']
+    assert result == 'fail' and 'the perftest server did not answer' in reason
+
+
+def test_guest_killed_mid_run_fails_clearly_and_keeps_what_was_measured(guest):
+    """Last test of the module: it kills the guest."""
+    env, home, run_dir = guest
+    before = _sessions(home)
+    stage = home / 'softroce' / 'share' / 'reframe' / 'stage' / 'softroce' / 'dualport'
+    rfm = subprocess.Popen(
+        [BIN / 'reframe', '-C', CONFIG, '-c', CHECKS, '--system', 'softroce:dualport',
+         '--exec-policy=serial', '-r', '-n', 'softroce_perftest_pair', '-S', 'sizes=2,65536',
+         '-S', 'iterations=200000', '-S', 'run_timeout=600'],
+        env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        # the first run's header reached the host (streamed line by line): it is measuring
+        deadline = time.monotonic() + 180
+        while not any('#bytes' in f.read_text() for f in stage.glob('*/*/client_2.out')):
+            assert rfm.poll() is None and time.monotonic() < deadline, 'the run never started'
+            time.sleep(0.5)
+        qemu, = _qemu_pids(run_dir)
+        os.kill(qemu, signal.SIGKILL)
+        output, _ = rfm.communicate(timeout=240)
+    finally:
+        rfm.kill()
+    assert rfm.returncode == 1, output
+    sessions = _sessions(home)
+    assert sessions[:-1] == before
+    cases = sessions[-1][1]
+    assert len(cases) == 2 and all(result == 'fail' for _, result, _, _ in cases)
+    reasons = ' '.join(reason for _, _, reason, _ in cases)
+    assert 'lost the connection to the guest' in reasons          # the one running
+    assert 'n0 is not running' in reasons                          # the one after it
+    partial, = [f for f in stage.glob('*/*/client_2.out') if '#bytes' in f.read_text()]
+    assert 'RDMA_Write' in partial.read_text()                     # streamed before the kill
+
+
+def test_two_guests_through_softroce_run(tmp_path):
+    """`softroce run --nodes 2 -- reframe ...`: n0:rxe2 <-> n1:rxe2, then everything is down."""
+    env = _env(tmp_path)
+    cmd = [BIN / 'ibrepro', 'softroce', 'run', '--nodes', '2', '--', BIN / 'reframe', '-C', CONFIG,
+           '-c', CHECKS, '--system', 'softroce:nodes2', '--exec-policy=serial', '-r', '-n',
+           'softroce_perftest_pair', '-S', 'sizes=2', '-S', 'iterations=50']
+    out = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=900)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert 'softroce: stopped n0' in out.stderr and 'softroce: stopped n1' in out.stderr
+    assert not (tmp_path / 'softroce' / 'run' / 'state.json').exists()
+    (_, cases), = _sessions(tmp_path)
+    assert sorted(result for _, result, _, _ in cases) == ['pass', 'pass']
+    perf = {k: v for _, _, _, p in cases for k, v in p.items()}
+    assert set(perf) == {'softroce:nodes2:lat_2', 'softroce:nodes2:bw_2'}
+
+
+def test_softroce_run_killed_stops_its_guest(tmp_path):
+    env = _env(tmp_path)
+    run_dir = tmp_path / 'softroce' / 'run'
+    proc = subprocess.Popen([BIN / 'ibrepro', 'softroce', 'run', '--', 'sleep', '600'], env=env,
+                            text=True, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while not (run_dir / 'n0.console.log').exists() or \
+                'listening' not in (run_dir / 'n0.console.log').read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, 'the guest never came up'
+            time.sleep(0.5)
+        pids = _qemu_pids(run_dir)
+        time.sleep(2)    # `run` is now in the command, past `up`
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert 'stopped (SIGTERM)' in err and 'softroce: stopped n0' in err
+    assert not [p for p in pids if _alive(p)]
+    assert not (run_dir / 'state.json').exists()
