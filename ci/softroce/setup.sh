@@ -6,7 +6,7 @@ IP=/bin/ip   # iproute2: busybox's ip applet cannot make veth pairs, oif rules o
 for kv in $(cat /proc/cmdline); do
   case $kv in ibr_*=*) eval "${kv%%=*}='${kv#*=}'" ;; esac
 done
-say() { echo "softroce n$ibr_node: $*"; }
+say() { echo "softroce n$ibr_node [uptime $(cut -d" " -f1 /proc/uptime) s]: $*"; }
 nic() { for d in /sys/class/net/*; do [ "$(cat "$d/address")" = "$1" ] && echo "${d##*/}"; done; }
 
 for m in virtio_pci virtio_net veth rdma_rxe rdma_ucm ib_umad 9pnet_virtio 9p; do

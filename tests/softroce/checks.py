@@ -60,7 +60,8 @@ class softroce_perftest_pair(rfm.RunOnlyRegressionTest):
         pair = self.current_partition.extras['rdma_pair']
         srv, cli = pair['server'], pair['client']
         self.job.launcher = getlauncher('local')()   # each side has its own launch prefix
-        common = f'-F -n {self.iterations} -s $size -p $port'
+        extra = ' '.join(self.current_partition.extras.get('perftest_options', []))
+        common = f'-F -n {self.iterations} -s $size -p $port {extra}'.strip()
         server = f'{srv["launch"]} {self.benchmark} -d {srv["device"]} {common}'
         client = (f'timeout {self.run_timeout} {cli["launch"]} {self.benchmark} '
                   f'-d {cli["device"]} {common} {srv["host"]}')

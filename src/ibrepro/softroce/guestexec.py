@@ -144,7 +144,7 @@ def _parse_args(argv):
 
 
 def main(argv=None):
-    from . import guests   # only here: the agent tests import this module without a run dir
+    from . import guests   # here, not at the top: guests imports this module
 
     opts, command = _parse_args(sys.argv[1:] if argv is None else argv)
     try:

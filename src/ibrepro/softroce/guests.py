@@ -102,6 +102,7 @@ def _listening(port):
 def qemu_command(image, index, nodes, share, agent_port, link_port, run_dir, smp=4, memory='1G'):
     """The QEMU command line of guest ``index``."""
     name = f'n{index}'
+    kernel = next(p for p in (Path(image) / 'vmlinux', Path(image) / 'vmlinuz') if p.exists())
     params = {'ibr_node': index, 'ibr_ctl': CTL_ADDRESS, 'ibr_agent_port': AGENT_PORT,
               'ibr_ctl_mac': f'52:54:00:00:ff:{index:02x}', 'ibr_share': share,
               **{f'ibr_{dev}': addr for dev, addr in addresses(index).items()}}
@@ -111,7 +112,7 @@ def qemu_command(image, index, nodes, share, agent_port, link_port, run_dir, smp
     cmd = ['qemu-system-x86_64', '-name', f'ibrepro-softroce-{name}',
            '-accel', 'tcg,thread=multi', '-cpu', 'max', '-smp', str(smp), '-m', memory,
            '-nodefaults', '-no-user-config', '-display', 'none', '-no-reboot',
-           '-kernel', str(Path(image) / 'vmlinuz'), '-initrd', str(Path(image) / 'initramfs.cpio.gz'),
+           '-kernel', str(kernel), '-initrd', str(Path(image) / 'initramfs.cpio'),
            '-serial', f'file:{Path(run_dir) / f"{name}.console.log"}',
            '-netdev', ctl_net, '-device', f'virtio-net-pci,netdev=ctl,mac={params["ibr_ctl_mac"]}',
            '-virtfs', f'local,path={share},mount_tag=share,security_model=none,id=share']
@@ -236,27 +237,37 @@ def down(run_dir, log=print, grace=10):
     if not state:
         return []
 
-    stopped = []
-    for guest in state['guests']:
-        pid = guest['pid']
-        if _alive(pid) and _ours(pid, run_dir):
-            os.kill(pid, signal.SIGTERM)
-            stopped.append(guest)
+    stopped = [g for g in state['guests'] if _alive(g['pid']) and _ours(g['pid'], run_dir)]
+    for guest in stopped:
+        _signal(guest['pid'], signal.SIGTERM)   # QEMU exits at once; the guest is all in RAM
 
     deadline = time.monotonic() + grace
     for guest in stopped:
-        while _alive(guest['pid']) and time.monotonic() < deadline:
-            _reap(guest['pid'])
-            time.sleep(0.05)
-        if _alive(guest['pid']) and _ours(guest['pid'], run_dir):
-            os.kill(guest['pid'], signal.SIGKILL)
-            while _alive(guest['pid']):
-                _reap(guest['pid'])
-                time.sleep(0.05)
+        if not _gone(guest['pid'], deadline):
+            _signal(guest['pid'], signal.SIGKILL)
+            _gone(guest['pid'], time.monotonic() + grace)
         log(f'softroce: stopped {guest["name"]} (QEMU pid {guest["pid"]})')
 
     _state_file(run_dir).unlink(missing_ok=True)
     return [g['name'] for g in stopped]
+
+
+def _signal(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _gone(pid, deadline):
+    """Wait until ``pid`` has exited (reaping it if it is our child); False at ``deadline``."""
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        _reap(pid)
+        time.sleep(0.05)
+    _reap(pid)
+    return True
 
 
 def _reap(pid):
