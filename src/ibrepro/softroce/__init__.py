@@ -4,7 +4,7 @@ end to end on a machine without InfiniBand (CI). Their numbers are emulated, nev
   image      Debian kernel + initramfs from .debs, cached by the exact package versions
   guests     start/stop the guests (one dual-port guest, or two guests joined by a link)
   guestexec  run a command in a guest, streaming its output (the ReFrame launcher)
-  launcher   the `softroce` ReFrame launcher
+  config     the `softroce` ReFrame launcher, system and environment (configs/softroce.py)
 
 ``ibrepro softroce build|up|down|status|exec|run``; the guest's own files are in ``ci/softroce/``.
 """
