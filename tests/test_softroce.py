@@ -88,12 +88,14 @@ def _alive(pid):
 
 @pytest.fixture(scope='module')
 def extra(tmp_path_factory):
-    """An extra directory with a verbs program linking a host-only library, if we can compile."""
+    """Extra binaries for the image: our verbs benchmark (benchmarks/verbs) and a verbs program linking a
+    host-only library (OpenMP), if this machine compiles verbs programs."""
     if not shutil.which('gcc') or not Path('/usr/include/infiniband/verbs.h').exists():
         return None
 
     extra = tmp_path_factory.mktemp('extra')
-    (extra / 'bin').mkdir()
+    subprocess.run(['make', '-s', '-C', REPO_ROOT / 'benchmarks', 'verbs', f'BUILD={extra}'],
+                   check=True, capture_output=True)
     subprocess.run(['gcc', '-O2', '-fopenmp', '-o', extra / 'bin' / 'rxe-list-devices',
                     Path(__file__).parent / 'softroce' / 'list_devices.c', '-libverbs'], check=True)
     return extra
@@ -137,6 +139,36 @@ def test_guest_runs_commands_in_the_shared_directory(guest, extra):
         assert out.returncode == 0, out.stderr
         assert out.stdout.splitlines()[:2] == ['rxe0', 'rxe1']
         assert out.stdout.splitlines()[2] == 'omp threads 4'
+
+
+def test_our_verbs_benchmark_runs_in_the_guest_across_the_cable(guest, extra):
+    """ibrepro_rdma (benchmarks/verbs) from --extra: RDMA CM, both rails, striped over rxe0 and rxe1."""
+    if not extra or not (extra / 'bin' / 'ibrepro_rdma').exists():
+        pytest.skip('benchmarks/verbs not built here (needs gcc and rdma-core development files)')
+    env, home, _ = guest
+    tools = subprocess.run([sys.executable, '-c', 'from ibrepro.softroce import config; '
+                            'print(config.environment()["features"])'],
+                           env=env, text=True, capture_output=True, check=True).stdout
+    assert tools.strip() == "['perftest', 'verbs', 'ibrepro-rdma']"
+    share = home / 'softroce' / 'share'
+    exec_ = [BIN / 'ibrepro', 'softroce', 'exec', '--', 'ibrepro_rdma', '-T', '60']
+    server = subprocess.Popen(exec_, cwd=share, env=env, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT)
+    try:
+        client = subprocess.run(exec_ + ['-t', 'bw', '-M', 'stripe', '-m', '2:16K', '-i', '5',
+                                         '-x', '1', '-W', '4', '--source',
+                                         '198.51.100.2,198.51.100.1', '198.51.100.1,198.51.100.2'],
+                                cwd=share, env=env, text=True, capture_output=True, timeout=180)
+        server_out, _ = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert client.returncode == 0, client.stdout + client.stderr
+    assert server.returncode == 0, server_out
+    assert '# devices: rxe1:1 rxe0:1' in client.stdout       # the client's end of each cable
+    assert '# channels: 2' in client.stdout and client.stdout.rstrip().endswith('# done')
+    rows = [line.split() for line in client.stdout.splitlines() if line[:1].isdigit()]
+    assert [int(r[0]) for r in rows] == [2 ** k for k in range(1, 15)]
+    assert all(float(r[1]) > 0 for r in rows)
 
 
 def test_cached_image_is_reused(guest, extra):

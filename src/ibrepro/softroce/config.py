@@ -15,16 +15,22 @@ Partition extras read by the perftest families (:mod:`ibrepro.rfm.perftest`): ``
 ``perftest_addresses`` (per node index, the address the out-of-band exchange connects to), ``node_exec``
 (prefix running one side on node ``{node}``); ``emulated`` (TCG: not performance data) and
 ``perftest_options`` (options every perftest run needs here: a QP timeout longer than an emulated round
-trip, see ci/softroce/README.md).
+trip, see ci/softroce/README.md); ``rdma_addresses`` (per node, the IP address of each rail, for RDMA CM:
+ibrepro_rdma).
 """
 
 import shlex
 import sys
+from pathlib import Path
 
 from reframe.core.backends import register_launcher
 from reframe.core.launchers import JobLauncher
 
+from .. import rfmconfig
 from . import guests, run_dir, share_dir
+
+#: Tool features extra binaries can give the guests (`ibrepro softroce up --extra DIR`): those needing no MPI
+GUEST_TOOLS = ['ibrepro-rdma']
 
 #: rxe retransmits with perftest's default QP timeout (-u 14: 67 ms) when the emulated CPUs are busy, and a
 #: latency test whose QP exhausts its retries waits forever; -u 20 is 4.3 s
@@ -71,6 +77,11 @@ def system():
              'extras': _extras(nodes=1, rdma_devices=['rxe0', 'rxe1'],
                                perftest_addresses=[guests.address('n0', 'rxe0'),
                                                    guests.address('n0', 'rxe1')],
+                               # RDMA CM: the server's rails, then the client's end of each cable
+                               rdma_addresses=[[guests.address('n0', 'rxe0'),
+                                                guests.address('n0', 'rxe1')],
+                                               [guests.address('n0', 'rxe1'),
+                                                guests.address('n0', 'rxe0')]],
                                node_exec=guest_exec('n0'))},
             {**common, 'name': 'nodes2', 'launcher': 'local',
              'descr': 'two guests, n0:rxe2 <-> n1:rxe2 (QEMU socket link on 127.0.0.1)',
@@ -78,12 +89,28 @@ def system():
              'extras': _extras(nodes=2, rdma_devices=['rxe2'],
                                perftest_addresses=[guests.address('n0', 'rxe2'),
                                                    guests.address('n1', 'rxe2')],
+                               rdma_addresses=[[guests.address('n0', 'rxe2')],
+                                               [guests.address('n1', 'rxe2')]],
                                node_exec=guest_exec('n{node}'))},
         ],
     }
 
 
+def guest_tools():
+    """Tool features of the extra binaries in the running guests' image (none when no guest is up)."""
+    state = guests.read_state(run_dir())
+    manifest = Path(state['image'], 'manifest.txt') if state else None
+    if not manifest or not manifest.exists():
+        return []
+
+    extras = [Path(line.split(' ', 1)[1]) / 'bin' for line in manifest.read_text().splitlines()
+              if line.startswith('extra ')]
+    return [tool for tool in rfmconfig.tool_features(extras) if tool in GUEST_TOOLS] if extras else []
+
+
 def environment():
-    """What the guest image provides: perftest 4.5, rdma-core 44 (ibv_*), iproute2's rdma."""
-    return {'name': 'rxe-guest', 'features': ['perftest', 'verbs'], 'target_systems': ['softroce'],
+    """What the guest image provides: perftest 4.5, rdma-core 44 (ibv_*), iproute2's rdma, and the tools
+    of its extra binaries (`ibrepro softroce up --extra build/bench`: ibrepro_rdma)."""
+    return {'name': 'rxe-guest', 'features': ['perftest', 'verbs', *guest_tools()],
+            'target_systems': ['softroce'],
             'extras': {'about': 'the soft-RoCE guest image (ibrepro softroce build)'}}
