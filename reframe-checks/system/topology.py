@@ -37,9 +37,19 @@ class RdmaTopology(rfm.RunOnlyRegressionTest):
     #: partition features the topology supports, e.g. ['ib', 'ib-edr'] (set after the run)
     rdma_features = variable(typ.List[str], value=[], loggable=True)
 
+    #: How to read the node: ``ibrepro`` (sysfs, this Python on the node) or ``ibv_devinfo`` (rdma-core's
+    #: tool, for nodes without our Python, e.g. soft-RoCE guests); partition extras ``topology_probe`` chooses.
+    probe = variable(str, value='ibrepro')
+
     @run_before('run')
     def set_options(self):
-        self.executable_opts = ['-m', 'ibrepro.cli', 'topology', '--json', '--sysfs', self.sysfs_root]
+        self.probe = self.current_partition.extras.get('topology_probe', self.probe)
+        if self.probe == 'ibv_devinfo':
+            # on a partition whose nodes are reached through a prefix (emulated nodes), probe node 0
+            prefix = [a.replace('{node}', '0') for a in self.current_partition.extras.get('node_exec') or []]
+            self.executable, *self.executable_opts = [*prefix, 'ibv_devinfo', '-v']
+        else:
+            self.executable_opts = ['-m', 'ibrepro.cli', 'topology', '--json', '--sysfs', self.sysfs_root]
 
     @sanity_function
     def topology_is_json(self):
@@ -49,11 +59,13 @@ class RdmaTopology(rfm.RunOnlyRegressionTest):
         stderr = os.path.join(self.stagedir, sn.evaluate(self.stderr))
         try:
             with open(stdout) as f:
-                topo = json.load(f)
+                text = f.read()
+            topo = (ibtopology.parse_ibv_devinfo(text, 'rfm_job.out') if self.probe == 'ibv_devinfo'
+                    else json.loads(text))
         except (OSError, ValueError) as err:
             with open(stderr, errors='replace') as f:
                 tail = f.read()[-500:].strip()
-            raise SanityError(f'ibrepro topology --json gave no JSON ({err}); stderr: {tail or "empty"}')
+            raise SanityError(f'{self.probe} gave no topology ({err}); stderr: {tail or "empty"}')
 
         if not isinstance(topo, dict) or not isinstance(topo.get('devices'), list):
             raise SanityError('ibrepro topology --json: no "devices" list in the output')

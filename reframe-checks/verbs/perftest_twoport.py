@@ -66,6 +66,13 @@ class PerftestDualPort(_TwoPorts):
     experiments = [9]
     figures = ['000-fig10', '003-fig10']
 
+    @run_after('setup')
+    def skip_without_two_ports_on_one_device(self):
+        ports = int(self.current_partition.extras.get('ib_ports', 1))
+        if ports < 2:
+            self.skip_for([f'perftest -O drives ports 1 and 2 of one device; {self.current_partition.fullname} '
+                           f'has {ports} port per device (extras ib_ports)'])
+
     @run_after('init')
     def describe(self):
         self.extra_options = ['-O', '-t', str(self.window), '--perform_warm_up']

@@ -44,6 +44,8 @@ FAILURE_KINDS = {
     'verification': 'the benchmark verified its result and it was wrong',
     'no-device': 'no usable RDMA device',
     'incomplete': 'the output stops before the message-size sweep is complete',
+    'no-peer': 'the client could not reach its server (not started, wrong address, or unreachable)',
+    'invalid-result': 'the tool printed a result that is not a number (inf, nan): its measurement failed',
 }
 
 # Tool modules in detection order (the first whose detect() accepts the text parses it).

@@ -43,6 +43,9 @@ _VERSION = re.compile(r'^Version: (\S+)\s*$', re.M)
 _NO_DEVICE = re.compile(r'^\s*(Did not detect devices|Unable to find the Infiniband/RoCE device|'
                         r'No IB devices found|IB device \S+ not found|Failed to get IB devices list|'
                         r"Couldn't get device list|Couldn't get context for the device)\b.*$", re.M)
+# The connection to the node was lost mid-run (a killed soft-RoCE guest, a dropped ssh): what was printed stays
+_LOST = re.compile(r'^\S*(guest-exec|ssh)\S*: .*(lost the connection|Connection closed)', re.I)
+_NO_PEER = re.compile(r"^Couldn't connect to (\S+)\s*$", re.M)
 _SETTING = re.compile(r'^\s*([A-Za-z][\w .*/-]*?)\s*:\s*(.*?)\s*$')
 # One header column: "#bytes", "t_min[usec]", "BW peak[MB/sec]", "99.9% percentile[usec]", ...
 _HEADER_COLUMN = re.compile(r'#\w+|(?:[\w.%]+ )?[\w.%]+\[[^\]]*\]|tps average')
@@ -63,7 +66,7 @@ _META = {'Device': 'device', 'Transport type': 'transport', 'Connection type': '
 
 
 def detect(text):
-    return bool(_TITLE.search(text) or _SERVER in text or _USAGE.search(text)
+    return bool(_TITLE.search(text) or _SERVER in text or _USAGE.search(text) or _NO_PEER.search(text)
                 or _NO_DEVICE.search(text) or re.fullmatch(r'Version: \d+(?:\.\d+)+', text.strip()))
 
 
@@ -123,6 +126,10 @@ def _table(lines, benchmark, params, source):
     for line in lines[1:]:
         if re.match(_RULE, line.strip()) or not line.strip():
             break
+        if _WARNING.fullmatch(line):
+            continue    # stderr warnings land between the rows (perftest's stdout is buffered apart)
+        if _LOST.match(line):
+            raise BenchmarkFailed(source, 'abort', f'perftest {benchmark}: {line.strip()}')
         tokens = line.split()
         if len(tokens) != len(printed) or not tokens[0].isdigit():
             raise ParseError(source, f'perftest {benchmark}: row {line.strip()!r} has '
@@ -133,8 +140,15 @@ def _table(lines, benchmark, params, source):
         rows.append(row)
 
     keys = [c.key for c in columns]
-    return Table(benchmark=benchmark, columns=columns, rows=rows, params=params,
-                 metrics=_metrics(keys), size_key='bytes' if 'bytes' in keys else None)
+    table = Table(benchmark=benchmark, columns=columns, rows=rows, params=params,
+                  metrics=_metrics(keys), size_key='bytes' if 'bytes' in keys else None)
+    for row in rows:
+        bad = [k for k in table.metrics.values() if row[k] in (float('inf'), float('-inf')) or row[k] != row[k]]
+        if bad:
+            raise BenchmarkFailed(source, 'invalid-result',
+                                  f'perftest {benchmark}: {", ".join(bad)} = {row[bad[0]]} at {row["bytes"]} B '
+                                  '(its clock calibration failed: "Correlation coefficient" warning?)')
+    return table
 
 
 def _settings(block):
@@ -158,6 +172,10 @@ def parse(text, source):
     _check_not_a_result(text, source)
     title = _TITLE.search(text)
     server = _SERVER in text
+    peer = _NO_PEER.search(text)
+    if peer and not title:
+        raise BenchmarkFailed(source, 'no-peer', f"perftest: couldn't connect to its server at {peer.group(1)} "
+                              '(server not started, wrong address, or no route)')
     if not title:
         raise ParseError(source, 'perftest server waited for a client but printed no test header'
                          if server else 'perftest output has no test header')

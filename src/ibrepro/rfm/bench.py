@@ -92,6 +92,12 @@ class BenchRDMA(PerftestFlows):
     #: RDMA CM port of pair 0.
     cm_port = variable(int, value=18620)
 
+    #: Message sizes ``MIN:MAX`` (``-m``); empty: the program's 2 B .. 8 MiB.
+    sizes = variable(str, value='')
+
+    #: Timed iterations per size (``-i`` and ``-I``); None: the papers' 100 (bandwidth) or 10,000 (latency).
+    iterations = variable(int, type(None), value=None)
+
     @run_after('setup')
     def skip_without_rdma(self):
         super().skip_without_rdma()
@@ -107,6 +113,11 @@ class BenchRDMA(PerftestFlows):
         server_rails = addresses[1] if two_nodes else addresses[0]
         common = ['-P', str(self.pairs), '-p', str(self.cm_port), '-T', str(self.pair_timeout)]
         client = ['ibrepro_rdma', *common, *self.client_options]
+        if self.sizes:
+            client += ['-m', self.sizes]
+            self.expected_sizes = expected_sizes(self.sizes)
+        if self.iterations is not None:
+            client += ['-i', str(self.iterations), '-I', str(self.iterations)]
         if not two_nodes and len(addresses) > 1:
             client += ['--source', ','.join(addresses[1])]
         spec = {'flows': [{'id': 0, 'port': self.cm_port,

@@ -15,7 +15,7 @@ Partition extras read here (all optional): ``nodes``; ``rdma_devices`` (device n
 ``['mlx5_0']`` or ``['rxe_a', 'rxe_b']``); ``ib_ports`` (ports per device, default 1); ``perftest_addresses``
 (per node, the address perftest's out-of-band TCP exchange uses; default the host name); ``node_exec`` (a
 command prefix that runs a side on node ``{node}``, for emulated nodes); ``emulated`` (numbers are not
-performance data).
+performance data); ``perftest_options`` (options every perftest run on the partition needs).
 """
 
 import json
@@ -95,7 +95,7 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
     test = variable(str)
 
     #: Run every message size perftest knows (``-a``: 2 B .. 8 MiB); otherwise only :attr:`message_size`.
-    all_sizes = variable(bool, value=True)
+    all_sizes = variable(typ.Bool, value=True)
 
     #: Message size in bytes when :attr:`all_sizes` is off (``-s``).
     message_size = variable(int, value=65536)
@@ -135,7 +135,9 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
         opts += ['-a'] if self.all_sizes else ['-s', str(self.message_size)]
         if self.iterations is not None:
             opts += ['-n', str(self.iterations)]
-        return opts + list(self.extra_options)
+        # what the partition's devices need on every run (e.g. a longer QP timeout for emulated RoCE)
+        partition_opts = list(self.current_partition.extras.get('perftest_options', []))
+        return opts + partition_opts + list(self.extra_options)
 
     def flows(self):
         """One flow between the partition's two endpoints (override for binding or multi-pair)."""

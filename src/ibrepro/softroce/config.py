@@ -56,6 +56,7 @@ class SoftRoCELauncher(JobLauncher):
 
 def _extras(**extras):
     return {'emulated': True, 'perftest_options': PERFTEST_OPTIONS, 'cores_per_node': 4,
+            'topology_probe': 'ibv_devinfo',   # the guests have rdma-core's tools, not our Python
             'ib_ports': 1,   # each rxe device has one port: perftest's dual-port mode (-O) cannot run
             'interconnect': 'soft-RoCE (rdma_rxe, RoCE v2) in QEMU TCG guests', **extras}
 
