@@ -95,9 +95,6 @@ class BenchRDMA(PerftestFlows):
     #: Message sizes ``MIN:MAX`` (``-m``); empty: the program's 2 B .. 8 MiB.
     sizes = variable(str, value='')
 
-    #: Timed iterations per size (``-i`` and ``-I``); None: the papers' 100 (bandwidth) or 10,000 (latency).
-    iterations = variable(int, type(None), value=None)
-
     @run_after('setup')
     def skip_without_rdma(self):
         super().skip_without_rdma()
@@ -116,7 +113,7 @@ class BenchRDMA(PerftestFlows):
         if self.sizes:
             client += ['-m', self.sizes]
             self.expected_sizes = expected_sizes(self.sizes)
-        if self.iterations is not None:
+        if self.iterations is not None:     # timed iterations per size; default: the papers' counts
             client += ['-i', str(self.iterations), '-I', str(self.iterations)]
         if not two_nodes and len(addresses) > 1:
             client += ['--source', ','.join(addresses[1])]
