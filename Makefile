@@ -9,8 +9,21 @@ SPACK_ENV ?= generic
 # veth on shared cores: plumbing, not performance), IMB and our own benchmarks.
 CLUSTER_SMOKE := -t '^(imb|bench|system)$$' -S msglog=0:16 -S iterations=100 -S time_per_sample=5 -S sizes=1:65536 \
                  -S BufferReuse.max_memory=64
+# The verbs families in soft-RoCE guests (emulated: plumbing, not performance): one small size, few iterations.
+SOFTROCE_SMOKE := -n 'PerftestLatency%operation=(send|rdma_write)' -n PerftestBandwidth \
+                  -n 'PerftestBinding%case=bidir-1proc' -n 'PerftestMultiPair%program=ib_write_bw%pairs=2' \
+                  -n 'VerbsTwoPort%case=(stripe-uni-1proc|bind-bi-1proc)' -n RdmaTopology \
+                  -S all_sizes=false -S message_size=4096 -S iterations=100 -S pair_timeout=240 \
+                  -S VerbsTwoPort.sizes=2:16K -S VerbsTwoPort.iterations=5 -S VerbsTwoPort.window=4
+# ... and every verbs family, a few sizes each (nightly; about an hour of TCG time)
+SOFTROCE_FULL := -t '^(verbs|multirail|system)$$' -S all_sizes=false -S message_size=65536 -S iterations=200 \
+                 -S VerbsTwoPort.sizes=2:64K -S VerbsTwoPort.iterations=10 -S VerbsTwoPort.window=16
+SOFTROCE_RUN = $(BIN)/ibrepro softroce run --nodes 2 --extra build/bench-verbs -- \
+               $(BIN)/reframe -C configs/softroce.py --system softroce -c reframe-checks \
+               --exec-policy=serial --max-retries=2 -r
 .PHONY: help setup test run where baseline refs catalog spack wheelhouse constraints clean \
-        cluster-up cluster-down cluster-status cluster-smoke cluster-test
+        cluster-up cluster-down cluster-status cluster-smoke cluster-test \
+        softroce-up softroce-down softroce-status softroce-test softroce-nightly
 
 help:
 	@echo "make setup      install ibrepro, its pinned dependencies and the embedded default's MPI stacks"
@@ -23,6 +36,7 @@ help:
 	@echo "make spack      build the benchmarks with Spack into .deps/spack-view/\$$SPACK_ENV (docs/spack.md)"
 	@echo "make wheelhouse download every wheel setup needs into wheelhouse/ (for air-gapped sites)"
 	@echo "make cluster-test  (root) a real two-node Slurm cluster: up, the inter-node families, faults, down"
+	@echo "make softroce-test (root) QEMU guests with soft-RoCE ports: boot, the verbs smoke set, down"
 
 setup:
 	@scripts/setup.sh
@@ -72,6 +86,26 @@ cluster-test:
 	status=0; $(MAKE) --no-print-directory cluster-smoke || status=$$?; \
 	 $(BIN)/pytest -q tests/test_cluster.py || status=$$?; \
 	 ci/cluster/down.sh; exit $$status
+
+# -- soft-RoCE nodes: QEMU guests with rdma_rxe ports (root; ci/softroce/README.md) -------------------
+softroce-up:
+	make -s -C benchmarks verbs BUILD=../build/bench-verbs
+	$(BIN)/ibrepro softroce up --nodes 2 --extra build/bench-verbs
+
+softroce-down:
+	$(BIN)/ibrepro softroce down
+
+softroce-status:
+	$(BIN)/ibrepro softroce status
+
+# Boot, the smoke set through ReFrame, down (softroce run takes the guests down whatever happens).
+softroce-test:
+	make -s -C benchmarks verbs BUILD=../build/bench-verbs
+	$(SOFTROCE_RUN) $(SOFTROCE_SMOKE)
+
+softroce-nightly:
+	make -s -C benchmarks verbs BUILD=../build/bench-verbs
+	$(SOFTROCE_RUN) $(SOFTROCE_FULL)
 
 wheelhouse:
 	$(BIN)/pip download --disable-pip-version-check -d wheelhouse -c constraints.txt '.[test]' \

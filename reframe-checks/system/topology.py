@@ -10,6 +10,7 @@ import os
 import sys
 
 import reframe as rfm
+from reframe.core.backends import getlauncher
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.exceptions import SanityError
@@ -45,8 +46,10 @@ class RdmaTopology(rfm.RunOnlyRegressionTest):
     def set_options(self):
         self.probe = self.current_partition.extras.get('topology_probe', self.probe)
         if self.probe == 'ibv_devinfo':
-            # on a partition whose nodes are reached through a prefix (emulated nodes), probe node 0
+            # a partition whose nodes are reached through a prefix (emulated nodes): from here, node 0
             prefix = [a.replace('{node}', '0') for a in self.current_partition.extras.get('node_exec') or []]
+            if prefix:
+                self.job.launcher = getlauncher('local')()
             self.executable, *self.executable_opts = [*prefix, 'ibv_devinfo', '-v']
         else:
             self.executable_opts = ['-m', 'ibrepro.cli', 'topology', '--json', '--sysfs', self.sysfs_root]

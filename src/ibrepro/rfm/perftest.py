@@ -15,7 +15,8 @@ Partition extras read here (all optional): ``nodes``; ``rdma_devices`` (device n
 ``['mlx5_0']`` or ``['rxe_a', 'rxe_b']``); ``ib_ports`` (ports per device, default 1); ``perftest_addresses``
 (per node, the address perftest's out-of-band TCP exchange uses; default the host name); ``node_exec`` (a
 command prefix that runs a side on node ``{node}``, for emulated nodes); ``emulated`` (numbers are not
-performance data); ``perftest_options`` (options every perftest run on the partition needs).
+performance data); ``perftest_options`` (options every perftest run on the partition needs);
+``perftest_unusable_options`` (options its devices cannot take: dropped).
 """
 
 import json
@@ -135,9 +136,12 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
         opts += ['-a'] if self.all_sizes else ['-s', str(self.message_size)]
         if self.iterations is not None:
             opts += ['-n', str(self.iterations)]
-        # what the partition's devices need on every run (e.g. a longer QP timeout for emulated RoCE)
-        partition_opts = list(self.current_partition.extras.get('perftest_options', []))
-        return opts + partition_opts + list(self.extra_options)
+        # what the partition's devices need on every run (e.g. a longer QP timeout for emulated RoCE),
+        # and what they cannot take (e.g. --perform_warm_up, which hangs perftest 4.5 over rxe)
+        extras = self.current_partition.extras
+        unusable = set(extras.get('perftest_unusable_options', []))
+        opts += list(extras.get('perftest_options', [])) + list(self.extra_options)
+        return [opt for opt in opts if opt not in unusable]
 
     def flows(self):
         """One flow between the partition's two endpoints (override for binding or multi-pair)."""
