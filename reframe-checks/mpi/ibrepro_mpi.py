@@ -112,3 +112,4 @@ class MemoryUsage(BenchMPI):
     figures = ['002-fig13']
     report_metrics = ['mem']
     allow_oversubscription = True      # memory, not time: four processes on two cores measure the same
+    sweeps_sizes = False

@@ -136,7 +136,8 @@ def local_partition():
     """Features and extras of this machine, from what is really there (ibrepro.topology)."""
     topo = topology.read_sysfs()
     summary = topology.summary(topo)
-    extras = {'nodes': 1, 'cores_per_node': os.cpu_count() or 1, 'interconnect': 'shared memory (one node)'}
+    extras = {'nodes': 1, 'cores_per_node': os.cpu_count() or 1, 'interconnect': 'shared memory (one node)',
+              'oversubscribe': True}    # the local launcher starts any number of processes
     if summary['hcas']:
         extras.update(rdma_devices=summary['hcas'],
                       ib_ports=max(len(ports) for ports in summary['hca_ports'].values()),

@@ -119,7 +119,9 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             parsed = parsers.parse_text(stdout, source=f'{self.name} stdout', tool=self.tool)
             table = parsed.table(self.table_benchmark or None, **self.table_params)
         except parsers.ParseError as err:
-            raise SanityError(f'{err}' + (f' ({abort})' if abort and abort not in str(err) else '')) from None
+            own = _own_failure(stderr, self.name, self.tool)     # tools that report errors on stderr
+            raise SanityError(own or f'{err}' + (f' ({abort})' if abort and abort not in str(err) else '')) \
+                from None
 
         if abort:
             raise SanityError(f'{self.tool}: {abort}')
@@ -150,6 +152,17 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         for name, value, unit in self._table.metric_values():
             if not wanted or name.rsplit('_', 1)[0] in wanted:
                 self.perf_variables[name] = sn.make_performance_function(sn.defer(value), unit)
+
+
+def _own_failure(stderr, name, tool):
+    """The tool's own failure report on stderr (invalid option, rank count, no device), if it made one."""
+    try:
+        parsers.parse_text(stderr, source=f'{name} stderr', tool=tool)
+    except parsers.BenchmarkFailed as err:
+        return str(err)
+    except parsers.ParseError:
+        return None
+    return None
 
 
 def _sizes_text(sizes):

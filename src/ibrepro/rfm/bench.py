@@ -58,6 +58,9 @@ class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     #: More options, e.g. ``-i 100`` for a quick run.
     extra_options = variable(typ.List[str], value=[])
 
+    #: Whether the program sweeps message sizes (``-m``); the memory program does not.
+    sweeps_sizes = True
+
     def program_options(self):
         """Options the family adds (window, reuse percentage, ...)."""
         return []
@@ -69,9 +72,10 @@ class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     @run_before('run')
     def set_command(self):
         self.executable = self.program
-        self.executable_opts = self.program_options() + (['-m', self.sizes] if self.sizes else [])
+        sweep = self.sizes and self.sweeps_sizes
+        self.executable_opts = self.program_options() + (['-m', self.sizes] if sweep else [])
         self.executable_opts += self.extra_options
-        if self.sizes:
+        if sweep:
             self.expected_sizes = expected_sizes(self.sizes)
 
 

@@ -82,7 +82,8 @@ class NodeLayout(rfm.RegressionTestPlugin):
     #: (``mvapich2``); an environment without them skips the check, naming them.
     required_environ_features = variable(typ.List[str], value=[])
 
-    #: Allow more processes per node than cores (for what is not timed, e.g. memory use).
+    #: Allow more processes per node than cores (for what is not timed, e.g. memory use), where the
+    #: partition allows it (extras ``oversubscribe``: a scheduler such as Slurm refuses it by default).
     allow_oversubscription = variable(bool, value=False)
 
     #: Launcher options for block mapping (ranks 0..n-1 on the first node), by launcher name. Multi-pair
@@ -93,7 +94,9 @@ class NodeLayout(rfm.RegressionTestPlugin):
     def skip_unless_layout_fits(self):
         reasons = unmet_requirements(self.current_partition, self.current_environ, self.num_nodes,
                                      self.ranks_per_node, self.required_partition_features,
-                                     self.required_environ_features, self.allow_oversubscription)
+                                     self.required_environ_features,
+                                     self.allow_oversubscription and self.current_partition.extras.get(
+                                         'oversubscribe', False))
         self.skip_for(reasons)
 
     @run_before('run')
