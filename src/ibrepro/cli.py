@@ -18,6 +18,7 @@ _COMMAND_MODULES = [
     'ibrepro.catalog',
     'ibrepro.softroce',
     'ibrepro.software',
+    'ibrepro.report',
 ]
 
 

@@ -82,6 +82,42 @@ def stored_sessions(db=None, *, uuids=None, last=None):
     return reports
 
 
+def session_index(db=None):
+    """``(uuid, start unix time, systems)`` of every stored session, oldest first, without decoding reports."""
+    with _connect(db) as conn:
+        try:
+            starts = conn.execute('SELECT uuid, session_start_unix FROM sessions '
+                                  'ORDER BY session_start_unix').fetchall()
+            systems = {}
+            for uuid, system in conn.execute('SELECT DISTINCT session_uuid, system FROM testcases'):
+                systems.setdefault(uuid, set()).add(system)
+        except sqlite3.Error as err:
+            raise ResultsError(f'{db or paths.results_db()}: {err}') from None
+
+    return [(uuid, start, sorted(systems.get(uuid, ()))) for uuid, start in starts]
+
+
+def sessions_by_uuid(uuids, db=None):
+    """The run reports of the sessions with these exact UUIDs, in the order given (missing ones left out)."""
+    found = {}
+    with _connect(db) as conn:
+        uuids = list(uuids)
+        for i in range(0, len(uuids), 500):   # SQLite limits the number of parameters of one statement
+            chunk = uuids[i:i + 500]
+            try:
+                rows = conn.execute(f'SELECT uuid, json_blob FROM sessions WHERE uuid IN '
+                                    f'({",".join("?" * len(chunk))})', chunk).fetchall()
+            except sqlite3.Error as err:
+                raise ResultsError(f'{db or paths.results_db()}: {err}') from None
+            for uuid, blob in rows:
+                try:
+                    found[uuid] = json.loads(blob)
+                except (TypeError, json.JSONDecodeError) as err:
+                    raise ResultsError(f'session {uuid}: stored report is not valid JSON ({err})') from None
+
+    return [found[u] for u in uuids if u in found]
+
+
 def load_report(path):
     """A JSON run report written by ``reframe --report-file``; ResultsError if broken."""
     try:
@@ -113,20 +149,25 @@ def perf_values(report):
     """Every performance value recorded in a run report."""
     info = report['session_info']
     for case in testcases(report):
-        params = tuple((p, case.get(p)) for p in case.get('reference_index') or [])
-        for key, entry in (case.get('perfvalues') or {}).items():
-            value, ref, lower, upper, unit, result = (list(entry) + [None] * 6)[:6]
-            if value is None:
-                continue
+        yield from case_perf_values(info, case)
 
-            yield PerfValue(
-                session=info.get('uuid', ''), session_start=float(info.get('time_start_unix') or 0),
-                system=case['system'], partition=case['partition'], environ=case['environ'],
-                check=case['name'].split()[0], name=case['name'], params=params,
-                variable=key.rsplit(':', 1)[-1], value=float(value), unit=unit,
-                # ReFrame records 0 with no bounds when a variable had no reference
-                ref=None if not ref and lower is None and upper is None else ref,
-                lower=lower, upper=upper, result=result)
+
+def case_perf_values(info, case):
+    """The performance values of one test case of a session (``info`` is the report's session_info)."""
+    params = tuple((p, case.get(p)) for p in case.get('reference_index') or [])
+    for key, entry in (case.get('perfvalues') or {}).items():
+        value, ref, lower, upper, unit, result = (list(entry) + [None] * 6)[:6]
+        if value is None:
+            continue
+
+        yield PerfValue(
+            session=info.get('uuid', ''), session_start=float(info.get('time_start_unix') or 0),
+            system=case['system'], partition=case['partition'], environ=case['environ'],
+            check=case['name'].split()[0], name=case['name'], params=params,
+            variable=key.rsplit(':', 1)[-1], value=float(value), unit=unit,
+            # ReFrame records 0 with no bounds when a variable had no reference
+            ref=None if not ref and lower is None and upper is None else ref,
+            lower=lower, upper=upper, result=result)
 
 
 def describe_storage():

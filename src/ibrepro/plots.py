@@ -1,0 +1,109 @@
+"""The report's figures, drawn with matplotlib (Agg, no display) and embedded as PNG data URIs.
+
+PNG rather than SVG: the page stays one self-contained file, and no string from a run ends up inside markup
+(matplotlib's SVG writes text into XML comments).
+"""
+
+import base64
+import io
+import math
+
+import matplotlib
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+
+#: One colour per seed paper, so a paper keeps its colour in every figure.
+SEED_COLOURS = {'000': '#1f77b4', '001': '#2ca02c', '002': '#d62728', '003': '#9467bd', '004': '#ff7f0e'}
+#: Markers of the papers' values per seed.
+SEED_MARKERS = {'000': 'o', '001': 's', '002': 'D', '003': '^', '004': 'v'}
+MEASURED_COLOURS = ['#111111', '#8c564b', '#17becf', '#7f7f7f', '#bcbd22', '#e377c2']
+
+
+def data_uri(fig):
+    buf = io.BytesIO()
+    fig.savefig(buf, format='png', dpi=80)   # fixed layout: bbox_inches='tight' would draw everything twice
+    plt.close(fig)
+    return 'data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode('ascii')
+
+
+def _size_label(size, _pos=None):
+    for unit, factor in (('M', 2 ** 20), ('K', 2 ** 10)):
+        if size >= factor:
+            return f'{size / factor:g}{unit}'
+    return f'{size:g}'
+
+
+def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None, limits_then=()):
+    """Measured curves on the papers' axes (message size, log2) with the papers' stated values.
+
+    ``curves``: [(label, {size: value})]; ``papers``: [(seed, label, size or None, value)] where a None size
+    is a horizontal line (a peak or a large-message value); ``limit_now``: MB/s of this system's links or None
+    with ``limit_note`` saying why; ``limits_then``: [(label, MB/s)] of the papers' testbeds.
+    """
+    fig, ax = plt.subplots(figsize=(8.0, 4.6))
+    fig.subplots_adjust(left=0.1, right=0.98, top=0.88, bottom=0.12)
+    sizes = sorted({s for _, points in curves for s in points if s > 0})
+    for i, (label, points) in enumerate(curves):
+        xs = [s for s in points if s > 0]
+        ax.plot(xs, [points[s] for s in xs], marker='.', color=MEASURED_COLOURS[i % len(MEASURED_COLOURS)],
+                label=f'this system: {label}')
+    for seed, label, size, value in papers:
+        colour = SEED_COLOURS.get(seed, 'grey')
+        if size:
+            ax.plot([size], [value], linestyle='none', marker=SEED_MARKERS.get(seed, 'o'), markersize=9,
+                    color=colour, markeredgecolor='black', label=f'{seed}: {label}')
+        else:
+            ax.axhline(value, color=colour, linestyle='--', linewidth=1.2, label=f'{seed}: {label}')
+    for label, value in limits_then:
+        ax.axhline(value, color='grey', linestyle=':', linewidth=1.2, label=label)
+    if limit_now:
+        ax.axhline(limit_now, color='black', linestyle='-.', linewidth=1.5, label=f'link limit here: {limit_now:,.0f} MB/s')
+    if limit_note:
+        ax.text(0.99, 0.02, limit_note, transform=ax.transAxes, ha='right', va='bottom', fontsize=8,
+                color='dimgrey')
+    if sizes:
+        ax.set_xscale('log', base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(_size_label))
+    if ylabel.endswith('(us)') and all(v > 0 for _, p in curves for s, v in p.items() if s > 0):
+        ax.set_yscale('log')
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel('message size (bytes)')
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which='major', alpha=0.3)
+    ax.legend(fontsize=7, loc='upper left', framealpha=0.8)
+    return data_uri(fig)
+
+
+def trend(title, unit, dates, values, tested, band=None, reference=None):
+    """One series over sessions: ``values`` aligned with ``dates`` (None = missing), the last ``tested`` points
+    highlighted, ``band`` (low, high) of the baseline, ``reference`` (value, low, high) of ReFrame."""
+    fig, ax = plt.subplots(figsize=(6.0, 2.8))
+    fig.subplots_adjust(left=0.12, right=0.98, top=0.88, bottom=0.22)
+    x = range(len(values))   # session order (sessions are not evenly spaced in time)
+    points = [(i, v) for i, v in zip(x, values) if v is not None]
+    if points:
+        ax.plot([i for i, _ in points], [v for _, v in points], marker='.', color='#1f77b4', linewidth=1)
+    last = [(i, v) for i, v in zip(x[-tested:], values[-tested:]) if v is not None]
+    if last:
+        ax.plot([i for i, _ in last], [v for _, v in last], linestyle='none', marker='o', markersize=8,
+                color='#d62728', label='tested')
+    if band:
+        ax.axhspan(band[0], band[1], color='#2ca02c', alpha=0.15, label='baseline +/- 2 sigma')
+    if reference and reference[0] is not None:
+        value, low, high = reference
+        ax.axhline(value, color='black', linestyle='--', linewidth=1, label='ReFrame reference')
+        for bound in (low, high):
+            if bound is not None and not math.isinf(bound):
+                ax.axhline(bound, color='black', linestyle=':', linewidth=1)
+    ticks = sorted({0, len(values) - 1, *range(0, len(values), max(1, len(values) // 5))})
+    ax.set_xticks(ticks, [dates[i].strftime('%m-%d %H:%M') for i in ticks], fontsize=7)
+    ax.set_xlabel('session (start, UTC)', fontsize=8)
+    ax.set_ylabel(unit)
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, alpha=0.3)
+    if last or band or reference:
+        ax.legend(fontsize=7, loc='upper left', framealpha=0.8)
+    return data_uri(fig)

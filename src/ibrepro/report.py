@@ -1,0 +1,602 @@
+"""``ibrepro report``: this system beside the papers, its own history and its link limit.
+
+Reads sessions from ReFrame's results database (default: the latest; ``--sessions``, ``--last``, ``--since``) or
+JSON run reports (``--report``), and writes, per system, ``reports/<system>/<timestamp>/index.html`` (one
+self-contained page: inline CSS, PNG figures as data URIs, nothing fetched when viewed) and ``summary.md`` (for CI
+job summaries and merge-request comments). The page has
+
+* the papers: per figure with measured data, this system's curves on the papers' axes (message size, log2) with
+  the numbers the papers state (by seed) and the link limits, then a headline table: paper value, measured value,
+  ratio, and the fraction of the theoretical limit of the paper's testbed and of this system's links;
+* regressions: ReFrame's verdict against the system's references, and the history test of every variable and
+  test case (``ibrepro.stats``: the selected sessions against the ``--window`` sessions before them), with trends;
+* provenance: system, partitions, environments, topology and limits, software versions, ibrepro commit, ReFrame
+  version, dates, failures, and the check families this system did not run with the reason.
+
+``--nightly`` also prints the regressions (variable, change, interval, confidence) and exits 1 when there is one,
+0 when there is none (2: nothing to report on).
+"""
+
+import argparse
+import collections
+import dataclasses
+import datetime
+import math
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import jinja2
+
+from . import catalog, compare, parsers, paths, plots, results, software, stats
+from . import topology as ibtopology
+
+#: Sessions shown in trends (and available as baseline) unless --history says otherwise.
+DEFAULT_HISTORY = 90
+#: At most this many trend plots (flagged variables first).
+MAX_TRENDS = 12
+
+LABEL_EMULATED = 'emulated hardware: not performance data'
+LABEL_LOCAL = 'shared memory, one node: not an interconnect'
+
+
+class ReportError(RuntimeError):
+    pass
+
+
+# -- choosing the sessions --------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Inputs:
+    selected: list                                       # run reports the report is about, oldest first
+    history: dict = dataclasses.field(default_factory=dict)   # system -> run reports, oldest first
+    problems: list = dataclasses.field(default_factory=list)  # what could not be read, and why
+
+
+def _start(report):
+    return float(report['session_info'].get('time_start_unix') or 0)
+
+
+def _systems(report):
+    return sorted({c.get('system') for c in results.testcases(report) if c.get('system')})
+
+
+def parse_since(text, now=None):
+    """Unix time of ``--since``: an ISO date/time (UTC unless it says) or ``<N>d`` / ``<N>h`` ago."""
+    m = re.fullmatch(r'(\d+)([dh])', text.strip())
+    if m:
+        return (now or time.time()) - int(m.group(1)) * (86400 if m.group(2) == 'd' else 3600)
+    try:
+        when = datetime.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ReportError(f'--since {text!r}: expected a date (2026-11-20), a date and time, or 7d / 12h') from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp()
+
+
+def select(*, db=None, sessions=None, last=None, since=None, report_files=None, history=DEFAULT_HISTORY):
+    """The sessions to report on and the history of each of their systems (see the module doc)."""
+    inputs = Inputs([])
+    db = Path(db or paths.results_db())
+    index = results.session_index(db) if db.is_file() or not report_files else []
+
+    if report_files:
+        for path in report_files:
+            try:
+                report = results.load_report(path)
+                _check_report(report, path)
+                inputs.selected.append(report)
+            except results.ResultsError as err:
+                inputs.problems.append(str(err))
+        inputs.selected.sort(key=_start)
+    else:
+        if sessions:
+            wanted = [s.lower() for s in sessions]
+            chosen = [u for u, _, _ in index if any(u.startswith(w) for w in wanted)]
+            missing = [w for w in wanted if not any(u.startswith(w) for u in chosen)]
+            if missing:
+                raise ReportError(f'no stored session with UUID {", ".join(missing)} in {db}')
+        elif since is not None:
+            chosen = [u for u, start, _ in index if start >= since]
+        else:
+            chosen = [u for u, _, _ in index[-(last or 1):]]
+        inputs.selected = results.sessions_by_uuid(chosen, db)
+
+    for system in sorted({s for r in inputs.selected for s in _systems(r)}):
+        mine = [r for r in inputs.selected if system in _systems(r)]
+        newest = max(_start(r) for r in mine)
+        have = {r['session_info'].get('uuid') for r in mine}
+        earlier = [u for u, start, systems in index if system in systems and start <= newest and u not in have]
+        stored = results.sessions_by_uuid(earlier[-history:], db) if earlier else []
+        inputs.history[system] = sorted(stored + mine, key=_start)[-history:]
+    return inputs
+
+
+def _check_report(report, path):
+    """A run report good enough to read: every test case names its system, partition, environment and name."""
+    for run in report.get('runs') or []:
+        for i, case in enumerate(run.get('testcases') or []):
+            missing = [k for k in ('name', 'system', 'partition', 'environ') if not case.get(k)]
+            if missing:
+                raise results.ResultsError(f'{path}: test case {i + 1} of run {run.get("run_index", 0)} has no '
+                                           f'{", ".join(missing)} (a partial or edited report?)')
+
+
+# -- the model of one system's report -------------------------------------------------------------------
+
+def _metric(variable):
+    return variable.rpartition('_')[0] if variable.rpartition('_')[2].isdigit() else variable
+
+
+def _size(variable):
+    tail = variable.rpartition('_')[2]
+    return int(tail) if tail.isdigit() else -1
+
+
+def _when(report):
+    return datetime.datetime.fromtimestamp(_start(report), datetime.timezone.utc)
+
+
+def _system_cases(report, system, problems):
+    """The final test cases of a session on ``system``, and their performance values; malformed ones skipped."""
+    info = report['session_info']
+    for case in results.testcases(report):
+        if case.get('system') != system:
+            continue
+        try:
+            values = list(results.case_perf_values(info, case))
+        except (KeyError, TypeError, ValueError, AttributeError) as err:
+            problems.append(f'session {info.get("uuid", "?")}: test case {case.get("name", "?")}: '
+                            f'unreadable performance values ({type(err).__name__}: {err})')
+            continue
+        yield case, values
+
+
+def build(system, selected, history, method=stats.Method()):
+    """Everything the templates show for one system (a dict)."""
+    problems = []
+    sessions = history
+    selected_ids = {r['session_info'].get('uuid') for r in selected}
+    newest = selected[-1]
+    n = len(sessions)
+
+    series = collections.defaultdict(lambda: [[] for _ in range(n)])
+    meta, latest = {}, {}
+    cases_now = {}                       # (partition, environ, name) -> (case, {variable: [values]})
+    for j, report in enumerate(sessions):
+        for case, values in _system_cases(report, system, problems):
+            key = (case['partition'], case['environ'], case['name'])
+            if report['session_info'].get('uuid') in selected_ids:
+                slot = cases_now.setdefault(key, [case, collections.defaultdict(list)])
+                slot[0] = case
+                for pv in values:
+                    slot[1][pv.variable].append(pv.value)
+            for pv in values:
+                series[pv.series_key][j].append(pv.value)
+                meta[pv.series_key] = pv
+                if report is newest or report['session_info'].get('uuid') in selected_ids:
+                    latest[pv.series_key] = pv
+
+    aligned = {key: [statistics.median(v) if v else None for v in per] for key, per in series.items()}
+    better = {key: parsers.METRIC_BETTER.get(_metric(key[-1]).split('_')[0]) for key in aligned}
+    result = stats.history_tests(
+        {key: (values, better[key], (meta[key].partition, meta[key].environ, meta[key].name))
+         for key, values in aligned.items()}, method)
+
+    current = {key: (case, {v: statistics.median(xs) for v, xs in values.items()})
+               for key, (case, values) in cases_now.items()}
+    info = newest['session_info']
+    model = {
+        'system': system,
+        'generated': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
+        'sessions': [_session_row(r, r['session_info'].get('uuid') in selected_ids) for r in sessions],
+        'selected': [_session_row(r, True) for r in selected],
+        'newest': info,
+        'method': dataclasses.asdict(method),
+        'problems': problems,
+    }
+    model.update(_provenance(system, selected, current))
+    model['labels'] = _labels(system, model['platforms'])
+    model.update(_papers(current, model['topologies']))
+    model.update(_regressions(aligned, meta, latest, result, sessions, method))
+    return model
+
+
+def _session_row(report, selected):
+    info = report['session_info']
+    return {'uuid': info.get('uuid', ''), 'start': _when(report).strftime('%Y-%m-%d %H:%M'),
+            'cases': info.get('num_cases'), 'failures': info.get('num_failures'), 'selected': selected}
+
+
+# -- provenance ------------------------------------------------------------------------------------
+
+def _provenance(system, selected, current):
+    platforms, topologies, softwares, versions, failures = {}, {}, {}, set(), []
+    for (partition, environ, name), (case, _) in sorted(current.items()):
+        if case.get('platform'):
+            platforms[(partition, environ)] = case['platform']
+        if name.startswith('RdmaTopology') and isinstance(case.get('topology'), dict):
+            topologies[partition] = case['topology']
+        if case.get('software'):
+            softwares[(partition, environ)] = case['software']
+        if case.get('ibrepro_version'):
+            versions.add(case['ibrepro_version'])
+        if case.get('result') == 'fail':
+            failures.append({'name': name, 'partition': partition, 'environ': environ,
+                             'phase': case.get('fail_phase'), 'reason': case.get('fail_reason')})
+    for s in softwares.values():
+        if s.get('ibrepro'):
+            versions.add(s['ibrepro'])
+
+    info = selected[-1]['session_info']
+    return {
+        'platforms': platforms,
+        'topologies': topologies,
+        'topology_text': {p: ibtopology.format_topology(t) if t.get('devices') is not None else str(t)
+                          for p, t in topologies.items()},
+        'software': {k: software.summary(v) for k, v in softwares.items()},
+        'ibrepro_versions': sorted(versions),
+        'reframe_version': info.get('version'),
+        'failures': failures,
+        'skipped': _skipped_families(system, selected, current),
+        'session_info': {k: info.get(k) for k in ('uuid', 'time_start', 'time_end', 'hostname', 'user',
+                                                   'cmdline', 'version', 'workdir', 'num_cases',
+                                                   'num_failures', 'num_skipped')},
+        'config_files': [f for f in info.get('config_files') or [] if f != '<builtin>'],
+    }
+
+
+def _skipped_families(system, selected, current):
+    """The catalog's check families absent from the sessions, with why this system cannot run them."""
+    present = {name for _, _, name in current}
+    config = next((f for f in selected[-1]['session_info'].get('config_files') or []
+                   if f != '<builtin>' and Path(f).is_file()), None)
+    try:
+        classes = catalog.check_classes()
+        sysconf = catalog.selected_system(config, system) if config else None
+    except Exception as err:   # noqa: BLE001  (the catalog imports check files: report, do not fail)
+        return [{'check': '-', 'experiments': '', 'reason': f'could not evaluate the catalog: {err}'}]
+
+    rows = {}
+    for exp in catalog.experiments().values():
+        for check in exp.get('checks') or []:
+            if any(re.sub(r'\s+', '', name).startswith(re.sub(r'\s+', '', check)) for name in present):
+                continue
+            row = rows.setdefault(check, {'check': check, 'experiments': [], 'reason': ''})
+            row['experiments'].append(exp['id'])
+            cls = classes.get(check.split()[0])
+            if not cls:
+                row['reason'] = 'no such check in reframe-checks/'
+            elif sysconf:
+                row['reason'] = catalog.why_not(cls, sysconf)
+            else:
+                row['reason'] = 'not run in the selected sessions (their configuration file is not available)'
+    for row in rows.values():
+        row['experiments'] = ', '.join(f'#{e}' for e in row['experiments'])
+    return list(rows.values())
+
+
+def _labels(system, platforms):
+    labels = []
+    extras = [p.get('extras') or {} for p in platforms.values()]
+    if any(e.get('emulated') for e in extras):
+        labels.append(LABEL_EMULATED)
+    if system == 'local' and all(int(e.get('nodes', 1)) == 1 for e in extras):
+        labels.append(LABEL_LOCAL)
+    return labels
+
+
+# -- the papers ------------------------------------------------------------------------------------
+
+_UNITS = {'lat': 'latency (us)', 'bw': 'bandwidth (MB/s = 10^6 B/s)', 'time': 'time (s)'}
+
+
+def _papers(current, topologies):
+    try:
+        entries, statements = compare.paper_entries()
+    except Exception as err:   # noqa: BLE001  (broken reference data must not hide the rest of the report)
+        return {'headline': [], 'figures': [], 'papers_problem': f'reference data unreadable: {err}'}
+
+    headline, groups = [], {}
+    for (partition, environ, name), (case, variables) in sorted(current.items()):
+        figure_tags = sorted(t for t in case.get('tags') or () if re.fullmatch(r's\d{3}-(fig|tab)\d+', t))
+        if not figure_tags:
+            continue
+        topo = topologies.get(partition)
+        relative = {e['id']: e for e in statements if compare.related(e, case)}
+        for prefix in ('lat', 'bw', 'time'):
+            if not (compare.curve(variables, prefix) or prefix in variables):
+                continue
+            group = groups.setdefault((name, prefix), {
+                'name': name, 'metric': prefix, 'figures': figure_tags, 'curves': [], 'entries': {},
+                'other': {}, 'relative': relative, 'partition': partition})
+            group['curves'].append((f'{partition}+{environ}', compare.curve(variables, prefix)))
+            for entry in entries:
+                if compare.METRIC_VARIABLE[entry['metric']] != prefix:
+                    continue
+                how = compare.match(entry, case)
+                if how is None:
+                    continue
+                if not how['comparable']:
+                    group['other'][entry['id']] = (entry, how['notes'])
+                    continue
+                group['entries'][entry['id']] = entry
+                headline.append(_headline_row(entry, case, environ, partition, variables, topo, how['notes']))
+
+    figures = [_figure(group, topologies) for group in _figure_groups(groups)]
+    headline.sort(key=lambda r: (r['seed'], r['figure_order'], r['id'], r['partition'], r['environ']))
+    return {'headline': headline, 'figures': figures, 'papers_problem': None}
+
+
+def _figure_groups(groups):
+    """The metrics the papers' figures show: those with a stated value; else the check's first metric."""
+    chosen, names = [], {}
+    for (name, prefix), group in groups.items():
+        names.setdefault(name, []).append(group)
+    for name, metric_groups in names.items():
+        stated = [g for g in metric_groups if g['entries'] or g['other']]
+        chosen += stated or metric_groups[:1]
+    return chosen
+
+
+def _headline_row(entry, case, environ, partition, variables, topo, notes):
+    value, how = compare.measured(entry, variables)
+    bidir = compare.direction(case['name'], entry['metric']) == 'bi'
+    then = compare.limit_then(entry)
+    now, now_note = (compare.limit_now(topo, bidir) if compare.METRIC_VARIABLE[entry['metric']] == 'bw'
+                     else (None, 'not a bandwidth'))
+    paper_si = entry['value_si']
+    tags = compare.figures_of(entry['where'])
+    return {
+        'id': entry['id'], 'seed': entry['seed'], 'where': entry['where'], 'figure_order': tags[0][0],
+        'configuration': entry['configuration'], 'message_size': entry['message_size'],
+        'metric': entry['metric'], 'qualifier': entry['qualifier'] or '',
+        'paper': entry['value'], 'paper_unit': entry['unit'], 'mb_definition': entry['mb_definition'],
+        'paper_si': paper_si, 'unit_si': entry['unit_si'], 'quote': entry['quote'],
+        'check': case['name'], 'environ': environ, 'partition': partition,
+        'measured': value, 'how': how, 'ratio': value / paper_si if value is not None and paper_si else None,
+        'limits_config': entry.get('limits_config'), 'limit_then': then,
+        'fraction_then': paper_si / then if then else None,
+        'limit_now': now, 'fraction_now': value / now if now and value is not None else None,
+        'limit_now_note': now_note, 'notes': notes,
+    }
+
+
+def _figure(group, topologies):
+    prefix = group['metric']
+    papers, limits_then = [], {}
+    smallest = min((s for _, pts in group['curves'] for s in pts if s > 0), default=None)
+    for entry in group['entries'].values():
+        size = entry['message_size']
+        at = int(size) if str(size).isdigit() else smallest if size == 'small' else None
+        where = ', '.join(label for _, label in compare.figures_of(entry['where']))
+        config = entry['configuration'] if len(entry['configuration']) <= 40 else entry['configuration'][:39] + '~'
+        papers.append((entry['seed'], f'{where} {config}: {entry["qualifier"] or ""} {entry["value"]:g} '
+                                      f'{entry["unit"]}'.replace('  ', ' '), at, entry['value_si']))
+        then = compare.limit_then(entry)
+        if then:
+            limits_then[(entry['seed'], entry['limits_config'])] = then
+    first = next(iter(group['entries'].values()), None)
+    limit_now, note = None, None
+    if prefix == 'bw':
+        bidir = compare.direction(group['name'], first['metric'] if first else None) == 'bi'
+        limit_now, note = compare.limit_now(topologies.get(group['partition']), bidir)
+    title_figs = ', '.join(f'{t[1:4]} {label}' for t in group['figures']
+                           for label in [t.split('-', 1)[1].replace('fig', 'Fig. ').replace('tab', 'Table ')])
+    image = plots.paper_figure(
+        f'{group["name"]}: {_UNITS[prefix].split(" (")[0]}\n(papers: {title_figs})', _UNITS[prefix],
+        group['curves'], papers, limit_now, note,
+        [(f'{seed} testbed limit ({cfg}): {v:,.0f} MB/s', v) for (seed, cfg), v in sorted(limits_then.items())])
+    relative = [{'id': e['id'], 'where': e['where'], 'text': f"{e['qualifier'] or ''} {e['value']} {e['unit']} "
+                 f"{e['metric']}".strip(), 'configuration': e['configuration']}
+                for e in group['relative'].values()]
+    return {'name': group['name'], 'metric': prefix, 'figures': title_figs, 'image': image, 'relative': relative,
+            'alt': f'{group["name"]} {_UNITS[prefix]} versus message size, with the papers\' values',
+            'entries': len(group['entries']), 'limit_note': note, 'limit_now': limit_now,
+            'other': [{'id': e['id'], 'where': e['where'], 'value': e['value'], 'unit': e['unit'],
+                       'configuration': e['configuration'], 'notes': notes}
+                      for e, notes in group['other'].values()]}
+
+
+# -- regressions -----------------------------------------------------------------------------------
+
+def _regressions(aligned, meta, latest, result, sessions, method):
+    rows = []
+    for key, shift in result.variables.items():
+        pv = latest.get(key, meta[key])
+        rows.append({
+            'key': key, 'partition': pv.partition, 'environ': pv.environ, 'name': pv.name, 'variable': pv.variable,
+            'unit': pv.unit, 'value': pv.value if key in latest else None, 'reframe': pv.result if key in latest
+            else 'not run', 'ref': pv.ref, 'lower': pv.lower, 'upper': pv.upper, 'shift': shift,
+            'order': (pv.partition, pv.environ, pv.name, _metric(pv.variable), _size(pv.variable)),
+        })
+    rows.sort(key=lambda r: r['order'])
+    flagged = [r for r in rows if r['shift'].verdict in ('regression', 'change', 'improvement')]
+    flagged.sort(key=lambda r: (r['shift'].verdict == 'improvement', -abs(r['shift'].change or 0)))
+    groups = [{'partition': g[0], 'environ': g[1], 'name': g[2], 'shift': s}
+              for g, s in sorted(result.groups.items())]
+    dates = [_when(r) for r in sessions]
+
+    trends = []
+    chosen = [r for r in flagged if r['shift'].verdict != 'improvement'] or _headline_variables(rows)
+    for row in chosen[:MAX_TRENDS]:
+        shift = row['shift']
+        band = ((shift.baseline * math.exp(-2 * shift.noise), shift.baseline * math.exp(2 * shift.noise))
+                if shift.baseline and shift.noise else None)
+        ref = None
+        if row['ref'] is not None:
+            ref = (row['ref'], row['ref'] * (1 + row['lower']) if row['lower'] is not None else None,
+                   row['ref'] * (1 + row['upper']) if row['upper'] is not None else None)
+        title = f'{row["name"]} @{row["partition"]}+{row["environ"]}: {row["variable"]}'
+        trends.append({'title': title, 'verdict': shift.verdict,
+                       'image': plots.trend(title, row['unit'], dates, aligned[row['key']], method.confirm,
+                                            band, ref)})
+    reframe_fail = [r for r in rows if r['reframe'] == 'fail']
+    alarms = [r for r in flagged if r['shift'].alarm]
+    return {
+        'variables': rows, 'flagged': flagged, 'alarms': alarms, 'groups': groups,
+        'group_alarms': [g for g in groups if g['shift'].alarm], 'trends': trends,
+        'reframe_fail': reframe_fail, 'reframe_judged': sum(1 for r in rows if r['ref'] is not None
+                                                             and r['value'] is not None),
+        'tested': sum(1 for r in rows if r['shift'].verdict != 'untested'),
+        'untested_reasons': collections.Counter(r['shift'].reason for r in rows if r['shift'].verdict == 'untested'),
+    }
+
+
+def _headline_variables(rows):
+    """Without flags: per test case the latency at its smallest non-zero size and the bandwidth at its largest."""
+    chosen = {}
+    for row in rows:
+        metric, size = _metric(row['variable']), _size(row['variable'])
+        if row['value'] is None or (metric in ('lat', 'bw') and size <= 0):
+            continue
+        group = (row['partition'], row['environ'], row['name'], metric)
+        if metric == 'lat' and (group not in chosen or size < _size(chosen[group]['variable'])):
+            chosen[group] = row
+        elif metric == 'bw' and (group not in chosen or size > _size(chosen[group]['variable'])):
+            chosen[group] = row
+    return list(chosen.values())
+
+
+# -- rendering -------------------------------------------------------------------------------------
+
+def _num(value, digits=4):
+    if value is None:
+        return '-'
+    if isinstance(value, str):
+        return value
+    if value == 0:
+        return '0'
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - magnitude)
+    return f'{value:,.{decimals}f}'
+
+
+def _pct(value, signed=True):
+    if value is None:
+        return '-'
+    return f'{value * 100:+.1f} %' if signed else f'{value * 100:.1f} %'
+
+
+_MD_SPECIAL = re.compile(r'([\\`*_\[\]<>|#!])')
+
+
+def _md(value):
+    """A string safe inside a Markdown table cell: no markup, no HTML, no line breaks."""
+    text = ' '.join(str(value).split()).replace('&', '&amp;')
+    return _MD_SPECIAL.sub(r'\\\1', text)
+
+
+def _environment(autoescape):
+    env = jinja2.Environment(loader=jinja2.PackageLoader('ibrepro', 'templates'), autoescape=autoescape,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(num=_num, pct=_pct, md=_md)
+    return env
+
+
+def render(model, html_name='index.html'):
+    """(HTML, Markdown) of a model."""
+    html = _environment(True).get_template('report.html.j2').render(m=model)
+    md = _environment(False).get_template('summary.md.j2').render(m=model, html_name=html_name)
+    return html, md
+
+
+def write(model, output_dir):
+    stamp = str(model['newest'].get('time_start') or 'unknown').split('+')[0]
+    target = Path(output_dir) / _safe(model['system']) / _safe(stamp)
+    target.mkdir(parents=True, exist_ok=True)
+    html, md = render(model)
+    (target / 'index.html').write_text(html, encoding='utf-8')
+    (target / 'summary.md').write_text(md, encoding='utf-8')
+    return target
+
+
+def _safe(name):
+    """A path component from a run's string: no separators, no dot-dot."""
+    return re.sub(r'[^A-Za-z0-9._+-]', '_', name).lstrip('.') or '_'
+
+
+def nightly_lines(model):
+    """What moved, by how much, with what confidence: one line per alarm."""
+    lines = []
+    for g in model['group_alarms']:
+        s = g['shift']
+        lines.append(f"REGRESSION test case {g['name']} @{g['partition']}+{g['environ']}: its variables moved "
+                     f"{_pct(s.change)} (median over sizes; 95 % interval {_pct(s.low)} .. {_pct(s.high)}), "
+                     f"q = {s.q:.2g} (confidence {1 - s.q:.4f}), baseline n = {s.n}")
+    for r in model['alarms']:
+        s = r['shift']
+        lines.append(f"{'REGRESSION' if s.verdict == 'regression' else 'CHANGE'} {r['name']} "
+                     f"@{r['partition']}+{r['environ']} {r['variable']}: {_num(s.baseline)} -> {_num(s.current)} "
+                     f"{r['unit']} ({_pct(s.change)}; 95 % interval {_pct(s.low)} .. {_pct(s.high)}), "
+                     f"q = {s.q:.2g} (confidence {1 - s.q:.4f}), baseline n = {s.n}")
+    return lines
+
+
+# -- command line ------------------------------------------------------------------------------------
+
+def add_cli(subparsers):
+    p = subparsers.add_parser('report', help='HTML and Markdown reports: the papers, the history, the link limit',
+                              description=__doc__ + '\n\nThe history test:\n' + stats.__doc__.split('=\n', 1)[1],
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    which = p.add_mutually_exclusive_group()
+    which.add_argument('--sessions', nargs='+', metavar='UUID', help='these stored sessions (UUID prefixes)')
+    which.add_argument('--last', type=int, metavar='N', help='the last N stored sessions (default 1)')
+    which.add_argument('--since', metavar='WHEN', help='stored sessions since a date (2026-11-20) or 7d / 12h ago')
+    which.add_argument('--report', nargs='+', metavar='FILE', help='JSON run reports instead of the database')
+    p.add_argument('--db', metavar='FILE', help='results database (default: ibrepro where)')
+    p.add_argument('--system', help='only this system')
+    p.add_argument('--output-dir', default=str(paths.REPO_ROOT / 'reports'), metavar='DIR',
+                   help='write DIR/<system>/<timestamp>/ (default: reports/ of the checkout)')
+    p.add_argument('--history', type=int, default=DEFAULT_HISTORY, metavar='N',
+                   help=f'sessions in trends and available as baseline (default {DEFAULT_HISTORY})')
+    defaults = stats.Method()
+    for field in dataclasses.fields(stats.Method):
+        p.add_argument(f'--{field.name.replace("_", "-")}', type=type(getattr(defaults, field.name)),
+                       default=getattr(defaults, field.name), metavar='X',
+                       help=f'history test: {field.name} (default {getattr(defaults, field.name)})')
+    p.add_argument('--nightly', action='store_true',
+                   help='print the regressions; exit 1 when there is one, 0 when there is none')
+    p.set_defaults(func=_cli)
+
+
+def _cli(args):
+    try:
+        method = stats.Method(**{f.name: getattr(args, f.name) for f in dataclasses.fields(stats.Method)})
+        history = max(args.history, method.window + method.confirm)
+        inputs = select(db=args.db, sessions=args.sessions, last=args.last,
+                        since=parse_since(args.since) if args.since else None, report_files=args.report,
+                        history=history)
+    except (ReportError, results.ResultsError, ValueError) as err:
+        print(f'ibrepro report: {err}', file=sys.stderr)
+        return 2
+
+    for problem in inputs.problems:
+        print(f'ibrepro report: skipped: {problem}', file=sys.stderr)
+    systems = [s for s in inputs.history if args.system in (None, s)]
+    if not systems:
+        print('ibrepro report: no session with test cases to report on'
+              + (f' for system {args.system}' if args.system else ''), file=sys.stderr)
+        return 2
+
+    alarms = []
+    for system in systems:
+        selected = [r for r in inputs.selected if system in _systems(r)]
+        model = build(system, selected, inputs.history[system], method)
+        model['problems'] = inputs.problems + model['problems']
+        target = write(model, args.output_dir)
+        print(f'{target / "index.html"}\n{target / "summary.md"}')
+        for problem in model['problems'][len(inputs.problems):]:
+            print(f'ibrepro report: {problem}', file=sys.stderr)
+        if args.nightly:
+            lines = nightly_lines(model)
+            alarms += lines
+            print(f'{system}: ' + (f'{len(lines)} regression(s)' if lines else
+                                   f'no regression in {model["tested"]} tested variables '
+                                   f'({len(model["variables"])} in all)'))
+            for line in lines:
+                print(f'  {line}')
+    return 1 if args.nightly and alarms else 0

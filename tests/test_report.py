@@ -1,0 +1,271 @@
+"""ibrepro report: the papers, the history and the link limit, from real sessions.
+
+Two sources of real sessions: a stored run report of a full short `make run` on this machine
+(tests/fixtures/reframe/4.10.4, see the MANIFEST), and sessions the integration tests run with ReFrame here (short
+IMB PingPong/Uniband sweeps; one with a constructed sysfs tree for RdmaTopology, so the link limit has a value; one
+with Intel MPI over libfabric TCP instead of shared memory: a real regression).
+"""
+
+import copy
+import json
+import re
+import statistics
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, ReFrameRunner, needs_impi, output
+from ibrepro import compare, report, results, stats
+from test_topology import ACTIVE, ib_device, pci_function
+
+FIXTURE = ROOT / 'tests' / 'fixtures' / 'reframe' / '4.10.4' / 'run-report.local_imb_short.json'
+
+PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong', '-p', 'impi', '-S', 'msglog=0:4', '-S', 'iterations=1000']
+PROVENANCE = ['-n', 'IMBPointToPoint%benchmark=Uniband', '-n', 'RdmaTopology', '-n', 'SoftwareVersions']
+#: Intel MPI through libfabric's TCP provider (loopback) instead of shared memory: 50x and more slower
+TCP = {'I_MPI_FABRICS': 'ofi', 'FI_PROVIDER': 'tcp'}
+
+
+class Page(HTMLParser):
+    """The elements of a page we check: images, tables by id, labels, text."""
+
+    def __init__(self, html):
+        super().__init__()
+        self.images, self.tables, self.text, self.tags = [], set(), [], []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append(tag)
+        if tag == 'img':
+            self.images.append(attrs)
+        if tag == 'table' and attrs.get('id'):
+            self.tables.add(attrs['id'])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    @property
+    def plain(self):
+        return ' '.join(' '.join(self.text).split())
+
+
+def run_report(runner, *args):
+    return runner.ibrepro('report', '--output-dir', str(runner.home / 'reports'), *args)
+
+
+def written(proc):
+    """The index.html and summary.md paths `ibrepro report` printed."""
+    html, md = [Path(line) for line in proc.stdout.splitlines()[:2]]
+    return html.read_text(), md.read_text()
+
+
+# -- the stored run report (no ReFrame run needed) ----------------------------------------------------
+
+@pytest.fixture
+def runner(tmp_path):
+    return ReFrameRunner(tmp_path / 'ibrepro-home')
+
+
+def test_report_of_a_stored_run_report(runner):
+    proc = run_report(runner, '--report', str(FIXTURE))
+    assert proc.returncode == 0, output(proc)
+    html, md = written(proc)
+    page = Page(html)
+    assert {'headline', 'groups', 'variables', 'session', 'platforms', 'skipped', 'sessions'} <= page.tables
+    assert report.LABEL_LOCAL in page.plain and report.LABEL_EMULATED not in page.plain
+    # every image is an embedded PNG: the page needs nothing else
+    assert page.images and all(i['src'].startswith('data:image/png;base64,') for i in page.images)
+    assert not re.search(r'(src|href)="(https?:|//)', html)
+    # provenance from the SoftwareVersions and RdmaTopology checks
+    assert 'Intel(R) MPI Library 2021.14' in page.plain and 'imb: 2021.8' in page.plain
+    assert 'no RDMA devices found' in page.plain
+    assert 'no RDMA device: limit not applicable' in page.plain
+    # one session, so no history test
+    assert 'no regression in 0 tested variable(s)' in page.plain
+    assert '**History test: no regression**' in md and '| 000-fig12-mpi-lat-pcie |' in md
+
+
+def test_headline_numbers_are_the_measured_values_beside_the_papers():
+    data = json.loads(FIXTURE.read_text())
+    inputs = report.Inputs([data], {'local': [data]})
+    model = report.build('local', inputs.selected, inputs.history['local'])
+    rows = {(r['id'], r['check']): r for r in model['headline']}
+    pingpong = {pv.variable: pv.value for pv in results.perf_values(data) if pv.name.endswith('PingPong')}
+    uniband = {pv.variable: pv.value for pv in results.perf_values(data) if pv.name.endswith('Uniband')}
+
+    # 000 Fig. 12: "small message" MPI latency 4.1 us -> this system's latency at the smallest non-zero size
+    row = rows[('000-fig12-mpi-lat-pcie', 'IMBPointToPoint %benchmark=PingPong')]
+    assert row['measured'] == pingpong['lat_1'] and row['how'] == 'at 1 B (smallest)'
+    assert row['ratio'] == pytest.approx(pingpong['lat_1'] / 4.1)
+    # 000 Fig. 13: peak bandwidth 971 MB/s on PCIe x8 + SDR 4X (limit 1000 MB/s)
+    row = rows[('000-fig13-mpi-uni-bw-pcie', 'IMBPointToPoint %benchmark=Uniband')]
+    peak = max(v for k, v in uniband.items() if k.startswith('bw_'))
+    assert row['measured'] == peak and row['how'].startswith('peak, at ')
+    assert row['limit_then'] == pytest.approx(1000.0) and row['fraction_then'] == pytest.approx(0.971)
+    assert row['fraction_now'] is None and row['limit_now_note'] == 'no RDMA device: limit not applicable'
+    # 002 uses MB = 2^20: 235 MB/s is 246.4 MB/s of 10^6 bytes
+    row = rows[('002-fig2-bw-myrinet', 'IMBPointToPoint %benchmark=Uniband')]
+    assert (row['paper'], row['mb_definition']) == (235, '2^20')
+    assert row['paper_si'] == pytest.approx(246.41536) and row['ratio'] == pytest.approx(peak / 246.41536)
+    # two-port striping is not what IMB over one rail measures: not in the table, named under the figure
+    assert not any(r['id'] == '000-fig13-mpi-uni-bw-pcie-2port' for r in model['headline'])
+    uniband_fig = next(f for f in model['figures'] if f['name'].endswith('Uniband'))
+    assert any(o['id'] == '000-fig13-mpi-uni-bw-pcie-2port' for o in uniband_fig['other'])
+    # figures only for the metrics the papers' figures show
+    assert {(f['name'].split('=')[-1], f['metric']) for f in model['figures']} >= {
+        ('PingPong', 'lat'), ('Uniband', 'bw'), ('Biband', 'bw'), ('Alltoall', 'lat'), ('Allreduce', 'lat')}
+    assert ('PingPong', 'bw') not in {(f['name'].split('=')[-1], f['metric']) for f in model['figures']}
+
+
+def test_entries_match_by_figure_experiment_and_parameters():
+    data = json.loads(FIXTURE.read_text())
+    cases = {c['name']: c for c in results.testcases(data)}
+    entries, _ = compare.paper_entries()
+    by_id = {e['id']: e for e in entries}
+    alltoall = cases['IMBCollective %benchmark=Alltoall']
+    how = compare.match(by_id['002-fig11-alltoall-ib-pcix'], alltoall)      # operation MPI_Alltoall, 8 nodes
+    assert how == {'comparable': True, 'notes': ['paper: 8 nodes; here: 2 processes']}
+    assert compare.match(by_id['002-fig11-alltoall-ib-pcix'], cases['IMBCollective %benchmark=Bcast']) is None
+    assert compare.match(by_id['000-fig12-mpi-lat-pcie'], cases['IMBPointToPoint %benchmark=Uniband']) is None
+    assert compare.figures_of('Sec. IV.C.1, Figs. 13-14') == [('fig13', 'Fig. 13'), ('fig14', 'Fig. 14')]
+    assert compare.figures_of('Sec. 4.2, Table 2') == [('tab2', 'Table 2')]
+
+
+def test_hostile_strings_are_escaped(runner, tmp_path):
+    """Names and outputs from a run end up in HTML and Markdown: they must stay text."""
+    data = json.loads(FIXTURE.read_text())
+    evil = '<script>alert(1)</script>|**x**'
+    for case in data['runs'][0]['testcases']:
+        case['system'] = '../x<b>sys</b>'
+        if case['name'].endswith('PingPong'):
+            case['name'] = case['display_name'] = f'IMBPointToPoint %benchmark=PingPong {evil}'
+            case['result'], case['fail_phase'], case['fail_reason'] = 'fail', 'sanity', f'<img src=x onerror=alert(2)>'
+        if case['name'] == 'SoftwareVersions':
+            case['software']['mpi']['library'] = '</td></table><script>alert(3)</script>'
+    path = tmp_path / 'hostile.json'
+    path.write_text(json.dumps(data))
+
+    proc = run_report(runner, '--report', str(path))
+    assert proc.returncode == 0, output(proc)
+    html, md = written(proc)
+    # the output directory is inside --output-dir whatever the system is called
+    out = Path(proc.stdout.splitlines()[0])
+    assert out.parent.parent.parent == runner.home / 'reports' and out.parent.parent.name == '_x_b_sys__b_'
+    assert '<script>' not in html and '<img src=x' not in html and '<b>sys</b>' not in html
+    assert '&lt;script&gt;alert(1)&lt;/script&gt;' in html and '&lt;img src=x onerror=alert(2)&gt;' in html
+    assert Page(html).tags.count('script') == 0
+    assert '<script>' not in md and '\\<script\\>' in md and '\\|\\*\\*x\\*\\*' in md
+
+
+def test_broken_and_partial_run_reports_are_named_and_the_rest_reported(runner, tmp_path):
+    data = json.loads(FIXTURE.read_text())
+    truncated = tmp_path / 'truncated.json'
+    truncated.write_text(FIXTURE.read_text()[:5000])
+    partial = copy.deepcopy(data)
+    del partial['runs'][0]['testcases'][3]['system']
+    (tmp_path / 'partial.json').write_text(json.dumps(partial))
+    (tmp_path / 'other.json').write_text('{"some": "json"}')
+
+    proc = run_report(runner, '--report', str(FIXTURE), str(truncated), str(tmp_path / 'partial.json'),
+                      str(tmp_path / 'other.json'), str(tmp_path / 'missing.json'))
+    assert proc.returncode == 0, output(proc)
+    assert f'{truncated}: not a JSON run report' in proc.stderr
+    assert f'{tmp_path / "partial.json"}: test case 4 of run 0 has no system' in proc.stderr
+    assert f'{tmp_path / "other.json"}: not a ReFrame run report' in proc.stderr
+    assert f'{tmp_path / "missing.json"}: cannot read' in proc.stderr
+    html, md = written(proc)
+    assert 'truncated.json: not a JSON run report' in Page(html).plain and 'truncated.json' in md
+    assert '000-fig12-mpi-lat-pcie' in html   # the readable report is all there
+
+    nothing = run_report(runner, '--report', str(truncated))
+    assert nothing.returncode == 2 and 'no session with test cases' in nothing.stderr
+
+
+def test_without_a_database_the_error_says_where_it_looked(runner):
+    proc = run_report(runner)
+    assert proc.returncode == 2
+    assert f'no results database at {runner.home / "results.db"}' in proc.stderr
+
+
+def test_markdown_cells_and_numbers():
+    assert report._md('a|b <x> *y* `z`\nnext') == 'a\\|b \\<x\\> \\*y\\* \\`z\\` next'
+    assert report._num(0.000123) == '0.0001230' and report._num(12345.6) == '12,346' and report._num(None) == '-'
+    assert report._pct(0.1234) == '+12.3 %' and report._pct(-0.05, False) == '-5.0 %'
+    assert report.parse_since('2026-11-20') == pytest.approx(1795132800.0)
+    assert report.parse_since('2d', now=1000000.0) == pytest.approx(1000000.0 - 2 * 86400)
+    with pytest.raises(report.ReportError, match='--since'):
+        report.parse_since('yesterday')
+
+
+# -- real sessions: history, nightly, limit ------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def history(tmp_path_factory):
+    """Four real sessions: three over shared memory (the third also records a constructed RDMA topology, the
+    software and Uniband), then one over TCP."""
+    home = tmp_path_factory.mktemp('history')
+    sysfs = home / 'sys'
+    fn = pci_function(sysfs, '0000:04:00.0', speed='5.0 GT/s PCIe', width=8)
+    ib_device(sysfs, 'mlx4_0', {1: (*ACTIVE, '40 Gb/sec (4X QDR)', 'InfiniBand')}, function=fn)
+
+    runner = ReFrameRunner(home / 'ibrepro-home')
+    for args, env in [(PINGPONG, None), (PINGPONG, None),
+                      (PINGPONG + PROVENANCE + ['-S', f'RdmaTopology.sysfs_root={sysfs}'], None),
+                      (PINGPONG, TCP)]:
+        proc = runner('-r', *args, env=env)
+        assert proc.returncode == 0, output(proc)
+    uuids = [uuid for uuid, _, _ in results.session_index(runner.db)]
+    assert len(uuids) == 4
+    return runner, uuids
+
+
+@needs_impi
+@pytest.mark.integration
+def test_report_of_stored_sessions(history):
+    runner, uuids = history
+    proc = run_report(runner, '--sessions', uuids[2][:8])
+    assert proc.returncode == 0, output(proc)
+    html, md = written(proc)
+    page = Page(html)
+    # the constructed topology: one QDR 4X port behind PCIe gen2 x8, 4000 MB/s per direction
+    model_rows = re.findall(r'<tr><td title="[^"]*">000-fig13-mpi-uni-bw-pcie</td>.*?</tr>', html, re.S)
+    assert model_rows, 'no row for 000 Fig. 13'
+    values = {pv.variable: pv.value for pv in results.perf_values(results.sessions_by_uuid([uuids[2]], runner.db)[0])
+              if pv.name.endswith('Uniband')}
+    peak = max(v for k, v in values.items() if k.startswith('bw_'))
+    assert f'{peak / 4000 * 100:.1f} %' in model_rows[0]
+    assert 'mlx4_0' in page.plain and 'Intel(R) MPI Library 2021.14' in page.plain
+    assert len(re.findall(r'<tr><td>[0-9a-f-]{36}</td>', html)) == 3   # the history up to the selected session
+
+    # measured = median over the selected sessions
+    both = run_report(runner, '--sessions', uuids[0], uuids[1])
+    assert both.returncode == 0, output(both)
+    lat1 = [pv.value for r in results.sessions_by_uuid(uuids[:2], runner.db) for pv in results.perf_values(r)
+            if pv.variable == 'lat_1']
+    row = re.search(r'>000-fig12-mpi-lat-pcie</td>.*?<td class="n">([0-9.,]+) us<br>', written(both)[0], re.S)
+    assert row and float(row.group(1).replace(',', '')) == pytest.approx(statistics.median(lat1), rel=1e-3)
+
+
+@needs_impi
+@pytest.mark.integration
+def test_nightly_fails_on_a_real_regression_and_passes_without(history):
+    runner, uuids = history
+    # the TCP session against the three shared-memory ones
+    proc = run_report(runner, '--nightly', '--window', '3', '--min-history', '3')
+    assert proc.returncode == 1, output(proc)
+    flagged = re.findall(r'REGRESSION IMBPointToPoint %benchmark=PingPong @default\+impi (lat_\d+): .*?\((\+[0-9.]+) %',
+                         proc.stdout)
+    assert len(flagged) >= 3, output(proc)
+    assert all(float(change) > 100 for _, change in flagged)
+    assert 'confidence' in proc.stdout
+    html, md = written(proc)
+    assert 'regressed' in md and 'class="regression"' in html
+
+    # the third session against the two before it: nothing moved beyond this machine's noise (a shared VM:
+    # only changes beyond +100 % count here; the statistics themselves are tested in test_stats.py)
+    proc = run_report(runner, '--nightly', '--sessions', uuids[2], '--window', '2', '--min-history', '2',
+                      '--min-effect', '1.0')
+    assert proc.returncode == 0, output(proc)
+    assert 'local: no regression in' in proc.stdout
