@@ -21,7 +21,8 @@ from test_topology import ACTIVE, ib_device, pci_function
 
 FIXTURE = ROOT / 'tests' / 'fixtures' / 'reframe' / '4.10.4' / 'run-report.local_imb_short.json'
 
-PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong', '-p', 'impi', '-S', 'msglog=0:4', '-S', 'iterations=1000']
+PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong', '-p', 'impi', '-S', 'IMBPointToPoint.msglog=0:4',
+            '-S', 'IMBPointToPoint.iterations=1000']
 PROVENANCE = ['-n', 'IMBPointToPoint%benchmark=Uniband', '-n', 'RdmaTopology', '-n', 'SoftwareVersions']
 #: Intel MPI through libfabric's TCP provider (loopback) instead of shared memory: 50x and more slower
 TCP = {'I_MPI_FABRICS': 'ofi', 'FI_PROVIDER': 'tcp'}
@@ -246,6 +247,17 @@ def test_report_of_stored_sessions(history):
             if pv.variable == 'lat_1']
     row = re.search(r'>000-fig12-mpi-lat-pcie</td>.*?<td class="n">([0-9.,]+) us<br>', written(both)[0], re.S)
     assert row and float(row.group(1).replace(',', '')) == pytest.approx(statistics.median(lat1), rel=1e-3)
+
+    # the other ways to choose sessions
+    last = run_report(runner, '--last', '2')
+    assert last.returncode == 0, output(last)
+    assert written(last)[0].count('<td>yes</td>') == 2 and uuids[3] in written(last)[1]
+    assert run_report(runner, '--since', '2000-01-01').returncode == 0
+    for args, message in [(['--since', '2999-01-01'], 'no session with test cases'),
+                          (['--system', 'elsewhere'], 'no session with test cases to report on for system elsewhere'),
+                          (['--sessions', 'ffffffff'], 'no stored session with UUID ffffffff')]:
+        proc = run_report(runner, *args)
+        assert proc.returncode == 2 and message in proc.stderr, output(proc)
 
 
 @needs_impi

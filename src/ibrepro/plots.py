@@ -35,14 +35,14 @@ def _size_label(size, _pos=None):
     return f'{size:g}'
 
 
-def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None, limits_then=()):
+def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None):
     """Measured curves on the papers' axes (message size, log2) with the papers' stated values.
 
     ``curves``: [(label, {size: value})]; ``papers``: [(seed, label, size or None, value)] where a None size
     is a horizontal line (a peak or a large-message value); ``limit_now``: MB/s of this system's links or None
-    with ``limit_note`` saying why; ``limits_then``: [(label, MB/s)] of the papers' testbeds.
+    with ``limit_note`` saying why. (The limits of the papers' testbeds are in the headline table.)
     """
-    fig, ax = plt.subplots(figsize=(8.0, 4.6))
+    fig, ax = plt.subplots(figsize=(7.3, 4.4))
     fig.subplots_adjust(left=0.1, right=0.98, top=0.88, bottom=0.12)
     sizes = sorted({s for _, points in curves for s in points if s > 0})
     for i, (label, points) in enumerate(curves):
@@ -56,8 +56,6 @@ def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None,
                     color=colour, markeredgecolor='black', label=f'{seed}: {label}')
         else:
             ax.axhline(value, color=colour, linestyle='--', linewidth=1.2, label=f'{seed}: {label}')
-    for label, value in limits_then:
-        ax.axhline(value, color='grey', linestyle=':', linewidth=1.2, label=label)
     if limit_now:
         ax.axhline(limit_now, color='black', linestyle='-.', linewidth=1.5, label=f'link limit here: {limit_now:,.0f} MB/s')
     if limit_note:

@@ -177,7 +177,7 @@ def build(system, selected, history, method=stats.Method()):
             for pv in values:
                 series[pv.series_key][j].append(pv.value)
                 meta[pv.series_key] = pv
-                if report is newest or report['session_info'].get('uuid') in selected_ids:
+                if report['session_info'].get('uuid') in selected_ids:
                     latest[pv.series_key] = pv
 
     aligned = {key: [statistics.median(v) if v else None for v in per] for key, per in series.items()}
@@ -367,7 +367,7 @@ def _headline_row(entry, case, environ, partition, variables, topo, notes):
 
 def _figure(group, topologies):
     prefix = group['metric']
-    papers, limits_then = [], {}
+    papers = []
     smallest = min((s for _, pts in group['curves'] for s in pts if s > 0), default=None)
     for entry in group['entries'].values():
         size = entry['message_size']
@@ -376,9 +376,6 @@ def _figure(group, topologies):
         config = entry['configuration'] if len(entry['configuration']) <= 40 else entry['configuration'][:39] + '~'
         papers.append((entry['seed'], f'{where} {config}: {entry["qualifier"] or ""} {entry["value"]:g} '
                                       f'{entry["unit"]}'.replace('  ', ' '), at, entry['value_si']))
-        then = compare.limit_then(entry)
-        if then:
-            limits_then[(entry['seed'], entry['limits_config'])] = then
     first = next(iter(group['entries'].values()), None)
     limit_now, note = None, None
     if prefix == 'bw':
@@ -388,8 +385,7 @@ def _figure(group, topologies):
                            for label in [t.split('-', 1)[1].replace('fig', 'Fig. ').replace('tab', 'Table ')])
     image = plots.paper_figure(
         f'{group["name"]}: {_UNITS[prefix].split(" (")[0]}\n(papers: {title_figs})', _UNITS[prefix],
-        group['curves'], papers, limit_now, note,
-        [(f'{seed} testbed limit ({cfg}): {v:,.0f} MB/s', v) for (seed, cfg), v in sorted(limits_then.items())])
+        group['curves'], papers, limit_now, note)
     relative = [{'id': e['id'], 'where': e['where'], 'text': f"{e['qualifier'] or ''} {e['value']} {e['unit']} "
                  f"{e['metric']}".strip(), 'configuration': e['configuration']}
                 for e in group['relative'].values()]
@@ -409,8 +405,9 @@ def _regressions(aligned, meta, latest, result, sessions, method):
         pv = latest.get(key, meta[key])
         rows.append({
             'key': key, 'partition': pv.partition, 'environ': pv.environ, 'name': pv.name, 'variable': pv.variable,
-            'unit': pv.unit, 'value': pv.value if key in latest else None, 'reframe': pv.result if key in latest
-            else 'not run', 'ref': pv.ref, 'lower': pv.lower, 'upper': pv.upper, 'shift': shift,
+            'unit': pv.unit, 'value': pv.value if key in latest else None,
+            'reframe': ('not run' if key not in latest else 'no reference' if pv.ref is None else pv.result),
+            'ref': pv.ref, 'lower': pv.lower, 'upper': pv.upper, 'shift': shift,
             'order': (pv.partition, pv.environ, pv.name, _metric(pv.variable), _size(pv.variable)),
         })
     rows.sort(key=lambda r: r['order'])
@@ -594,9 +591,14 @@ def _cli(args):
         if args.nightly:
             lines = nightly_lines(model)
             alarms += lines
-            print(f'{system}: ' + (f'{len(lines)} regression(s)' if lines else
-                                   f'no regression in {model["tested"]} tested variables '
-                                   f'({len(model["variables"])} in all)'))
+            if lines:
+                print(f'{system}: {len(lines)} regression(s)')
+            elif not model['tested']:
+                print(f'{system}: nothing tested: the history has fewer than {method.min_history} earlier '
+                      f'sessions ({len(model["sessions"])} in all); no regression can be detected yet')
+            else:
+                print(f'{system}: no regression in {model["tested"]} tested variables '
+                      f'({len(model["variables"])} in all)')
             for line in lines:
                 print(f'  {line}')
     return 1 if args.nightly and alarms else 0
