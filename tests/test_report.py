@@ -84,7 +84,7 @@ def test_report_of_a_stored_run_report(runner):
     assert 'no RDMA devices found' in page.plain
     assert 'no RDMA device: limit not applicable' in page.plain
     # one session, so no history test
-    assert 'no regression in 0 tested variable(s)' in page.plain
+    assert 'no regression in 0 test case(s) (0 tested variable(s)' in page.plain
     assert '**History test: no regression**' in md and '| 000-fig12-mpi-lat-pcie |' in md
 
 
@@ -267,13 +267,13 @@ def test_nightly_fails_on_a_real_regression_and_passes_without(history):
     # the TCP session against the three shared-memory ones
     proc = run_report(runner, '--nightly', '--window', '3', '--min-history', '3')
     assert proc.returncode == 1, output(proc)
-    flagged = re.findall(r'REGRESSION IMBPointToPoint %benchmark=PingPong @default\+impi (lat_\d+): .*?\((\+[0-9.]+) %',
-                         proc.stdout)
-    assert len(flagged) >= 3, output(proc)
-    assert all(float(change) > 100 for _, change in flagged)
-    assert 'confidence' in proc.stdout
+    case = re.search(r'REGRESSION test case IMBPointToPoint %benchmark=PingPong @default\+impi: its variables moved '
+                     r'\+([0-9.,]+) %.*?confidence (0\.\d+)', proc.stdout)
+    assert case and float(case.group(1).replace(',', '')) > 100 and float(case.group(2)) > 0.99, output(proc)
+    sizes = re.findall(r'^    (lat_\d+|bw_\d+): .*?\(([+-][0-9.,]+) %', proc.stdout, re.M)
+    assert sizes and all(abs(float(change.replace(',', ''))) > 50 for _, change in sizes), output(proc)
     html, md = written(proc)
-    assert 'regressed' in md and 'class="regression"' in html
+    assert '1 test case(s) regressed' in md and 'class="regression"' in html
 
     # the third session against the two before it: nothing moved beyond this machine's noise (a shared VM:
     # only changes beyond +100 % count here; the statistics themselves are tested in test_stats.py)

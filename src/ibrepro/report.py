@@ -432,7 +432,7 @@ def _regressions(aligned, meta, latest, result, sessions, method):
                        'image': plots.trend(title, row['unit'], dates, aligned[row['key']], method.confirm,
                                             band, ref)})
     reframe_fail = [r for r in rows if r['reframe'] == 'fail']
-    alarms = [r for r in flagged if r['shift'].alarm]
+    alarms = [r for r in flagged if r['shift'].verdict == 'change']   # see stats.HistoryResult.alarms
     return {
         'variables': rows, 'flagged': flagged, 'alarms': alarms, 'groups': groups,
         'group_alarms': [g for g in groups if g['shift'].alarm], 'trends': trends,
@@ -517,20 +517,26 @@ def _safe(name):
 
 
 def nightly_lines(model):
-    """What moved, by how much, with what confidence: one line per alarm."""
+    """What moved, by how much, with what confidence: the alarms, each test case with the sizes that moved most."""
     lines = []
     for g in model['group_alarms']:
         s = g['shift']
         lines.append(f"REGRESSION test case {g['name']} @{g['partition']}+{g['environ']}: its variables moved "
                      f"{_pct(s.change)} (median over sizes; 95 % interval {_pct(s.low)} .. {_pct(s.high)}), "
                      f"q = {s.q:.2g} (confidence {1 - s.q:.4f}), baseline n = {s.n}")
+        moved = [r for r in model['flagged'] if r['shift'].verdict == 'regression'
+                 and (r['partition'], r['environ'], r['name']) == (g['partition'], g['environ'], g['name'])]
+        for r in sorted(moved, key=lambda r: -r['shift'].worse)[:8]:
+            lines.append(f"    {_variable_line(r)}")
     for r in model['alarms']:
-        s = r['shift']
-        lines.append(f"{'REGRESSION' if s.verdict == 'regression' else 'CHANGE'} {r['name']} "
-                     f"@{r['partition']}+{r['environ']} {r['variable']}: {_num(s.baseline)} -> {_num(s.current)} "
-                     f"{r['unit']} ({_pct(s.change)}; 95 % interval {_pct(s.low)} .. {_pct(s.high)}), "
-                     f"q = {s.q:.2g} (confidence {1 - s.q:.4f}), baseline n = {s.n}")
+        lines.append(f"CHANGE {r['name']} @{r['partition']}+{r['environ']} {_variable_line(r)}")
     return lines
+
+
+def _variable_line(r):
+    s = r['shift']
+    return (f"{r['variable']}: {_num(s.baseline)} -> {_num(s.current)} {r['unit']} ({_pct(s.change)}; 95 % interval "
+            f"{_pct(s.low)} .. {_pct(s.high)}), q = {s.q:.2g} (confidence {1 - s.q:.4f}), baseline n = {s.n}")
 
 
 # -- command line ------------------------------------------------------------------------------------
@@ -592,13 +598,20 @@ def _cli(args):
             lines = nightly_lines(model)
             alarms += lines
             if lines:
-                print(f'{system}: {len(lines)} regression(s)')
+                print(f'{system}: {len(model["group_alarms"])} test case(s) regressed, {len(model["alarms"])} '
+                      f'count(s) changed')
             elif not model['tested']:
                 print(f'{system}: nothing tested: the history has fewer than {method.min_history} earlier '
                       f'sessions ({len(model["sessions"])} in all); no regression can be detected yet')
             else:
-                print(f'{system}: no regression in {model["tested"]} tested variables '
-                      f'({len(model["variables"])} in all)')
+                print(f'{system}: no regression in {len(model["groups"])} test case(s) ({model["tested"]} tested '
+                      f'variables, {len(model["variables"])} in all)')
+            moved = [r for r in model['flagged'] if r['shift'].verdict == 'regression'
+                     and not any((g['partition'], g['environ'], g['name']) == (r['partition'], r['environ'], r['name'])
+                                 for g in model['group_alarms'])]
+            if moved:
+                print(f'  not an alarm: {len(moved)} single variable(s) moved while their test case as a whole did '
+                      f'not (e.g. {moved[0]["name"]} {moved[0]["variable"]} {_pct(moved[0]["shift"].change)})')
             for line in lines:
                 print(f'  {line}')
     return 1 if args.nightly and alarms else 0
