@@ -1,9 +1,10 @@
 """ibrepro report: the papers, the history and the link limit, from real sessions.
 
-Two sources of real sessions: a stored run report of a full short `make run` on this machine
-(tests/fixtures/reframe/4.10.4, see the MANIFEST), and sessions the integration tests run with ReFrame here (short
-IMB PingPong/Uniband sweeps; one with a constructed sysfs tree for RdmaTopology, so the link limit has a value; one
-with Intel MPI over libfabric TCP instead of shared memory: a real regression).
+Two sources of real sessions: stored run reports of short `make run`s on this machine (tests/fixtures/reframe/4.10.4,
+see the MANIFEST: one with the current checks, one from before the IMB layouts, whose IMB cases carry the papers'
+inter-node figure tags), and sessions the integration tests run with ReFrame here (short IMB PingPong/Uniband
+sweeps; one with a constructed sysfs tree for RdmaTopology, so the link has a limit; one with Intel MPI over
+libfabric TCP instead of shared memory: a real regression).
 """
 
 import copy
@@ -19,7 +20,9 @@ from conftest import ROOT, ReFrameRunner, needs_impi, output
 from ibrepro import compare, report, results, stats
 from test_topology import ACTIVE, ib_device, pci_function
 
-FIXTURE = ROOT / 'tests' / 'fixtures' / 'reframe' / '4.10.4' / 'run-report.local_imb_short.json'
+FIXTURES = ROOT / 'tests' / 'fixtures' / 'reframe' / '4.10.4'
+MAKE_RUN = FIXTURES / 'run-report.local_make_run_short.json'
+FIXTURE = FIXTURES / 'run-report.local_imb_short.json'   # before the IMB layouts: inter-node figure tags
 
 PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong', '-p', 'impi', '-S', 'IMBPointToPoint.msglog=0:4',
             '-S', 'IMBPointToPoint.iterations=1000']
@@ -70,7 +73,7 @@ def runner(tmp_path):
 
 
 def test_report_of_a_stored_run_report(runner):
-    proc = run_report(runner, '--report', str(FIXTURE))
+    proc = run_report(runner, '--report', str(MAKE_RUN))
     assert proc.returncode == 0, output(proc)
     html, md = written(proc)
     page = Page(html)
@@ -78,14 +81,43 @@ def test_report_of_a_stored_run_report(runner):
     assert report.LABEL_LOCAL in page.plain and report.LABEL_EMULATED not in page.plain
     # every image is an embedded PNG: the page needs nothing else
     assert page.images and all(i['src'].startswith('data:image/png;base64,') for i in page.images)
-    assert not re.search(r'(src|href)="(https?:|//)', html)
-    # provenance from the SoftwareVersions and RdmaTopology checks
+    assert not re.search(r'(src|href)="(https?:|//)', html) and 'script' not in page.tags
+    # provenance from the SoftwareVersions and RdmaTopology checks, skipped cases with ReFrame's reasons
     assert 'Intel(R) MPI Library 2021.14' in page.plain and 'imb: 2021.8' in page.plain
+    assert 'MPICH Version: 5.0.2' in page.plain and 'Open MPI v4.1.4' in page.plain
     assert 'no RDMA devices found' in page.plain
-    assert 'no RDMA device: limit not applicable' in page.plain
+    assert ('IMBPointToPoint %benchmark=PingPong %layout=2x1 @default+impi #11, #16, #22 layout 2x1 needs 2 nodes; '
+            'local:default has 1 (extras nodes)') in page.plain
+    # one within-node bandwidth figure: no link limit to draw
+    assert 'intra-node (shared memory): no link to limit it' in page.plain
     # one session, so no history test
     assert 'no regression in 0 test case(s) (0 tested variable(s)' in page.plain
-    assert '**History test: no regression**' in md and '| 000-fig12-mpi-lat-pcie |' in md
+    assert '**History test: no regression**' in md and '| 002-fig9-intra-lat-ib |' in md
+
+
+def test_intra_node_sessions_answer_the_papers_intra_node_numbers():
+    data = json.loads(MAKE_RUN.read_text())
+    model = report.build('local', [data], [data])
+    rows = {r['id']: r for r in model['headline']}
+    values = {pv.name: {} for pv in results.perf_values(data)}
+    for pv in results.perf_values(data):
+        values[pv.name][pv.variable] = pv.value
+    uniband = values['IMBPointToPoint %benchmark=Uniband %layout=1x2']
+    # 002 Fig. 10: intra-node bandwidth "over 450 MB/s", MB = 2^20 -> 471.9 MB/s of 10^6 bytes, on PCI-X + SDR
+    row = rows['002-fig10-intra-bw-ib']
+    assert row['paper_si'] == pytest.approx(471.8592) and row['mb_definition'] == '2^20'
+    assert row['measured'] == max(v for k, v in uniband.items() if k.startswith('bw_'))
+    assert row['limit_then'] == pytest.approx(1000.0) and row['fraction_then'] == pytest.approx(0.4718592)
+    assert row['fraction_now'] is None and row['limit_now_note'] == 'intra-node (shared memory): no link to limit it'
+    row = rows['002-fig9-intra-lat-ib']
+    assert row['measured'] == values['IMBPointToPoint %benchmark=PingPong %layout=1x2']['lat_1']
+    # the papers' between-node numbers are not answered by a within-node case
+    assert not any(r['id'].startswith(('002-fig5', '002-fig4')) for r in model['headline'])
+    bibw = next(f for f in model['figures'] if f['name'] == 'BiDirectionalBandwidth %layout=1x2')
+    assert {o['id'] for o in bibw['other']} >= {'002-fig5-bibw-ib', '002-fig5-bibw-quadrics'}
+    assert all('the paper measured between nodes' in ' '.join(o['notes']) for o in bibw['other'])
+    # variants of one figure share a plot
+    assert any(f['name'] == 'BufferReuse (3 cases)' for f in model['figures'])
 
 
 def test_headline_numbers_are_the_measured_values_beside_the_papers():
@@ -230,14 +262,19 @@ def test_report_of_stored_sessions(history):
     assert proc.returncode == 0, output(proc)
     html, md = written(proc)
     page = Page(html)
-    # the constructed topology: one QDR 4X port behind PCIe gen2 x8, 4000 MB/s per direction
-    model_rows = re.findall(r'<tr><td title="[^"]*">000-fig13-mpi-uni-bw-pcie</td>.*?</tr>', html, re.S)
-    assert model_rows, 'no row for 000 Fig. 13'
-    values = {pv.variable: pv.value for pv in results.perf_values(results.sessions_by_uuid([uuids[2]], runner.db)[0])
-              if pv.name.endswith('Uniband')}
-    peak = max(v for k, v in values.items() if k.startswith('bw_'))
-    assert f'{peak / 4000 * 100:.1f} %' in model_rows[0]
-    assert 'mlx4_0' in page.plain and 'Intel(R) MPI Library 2021.14' in page.plain
+    stored = results.sessions_by_uuid([uuids[2]], runner.db)[0]
+    values = {(pv.name, pv.variable): pv.value for pv in results.perf_values(stored)}
+    row = re.search(r'<tr><td title="[^"]*">002-fig10-intra-bw-ib</td>.*?</tr>', html, re.S)
+    peak = max(v for (name, var), v in values.items()
+               if name == 'IMBPointToPoint %benchmark=Uniband %layout=1x2' and var.startswith('bw_'))
+    assert row and f'{report._num(peak)} MB/s' in row.group(0)
+    # the constructed topology (one QDR 4X port behind PCIe gen2 x8) is recorded and bounds the links...
+    topology = next(c['topology'] for c in results.testcases(stored) if c['name'] == 'RdmaTopology')
+    assert 'mlx4_0' in page.plain and compare.limit_now(topology, False) == (pytest.approx(4000.0), None)
+    assert compare.limit_now(topology, True) == (pytest.approx(8000.0), None)
+    # ...but these MPI processes share one node: no link between them
+    assert 'intra-node (shared memory): no link to limit it' in row.group(0)
+    assert 'layout 2x1 needs 2 nodes' in page.plain and 'Intel(R) MPI Library 2021.14' in page.plain
     assert len(re.findall(r'<tr><td>[0-9a-f-]{36}</td>', html)) == 3   # the history up to the selected session
 
     # measured = median over the selected sessions
@@ -245,7 +282,7 @@ def test_report_of_stored_sessions(history):
     assert both.returncode == 0, output(both)
     lat1 = [pv.value for r in results.sessions_by_uuid(uuids[:2], runner.db) for pv in results.perf_values(r)
             if pv.variable == 'lat_1']
-    row = re.search(r'>000-fig12-mpi-lat-pcie</td>.*?<td class="n">([0-9.,]+) us<br>', written(both)[0], re.S)
+    row = re.search(r'>002-fig9-intra-lat-ib</td>.*?<td class="n">([0-9.,]+) us<br>', written(both)[0], re.S)
     assert row and float(row.group(1).replace(',', '')) == pytest.approx(statistics.median(lat1), rel=1e-3)
 
     # the other ways to choose sessions
@@ -267,10 +304,10 @@ def test_nightly_fails_on_a_real_regression_and_passes_without(history):
     # the TCP session against the three shared-memory ones
     proc = run_report(runner, '--nightly', '--window', '3', '--min-history', '3')
     assert proc.returncode == 1, output(proc)
-    case = re.search(r'REGRESSION test case IMBPointToPoint %benchmark=PingPong @default\+impi: its variables moved '
+    case = re.search(r'REGRESSION test case IMBPointToPoint %benchmark=PingPong %layout=1x2 @default\+impi: its variables moved '
                      r'\+([0-9.,]+) %.*?confidence (0\.\d+)', proc.stdout)
     assert case and float(case.group(1).replace(',', '')) > 100 and float(case.group(2)) > 0.99, output(proc)
-    sizes = re.findall(r'^    (lat_\d+|bw_\d+): .*?\(([+-][0-9.,]+) %', proc.stdout, re.M)
+    sizes = re.findall(r'^\s+(lat_\d+|bw_\d+): .*?\(([+-][0-9.,]+) %', proc.stdout, re.M)
     assert sizes and all(abs(float(change.replace(',', ''))) > 50 for _, change in sizes), output(proc)
     html, md = written(proc)
     assert '1 test case(s) regressed' in md and 'class="regression"' in html

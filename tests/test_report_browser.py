@@ -15,7 +15,7 @@ from PIL import Image
 
 from conftest import ReFrameRunner, output
 from ibrepro import plots
-from test_report import FIXTURE, Page, run_report
+from test_report import MAKE_RUN, Page, run_report
 
 CHROMIUM = next((shutil.which(name) for name in ('chromium', 'chromium-browser', 'google-chrome')
                  if shutil.which(name)), None)
@@ -50,7 +50,7 @@ def chromium(tmp_path, *args):
 @pytest.fixture(scope='module')
 def page(tmp_path_factory):
     runner = ReFrameRunner(tmp_path_factory.mktemp('browser') / 'ibrepro-home')
-    proc = run_report(runner, '--report', str(FIXTURE))
+    proc = run_report(runner, '--report', str(MAKE_RUN))
     assert proc.returncode == 0, output(proc)
     return Path(proc.stdout.splitlines()[0])
 

@@ -5,7 +5,9 @@ A paper entry (``ibrepro.references``) is answered by a test case of a session w
 * the case carries the entry's figure tag (``s000-fig12``; the figure comes from the entry's ``where``) and one of
   its experiment tags (``exp11``), and reports the entry's metric (latency -> ``lat_*``, bandwidth -> ``bw_*``);
 * every parameter the entry states is a parameter of the case with the same value (``operation: MPI_Alltoall``
-  matches ``benchmark=Alltoall``), except ``nodes`` and ``processes`` (the process count is noted instead).
+  matches ``benchmark=Alltoall``, ``placement: intra-node`` a ``1x2`` layout), except ``nodes`` and
+  ``processes`` (the process count is noted instead). An entry without ``placement`` was measured between
+  nodes, so a case within one node does not answer it.
   An entry about a configuration the check does not model (two ports, striping, a window) is *not comparable*.
 
 The measured value is taken where the paper took its number: at the stated message size; "small" at the smallest
@@ -46,6 +48,14 @@ def _norm(value):
     return re.sub(r'^mpi_', '', str(value).strip().lower().replace('-', '_'))
 
 
+def placement(case):
+    """'intra-node' or 'inter-node' from a case's layout (``<nodes>x<per node>``) or tags; None if unknown."""
+    layout = str(case.get('layout') or '')
+    if 'intra-node' in (case.get('tags') or ()) or layout.startswith('1x'):
+        return 'intra-node'
+    return 'inter-node' if re.fullmatch(r'\d+x\d+', layout) else None
+
+
 def direction(case_name, entry_metric=None):
     """'bi' when the measurement counts both directions together, else 'uni'."""
     if entry_metric:
@@ -74,13 +84,17 @@ def match(entry, case):
         if key in PROCESS_PARAMETERS:
             notes.append(f'paper: {value} {key}; here: {case.get("num_tasks")} processes')
             continue
-        mine = case.get(key, case.get('benchmark') if key == 'operation' else None)
+        mine = case.get(key, {'operation': case.get('benchmark'), 'placement': placement(case)}.get(key))
         if mine is None:
             differs.append(f'{key}={value}')
         elif _norm(mine) != _norm(value):
             return None
     if differs:
         notes.append(f'paper configuration {", ".join(differs)} is not a parameter of this check')
+    if 'placement' not in (entry.get('parameters') or {}) and placement(case) == 'intra-node':
+        # the papers measured between nodes unless they say otherwise
+        notes.append('the paper measured between nodes; this case runs within one node')
+        differs.append('placement')
     return {'comparable': not differs, 'notes': notes}
 
 
@@ -129,8 +143,10 @@ def limit_then(entry):
         return None
 
 
-def limit_now(topology, bidirectional):
+def limit_now(topology, bidirectional, intra_node=False):
     """``(MB/s, None)`` of a partition's RDMA bound (every adapter), or ``(None, why not)``."""
+    if intra_node:
+        return None, 'intra-node (shared memory): no link to limit it'
     if not topology:
         return None, 'topology not recorded (run the RdmaTopology check)'
     per_direction, both = ibtopology.node_bound(topology)

@@ -64,7 +64,8 @@ def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None)
     if sizes:
         ax.set_xscale('log', base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(_size_label))
-    if ylabel.endswith('(us)') and all(v > 0 for _, p in curves for s, v in p.items() if s > 0):
+    shown = [v for _, p in curves for s, v in p.items() if s > 0]
+    if ylabel.endswith('(us)') and shown and min(shown) > 0 and max(shown) / min(shown) > 20:   # > a decade
         ax.set_yscale('log')
         ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel('message size (bytes)')

@@ -250,7 +250,16 @@ def _provenance(system, selected, current):
 
 
 def _skipped_families(system, selected, current):
-    """The catalog's check families absent from the sessions, with why this system cannot run them."""
+    """Test cases the sessions skipped (their ``skip_reason``), and the catalog's check families absent from them,
+    with why this system cannot run them."""
+    skipped = [{'check': f'{name} @{partition}+{environ}',
+                'experiments': ', '.join(f'#{t[3:]}' for t in sorted(case.get('tags') or ()) if t.startswith('exp')),
+                'reason': case.get('skip_reason') or 'skipped (no reason recorded)'}
+               for (partition, environ, name), (case, _) in sorted(current.items()) if case.get('result') == 'skip']
+    return skipped + _absent_families(system, selected, current)
+
+
+def _absent_families(system, selected, current):
     present = {name for _, _, name in current}
     config = next((f for f in selected[-1]['session_info'].get('config_files') or []
                    if f != '<builtin>' and Path(f).is_file()), None)
@@ -310,10 +319,14 @@ def _papers(current, topologies):
         for prefix in ('lat', 'bw', 'time'):
             if not (compare.curve(variables, prefix) or prefix in variables):
                 continue
-            group = groups.setdefault((name, prefix), {
-                'name': name, 'metric': prefix, 'figures': figure_tags, 'curves': [], 'entries': {},
-                'other': {}, 'relative': relative, 'partition': partition})
-            group['curves'].append((f'{partition}+{environ}', compare.curve(variables, prefix)))
+            group = groups.setdefault((tuple(figure_tags), prefix), {
+                'names': [], 'metric': prefix, 'figures': figure_tags, 'curves': [], 'entries': {},
+                'other': {}, 'relative': {}, 'partition': partition, 'intra_node': True})
+            if name not in group['names']:
+                group['names'].append(name)
+            group['relative'].update(relative)
+            group['intra_node'] &= compare.placement(case) == 'intra-node'
+            group['curves'].append((name, f'{partition}+{environ}', compare.curve(variables, prefix)))
             for entry in entries:
                 if compare.METRIC_VARIABLE[entry['metric']] != prefix:
                     continue
@@ -332,11 +345,11 @@ def _papers(current, topologies):
 
 
 def _figure_groups(groups):
-    """The metrics the papers' figures show: those with a stated value; else the check's first metric."""
-    chosen, names = [], {}
-    for (name, prefix), group in groups.items():
-        names.setdefault(name, []).append(group)
-    for name, metric_groups in names.items():
+    """The metrics the papers' figures show: those with a stated value; else the first metric measured."""
+    chosen, by_figures = [], {}
+    for (figures, prefix), group in groups.items():
+        by_figures.setdefault(figures, []).append(group)
+    for metric_groups in by_figures.values():
         stated = [g for g in metric_groups if g['entries'] or g['other']]
         chosen += stated or metric_groups[:1]
     return chosen
@@ -346,8 +359,8 @@ def _headline_row(entry, case, environ, partition, variables, topo, notes):
     value, how = compare.measured(entry, variables)
     bidir = compare.direction(case['name'], entry['metric']) == 'bi'
     then = compare.limit_then(entry)
-    now, now_note = (compare.limit_now(topo, bidir) if compare.METRIC_VARIABLE[entry['metric']] == 'bw'
-                     else (None, 'not a bandwidth'))
+    now, now_note = (compare.limit_now(topo, bidir, compare.placement(case) == 'intra-node')
+                     if compare.METRIC_VARIABLE[entry['metric']] == 'bw' else (None, 'not a bandwidth'))
     paper_si = entry['value_si']
     tags = compare.figures_of(entry['where'])
     return {
@@ -366,9 +379,9 @@ def _headline_row(entry, case, environ, partition, variables, topo, notes):
 
 
 def _figure(group, topologies):
-    prefix = group['metric']
+    prefix, names = group['metric'], group['names']
     papers = []
-    smallest = min((s for _, pts in group['curves'] for s in pts if s > 0), default=None)
+    smallest = min((s for _, _, pts in group['curves'] for s in pts if s > 0), default=None)
     for entry in group['entries'].values():
         size = entry['message_size']
         at = int(size) if str(size).isdigit() else smallest if size == 'small' else None
@@ -379,18 +392,20 @@ def _figure(group, topologies):
     first = next(iter(group['entries'].values()), None)
     limit_now, note = None, None
     if prefix == 'bw':
-        bidir = compare.direction(group['name'], first['metric'] if first else None) == 'bi'
-        limit_now, note = compare.limit_now(topologies.get(group['partition']), bidir)
+        bidir = compare.direction(names[0], first['metric'] if first else None) == 'bi'
+        limit_now, note = compare.limit_now(topologies.get(group['partition']), bidir, group['intra_node'])
     title_figs = ', '.join(f'{t[1:4]} {label}' for t in group['figures']
                            for label in [t.split('-', 1)[1].replace('fig', 'Fig. ').replace('tab', 'Table ')])
-    image = plots.paper_figure(
-        f'{group["name"]}: {_UNITS[prefix].split(" (")[0]}\n(papers: {title_figs})', _UNITS[prefix],
-        group['curves'], papers, limit_now, note)
+    title = names[0] if len(names) == 1 else f'{", ".join(sorted({n.split()[0] for n in names}))} ({len(names)} cases)'
+    curves = [((f'{name.split(" ", 1)[1] if " " in name else name} ' if len(names) > 1 else '') + where, points)
+              for name, where, points in group['curves']]
+    image = plots.paper_figure(f'{title}: {_UNITS[prefix].split(" (")[0]}\n(papers: {title_figs})', _UNITS[prefix],
+                               curves, papers, limit_now, note)
     relative = [{'id': e['id'], 'where': e['where'], 'text': f"{e['qualifier'] or ''} {e['value']} {e['unit']} "
                  f"{e['metric']}".strip(), 'configuration': e['configuration']}
                 for e in group['relative'].values()]
-    return {'name': group['name'], 'metric': prefix, 'figures': title_figs, 'image': image, 'relative': relative,
-            'alt': f'{group["name"]} {_UNITS[prefix]} versus message size, with the papers\' values',
+    return {'name': title, 'cases': names, 'metric': prefix, 'figures': title_figs, 'image': image,
+            'relative': relative, 'alt': f'{title} {_UNITS[prefix]} versus message size, with the papers\' values',
             'entries': len(group['entries']), 'limit_note': note, 'limit_now': limit_now,
             'other': [{'id': e['id'], 'where': e['where'], 'value': e['value'], 'unit': e['unit'],
                        'configuration': e['configuration'], 'notes': notes}
@@ -524,7 +539,8 @@ def nightly_lines(model):
         lines.append(f"REGRESSION test case {g['name']} @{g['partition']}+{g['environ']}: its variables moved "
                      f"{_pct(s.change)} (median over sizes; 95 % interval {_pct(s.low)} .. {_pct(s.high)}), "
                      f"q = {s.q:.2g} (confidence {1 - s.q:.4f}), baseline n = {s.n}")
-        moved = [r for r in model['flagged'] if r['shift'].verdict == 'regression'
+        # the sizes that moved most (each with its own q: with a short history single sizes rarely pass BH)
+        moved = [r for r in model['variables'] if r['shift'].worse is not None and r['shift'].q is not None
                  and (r['partition'], r['environ'], r['name']) == (g['partition'], g['environ'], g['name'])]
         for r in sorted(moved, key=lambda r: -r['shift'].worse)[:8]:
             lines.append(f"    {_variable_line(r)}")
