@@ -3,7 +3,7 @@
     .venv/bin/python scripts/bench_report.py [--sessions 30 90 365 730] [--values 1000] [--keep DIR]
 
 Each synthetic session is the stored run report of a real short `make run`
-(tests/fixtures/reframe/4.10.4/run-report.local_imb_short.json) with its test cases copied under extra
+(tests/data/run-reports/run-report.local_imb_short.json) with its test cases copied under extra
 environment names until it holds about --values performance values, one day apart, every value the real one
 times log-normal noise (CV 5 %). The database has ReFrame 4.10's schema and rows (as its SQLite backend writes
 them). For each history length N the script runs `ibrepro report --history N` (default window 30), so trends
@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / 'tests' / 'fixtures' / 'reframe' / '4.10.4' / 'run-report.local_imb_short.json'
+FIXTURE = ROOT / 'tests' / 'data' / 'run-reports' / 'run-report.local_imb_short.json'
 
 #: ReFrame 4.10.4's results database (reframe/frontend/reporting/storage.py, schema 1.0)
 SCHEMA = [

@@ -1,6 +1,6 @@
 """ibrepro report: the papers, the history and the link limit, from real sessions.
 
-Two sources of real sessions: stored run reports of short `make run`s on this machine (tests/fixtures/reframe/4.10.4,
+Two sources of real sessions: stored run reports of short `make run`s on this machine (tests/data/run-reports,
 see the MANIFEST: one with the current checks, one from before the IMB layouts, whose IMB cases carry the papers'
 inter-node figure tags), and sessions the integration tests run with ReFrame here (short IMB PingPong/Uniband
 sweeps; one with a constructed sysfs tree for RdmaTopology, so the link has a limit; one with Intel MPI over
@@ -20,7 +20,7 @@ from conftest import ROOT, ReFrameRunner, needs_impi, output
 from ibrepro import compare, report, results, stats
 from test_topology import ACTIVE, ib_device, pci_function
 
-FIXTURES = ROOT / 'tests' / 'fixtures' / 'reframe' / '4.10.4'
+FIXTURES = ROOT / 'tests' / 'data' / 'run-reports'
 MAKE_RUN = FIXTURES / 'run-report.local_make_run_short.json'
 FIXTURE = FIXTURES / 'run-report.local_imb_short.json'   # before the IMB layouts: inter-node figure tags
 
