@@ -67,6 +67,7 @@ def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None)
     shown = [v for _, p in curves for s, v in p.items() if s > 0]
     if ylabel.endswith('(us)') and shown and min(shown) > 0 and max(shown) / min(shown) > 20:   # > a decade
         ax.set_yscale('log')
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f'{v:g}'))   # plain text: no mathtext parsing
         ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel('message size (bytes)')
     ax.set_ylabel(ylabel)

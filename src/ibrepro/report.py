@@ -21,6 +21,7 @@ import argparse
 import collections
 import dataclasses
 import datetime
+import gc
 import math
 import re
 import statistics
@@ -141,18 +142,19 @@ def _when(report):
 
 
 def _system_cases(report, system, problems):
-    """The final test cases of a session on ``system``, and their performance values; malformed ones skipped."""
-    info = report['session_info']
+    """The final test cases of a session on ``system``; malformed ones are named in ``problems`` and skipped."""
     for case in results.testcases(report):
         if case.get('system') != system:
             continue
         try:
-            values = list(results.case_perf_values(info, case))
-        except (KeyError, TypeError, ValueError, AttributeError) as err:
-            problems.append(f'session {info.get("uuid", "?")}: test case {case.get("name", "?")}: '
-                            f'unreadable performance values ({type(err).__name__}: {err})')
+            results.case_key(case)
+            for entry in (case.get('perfvalues') or {}).values():
+                float(entry[0]) if entry and entry[0] is not None else None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
+            problems.append(f'session {report["session_info"].get("uuid", "?")}: test case {case.get("name", "?")}: '
+                            f'unreadable ({type(err).__name__}: {err})')
             continue
-        yield case, values
+        yield case
 
 
 def build(system, selected, history, method=stats.Method()):
@@ -161,26 +163,41 @@ def build(system, selected, history, method=stats.Method()):
     sessions = history
     selected_ids = {r['session_info'].get('uuid') for r in selected}
     newest = selected[-1]
-    n = len(sessions)
 
-    series = collections.defaultdict(lambda: [[] for _ in range(n)])
-    meta, latest = {}, {}
-    cases_now = {}                       # (partition, environ, name) -> (case, {variable: [values]})
+    series = collections.defaultdict(dict)   # series key -> {session index: [values]}
+    meta, latest = {}, {}                    # series key -> a PerfValue (the newest selected one)
+    cases_now = {}                           # (partition, environ, name) -> (case, {variable: [values]})
     for j, report in enumerate(sessions):
-        for case, values in _system_cases(report, system, problems):
-            key = (case['partition'], case['environ'], case['name'])
-            if report['session_info'].get('uuid') in selected_ids:
-                slot = cases_now.setdefault(key, [case, collections.defaultdict(list)])
+        info = report['session_info']
+        chosen = info.get('uuid') in selected_ids
+        for case in _system_cases(report, system, problems):
+            prefix = results.case_key(case)
+            fresh = chosen
+            for key, entry in (case.get('perfvalues') or {}).items():
+                if entry and entry[0] is not None:
+                    skey = prefix + (key.rsplit(':', 1)[-1],)
+                    series[skey].setdefault(j, []).append(float(entry[0]))
+                    fresh = fresh or skey not in meta
+            if fresh:   # PerfValues (slower) only where the report shows their details
+                for pv in results.case_perf_values(info, case):
+                    meta.setdefault(pv.series_key, pv)
+                    if chosen:
+                        latest[pv.series_key] = pv
+            if chosen:
+                slot = cases_now.setdefault((case['partition'], case['environ'], case['name']),
+                                            [case, collections.defaultdict(list)])
                 slot[0] = case
-                for pv in values:
-                    slot[1][pv.variable].append(pv.value)
-            for pv in values:
-                series[pv.series_key][j].append(pv.value)
-                meta[pv.series_key] = pv
-                if report['session_info'].get('uuid') in selected_ids:
-                    latest[pv.series_key] = pv
+                for key, entry in (case.get('perfvalues') or {}).items():
+                    if entry and entry[0] is not None:
+                        slot[1][key.rsplit(':', 1)[-1]].append(float(entry[0]))
 
-    aligned = {key: [statistics.median(v) if v else None for v in per] for key, per in series.items()}
+    n = len(sessions)
+    aligned = {}
+    for key, per in series.items():
+        values = [None] * n
+        for j, xs in per.items():
+            values[j] = xs[0] if len(xs) == 1 else statistics.median(xs)
+        aligned[key] = values
     better = {key: parsers.METRIC_BETTER.get(_metric(key[-1]).split('_')[0]) for key in aligned}
     result = stats.history_tests(
         {key: (values, better[key], (meta[key].partition, meta[key].environ, meta[key].name))
@@ -593,6 +610,7 @@ def _cli(args):
         print(f'ibrepro report: {err}', file=sys.stderr)
         return 2
 
+    gc.freeze()   # the loaded reports live to the end: keep the garbage collector from scanning them again
     for problem in inputs.problems:
         print(f'ibrepro report: skipped: {problem}', file=sys.stderr)
     systems = [s for s in inputs.history if args.system in (None, s)]

@@ -6,6 +6,7 @@ never write to the database (it is opened read-only, so a running session is not
 """
 
 import dataclasses
+import gc
 import json
 import sqlite3
 from pathlib import Path
@@ -100,6 +101,19 @@ def session_index(db=None):
 def sessions_by_uuid(uuids, db=None):
     """The run reports of the sessions with these exact UUIDs, in the order given (missing ones left out)."""
     found = {}
+    # Decoding hundreds of reports allocates millions of containers, and the cyclic garbage collector would scan
+    # them again and again (3x the decoding time for a year of sessions): JSON has no cycles, so pause it.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _load_blobs(uuids, db, found)
+    finally:
+        if collecting:
+            gc.enable()
+    return [found[u] for u in uuids if u in found]
+
+
+def _load_blobs(uuids, db, found):
     with _connect(db) as conn:
         uuids = list(uuids)
         for i in range(0, len(uuids), 500):   # SQLite limits the number of parameters of one statement
@@ -114,8 +128,6 @@ def sessions_by_uuid(uuids, db=None):
                     found[uuid] = json.loads(blob)
                 except (TypeError, json.JSONDecodeError) as err:
                     raise ResultsError(f'session {uuid}: stored report is not valid JSON ({err})') from None
-
-    return [found[u] for u in uuids if u in found]
 
 
 def load_report(path):
@@ -152,9 +164,15 @@ def perf_values(report):
         yield from case_perf_values(info, case)
 
 
+def case_key(case):
+    """``(system, partition, environ, check, params)``: a test case's part of :attr:`PerfValue.series_key`."""
+    params = tuple((p, case.get(p)) for p in case.get('reference_index') or [])
+    return case['system'], case['partition'], case['environ'], case['name'].split()[0], params
+
+
 def case_perf_values(info, case):
     """The performance values of one test case of a session (``info`` is the report's session_info)."""
-    params = tuple((p, case.get(p)) for p in case.get('reference_index') or [])
+    system, partition, environ, check, params = case_key(case)
     for key, entry in (case.get('perfvalues') or {}).items():
         value, ref, lower, upper, unit, result = (list(entry) + [None] * 6)[:6]
         if value is None:
@@ -162,8 +180,7 @@ def case_perf_values(info, case):
 
         yield PerfValue(
             session=info.get('uuid', ''), session_start=float(info.get('time_start_unix') or 0),
-            system=case['system'], partition=case['partition'], environ=case['environ'],
-            check=case['name'].split()[0], name=case['name'], params=params,
+            system=system, partition=partition, environ=environ, check=check, name=case['name'], params=params,
             variable=key.rsplit(':', 1)[-1], value=float(value), unit=unit,
             # ReFrame records 0 with no bounds when a variable had no reference
             ref=None if not ref and lower is None and upper is None else ref,
