@@ -8,8 +8,10 @@ libfabric TCP instead of shared memory: a real regression).
 """
 
 import copy
+import importlib.util
 import json
 import re
+import sqlite3
 import statistics
 from html.parser import HTMLParser
 from pathlib import Path
@@ -216,6 +218,44 @@ def test_broken_and_partial_run_reports_are_named_and_the_rest_reported(runner, 
     assert nothing.returncode == 2 and 'no session with test cases' in nothing.stderr
 
 
+def test_the_sessions_of_one_nightly_run_are_one_run(runner, tmp_path):
+    """CI child pipelines store one session per test case; sessions sharing a `nightly` extra are one night."""
+    spec = importlib.util.spec_from_file_location('bench_report', ROOT / 'scripts' / 'bench_report.py')
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    data = json.loads(FIXTURE.read_text())
+    cases = data['runs'][0]['testcases']
+    db = tmp_path / 'results.db'
+    conn = sqlite3.connect(db)
+    for sql in bench.SCHEMA:
+        conn.execute(sql)
+    for night in range(3):
+        for part in range(2):   # two sessions per night, half of the test cases each
+            report = copy.deepcopy(data)
+            info = report['session_info']
+            info['uuid'] = uuid = f'{night}{part}000000-0000-0000-0000-000000000000'
+            info['time_start_unix'] = 1.7e9 + night * 86400 + part * 600
+            info['nightly'] = f'night{night}'
+            report['runs'][0]['testcases'] = mine = copy.deepcopy(cases[part::2])
+            conn.execute('INSERT INTO sessions VALUES(?, ?, ?, ?, ?)',
+                         (uuid, info['time_start_unix'], info['time_start_unix'] + 60, json.dumps(report), None))
+            conn.executemany('INSERT INTO testcases VALUES(?, ?, ?, ?, ?, ?, ?)',
+                             [(c['name'], c['system'], c['partition'], c['environ'], 0, uuid, f'{uuid}:{i}')
+                              for i, c in enumerate(mine)])
+    conn.commit()
+    conn.close()
+
+    assert [run for *_, run in results.session_index(db)] == ['night0'] * 2 + ['night1'] * 2 + ['night2'] * 2
+    proc = run_report(runner, '--db', str(db), '--nightly', '--min-history', '2')
+    assert proc.returncode == 0, output(proc)
+    html = written(proc)[0]
+    # the latest night is both its sessions; the history test sees 3 runs, of 2 sessions each
+    assert html.count('<td>yes</td>') == 2 and '3 run(s)' in html
+    tested = re.search(r'no regression in (\d+) test case\(s\) \((\d+) tested variable', proc.stdout)
+    assert tested and int(tested.group(2)) == len([1 for c in cases for v in c.get('perfvalues') or {}
+                                                   if c['perfvalues'][v][0]]), output(proc)
+
+
 def test_without_a_database_the_error_says_where_it_looked(runner):
     proc = run_report(runner)
     assert proc.returncode == 2
@@ -249,7 +289,7 @@ def history(tmp_path_factory):
                       (PINGPONG, TCP)]:
         proc = runner('-r', *args, env=env)
         assert proc.returncode == 0, output(proc)
-    uuids = [uuid for uuid, _, _ in results.session_index(runner.db)]
+    uuids = [uuid for uuid, *_ in results.session_index(runner.db)]
     assert len(uuids) == 4
     return runner, uuids
 

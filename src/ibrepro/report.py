@@ -96,24 +96,44 @@ def select(*, db=None, sessions=None, last=None, since=None, report_files=None, 
     else:
         if sessions:
             wanted = [s.lower() for s in sessions]
-            chosen = [u for u, _, _ in index if any(u.startswith(w) for w in wanted)]
+            chosen = [u for u, *_ in index if any(u.startswith(w) for w in wanted)]
             missing = [w for w in wanted if not any(u.startswith(w) for u in chosen)]
             if missing:
                 raise ReportError(f'no stored session with UUID {", ".join(missing)} in {db}')
         elif since is not None:
-            chosen = [u for u, start, _ in index if start >= since]
+            chosen = [u for u, start, *_ in index if start >= since]
         else:
-            chosen = [u for u, _, _ in index[-(last or 1):]]
+            chosen = [u for u, *_ in _last_runs(index, last or 1)]
+        # a nightly run may be many sessions (one per test case): take all of its sessions
+        runs = {run for u, _, _, run in index if u in set(chosen) and run}
+        chosen = [u for u, _, _, run in index if u in set(chosen) or run in runs]
         inputs.selected = results.sessions_by_uuid(chosen, db)
 
     for system in sorted({s for r in inputs.selected for s in _systems(r)}):
         mine = [r for r in inputs.selected if system in _systems(r)]
         newest = max(_start(r) for r in mine)
         have = {r['session_info'].get('uuid') for r in mine}
-        earlier = [u for u, start, systems in index if system in systems and start <= newest and u not in have]
-        stored = results.sessions_by_uuid(earlier[-history:], db) if earlier else []
-        inputs.history[system] = sorted(stored + mine, key=_start)[-history:]
+        earlier = [row for row in index if system in row[2] and row[1] <= newest and row[0] not in have]
+        stored = results.sessions_by_uuid([u for u, *_ in _last_runs(earlier, history)], db) if earlier else []
+        inputs.history[system] = sorted(stored + mine, key=_start)
     return inputs
+
+
+def run_id(report):
+    """The run a session belongs to: its ``nightly`` extra, else the session itself."""
+    info = report['session_info']
+    return info.get('nightly') or info.get('uuid')
+
+
+def _last_runs(index, count):
+    """The index rows of the last ``count`` runs (sessions sharing a ``nightly`` extra are one run)."""
+    runs = []
+    for row in index:
+        key = row[3] or row[0]
+        if key not in runs:
+            runs.append(key)
+    keep = set(runs[-count:])
+    return [row for row in index if (row[3] or row[0]) in keep]
 
 
 def _check_report(report, path):
@@ -164,10 +184,13 @@ def build(system, selected, history, method=stats.Method()):
     selected_ids = {r['session_info'].get('uuid') for r in selected}
     newest = selected[-1]
 
-    series = collections.defaultdict(dict)   # series key -> {session index: [values]}
+    runs, run_of = {}, []                    # a run: the sessions of one night (see run_id), oldest first
+    for report in sessions:
+        run_of.append(runs.setdefault(run_id(report), len(runs)))
+    series = collections.defaultdict(dict)   # series key -> {run index: [values]}
     meta, latest = {}, {}                    # series key -> a PerfValue (the newest selected one)
     cases_now = {}                           # (partition, environ, name) -> (case, {variable: [values]})
-    for j, report in enumerate(sessions):
+    for report, j in zip(sessions, run_of):
         info = report['session_info']
         chosen = info.get('uuid') in selected_ids
         for case in _system_cases(report, system, problems):
@@ -191,7 +214,7 @@ def build(system, selected, history, method=stats.Method()):
                     if entry and entry[0] is not None:
                         slot[1][key.rsplit(':', 1)[-1]].append(float(entry[0]))
 
-    n = len(sessions)
+    n = len(runs)
     aligned = {}
     for key, per in series.items():
         values = [None] * n
@@ -218,13 +241,18 @@ def build(system, selected, history, method=stats.Method()):
     model.update(_provenance(system, selected, current))
     model['labels'] = _labels(system, model['platforms'])
     model.update(_papers(current, model['topologies']))
-    model.update(_regressions(aligned, meta, latest, result, sessions, method))
+    starts = {}
+    for report, j in zip(sessions, run_of):
+        starts.setdefault(j, _when(report))
+    model['runs'] = len(runs)
+    model.update(_regressions(aligned, meta, latest, result, [starts[j] for j in range(len(runs))], method))
     return model
 
 
 def _session_row(report, selected):
     info = report['session_info']
     return {'uuid': info.get('uuid', ''), 'start': _when(report).strftime('%Y-%m-%d %H:%M'),
+            'run': info.get('nightly') or '',
             'cases': info.get('num_cases'), 'failures': info.get('num_failures'), 'selected': selected}
 
 
@@ -431,7 +459,7 @@ def _figure(group, topologies):
 
 # -- regressions -----------------------------------------------------------------------------------
 
-def _regressions(aligned, meta, latest, result, sessions, method):
+def _regressions(aligned, meta, latest, result, dates, method):
     rows = []
     for key, shift in result.variables.items():
         pv = latest.get(key, meta[key])
@@ -447,7 +475,6 @@ def _regressions(aligned, meta, latest, result, sessions, method):
     flagged.sort(key=lambda r: (r['shift'].verdict == 'improvement', -abs(r['shift'].change or 0)))
     groups = [{'partition': g[0], 'environ': g[1], 'name': g[2], 'shift': s}
               for g, s in sorted(result.groups.items())]
-    dates = [_when(r) for r in sessions]
 
     trends = []
     chosen = [r for r in flagged if r['shift'].verdict != 'improvement'] or _headline_variables(rows)
@@ -636,7 +663,7 @@ def _cli(args):
                       f'count(s) changed')
             elif not model['tested']:
                 print(f'{system}: nothing tested: the history has fewer than {method.min_history} earlier '
-                      f'sessions ({len(model["sessions"])} in all); no regression can be detected yet')
+                      f'runs ({model["runs"]} in all); no regression can be detected yet')
             else:
                 print(f'{system}: no regression in {len(model["groups"])} test case(s) ({model["tested"]} tested '
                       f'variables, {len(model["variables"])} in all)')

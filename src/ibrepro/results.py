@@ -84,18 +84,22 @@ def stored_sessions(db=None, *, uuids=None, last=None):
 
 
 def session_index(db=None):
-    """``(uuid, start unix time, systems)`` of every stored session, oldest first, without decoding reports."""
+    """``(uuid, start unix time, systems, run)`` of every stored session, oldest first, without decoding reports.
+
+    ``run`` is the session's ``nightly`` extra (``--session-extras nightly=<id>``: the sessions of one nightly run,
+    e.g. one per test case in a CI child pipeline), or None.
+    """
     with _connect(db) as conn:
         try:
-            starts = conn.execute('SELECT uuid, session_start_unix FROM sessions '
-                                  'ORDER BY session_start_unix').fetchall()
+            starts = conn.execute("SELECT uuid, session_start_unix, json_extract(json_blob, '$.session_info.nightly') "
+                                  'FROM sessions ORDER BY session_start_unix').fetchall()
             systems = {}
             for uuid, system in conn.execute('SELECT DISTINCT session_uuid, system FROM testcases'):
                 systems.setdefault(uuid, set()).add(system)
         except sqlite3.Error as err:
             raise ResultsError(f'{db or paths.results_db()}: {err}') from None
 
-    return [(uuid, start, sorted(systems.get(uuid, ()))) for uuid, start in starts]
+    return [(uuid, start, sorted(systems.get(uuid, ())), run) for uuid, start, run in starts]
 
 
 def sessions_by_uuid(uuids, db=None):
