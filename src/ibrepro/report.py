@@ -34,7 +34,7 @@ import jinja2
 from . import catalog, compare, parsers, paths, plots, results, software, stats
 from . import topology as ibtopology
 
-#: Sessions shown in trends (and available as baseline) unless --history says otherwise.
+#: Runs shown in trends (and available as baseline) unless --history says otherwise.
 DEFAULT_HISTORY = 90
 #: At most this many trend plots (flagged variables first).
 MAX_TRENDS = 12
@@ -169,7 +169,8 @@ def _system_cases(report, system, problems):
         try:
             results.case_key(case)
             for entry in (case.get('perfvalues') or {}).values():
-                float(entry[0]) if entry and entry[0] is not None else None
+                if entry and entry[0] is not None:
+                    float(entry[0])   # a number, or the case is unreadable
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
             problems.append(f'session {report["session_info"].get("uuid", "?")}: test case {case.get("name", "?")}: '
                             f'unreadable ({type(err).__name__}: {err})')
@@ -601,13 +602,24 @@ def _variable_line(r):
 
 # -- command line ------------------------------------------------------------------------------------
 
+_METHOD_HELP = {
+    'window': 'baseline runs before the tested ones',
+    'confirm': 'newest runs tested together (their median)',
+    'alpha': 'false discovery rate (Benjamini-Hochberg)',
+    'min_effect': 'smallest relative change flagged',
+    'min_history': 'fewer baseline runs: not tested',
+    'min_cv': 'floor of the noise, relative',
+}
+
+
 def add_cli(subparsers):
     p = subparsers.add_parser('report', help='HTML and Markdown reports: the papers, the history, the link limit',
                               description=__doc__ + '\n\nThe history test:\n' + stats.__doc__.split('=\n', 1)[1],
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     which = p.add_mutually_exclusive_group()
     which.add_argument('--sessions', nargs='+', metavar='UUID', help='these stored sessions (UUID prefixes)')
-    which.add_argument('--last', type=int, metavar='N', help='the last N stored sessions (default 1)')
+    which.add_argument('--last', type=int, metavar='N',
+                       help='the last N stored runs (default 1; a run is a session, or the sessions of one nightly run)')
     which.add_argument('--since', metavar='WHEN', help='stored sessions since a date (2026-11-20) or 7d / 12h ago')
     which.add_argument('--report', nargs='+', metavar='FILE', help='JSON run reports instead of the database')
     p.add_argument('--db', metavar='FILE', help='results database (default: ibrepro where)')
@@ -615,12 +627,12 @@ def add_cli(subparsers):
     p.add_argument('--output-dir', default=str(paths.REPO_ROOT / 'reports'), metavar='DIR',
                    help='write DIR/<system>/<timestamp>/ (default: reports/ of the checkout)')
     p.add_argument('--history', type=int, default=DEFAULT_HISTORY, metavar='N',
-                   help=f'sessions in trends and available as baseline (default {DEFAULT_HISTORY})')
+                   help=f'runs in trends and available as baseline (default {DEFAULT_HISTORY})')
     defaults = stats.Method()
     for field in dataclasses.fields(stats.Method):
         p.add_argument(f'--{field.name.replace("_", "-")}', type=type(getattr(defaults, field.name)),
                        default=getattr(defaults, field.name), metavar='X',
-                       help=f'history test: {field.name} (default {getattr(defaults, field.name)})')
+                       help=f'history test: {_METHOD_HELP[field.name]} (default {getattr(defaults, field.name)})')
     p.add_argument('--nightly', action='store_true',
                    help='print the regressions; exit 1 when there is one, 0 when there is none')
     p.set_defaults(func=_cli)

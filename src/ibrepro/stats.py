@@ -3,8 +3,9 @@
 Regression detection over a history of sessions (:func:`history_tests`)
 =========================================================================
 
-One performance variable gives one value per session (the median of reruns). The newest ``confirm`` sessions are
-*tested* against a *baseline*: the ``window`` sessions before them.
+One performance variable gives one value per run (the median of its values in the run: reruns, or the sessions
+of one nightly run). The newest ``confirm`` runs are *tested* against a *baseline*: the ``window`` runs before
+them.
 
 * Scale: performance noise is multiplicative and right-skewed (a busy node makes latency longer, never shorter), so
   the test works on ``log(value)``: a shift there is a relative change, and the skew mostly goes away.
@@ -19,7 +20,7 @@ One performance variable gives one value per session (the median of reruns). The
   the false-alarm rate). One-sided in the worse direction of the metric (``lat``/``time`` higher,
   ``bw``/``msgrate``/``mops`` lower: :data:`ibrepro.parsers.METRIC_BETTER`), two-sided for variables without
   one. (A MAD scale instead of the screened standard deviation is more robust still but, at 37 % efficiency,
-  detects a 20 % shift in 5 % noise in 79 % of single nights instead of 86 %, out of at most 90 % for a known
+  detects a 20 % shift in 5 % noise in 79 % of single nights instead of 88 %, out of at most 90 % for a known
   noise level: one night's single value cannot do better at a 1 % false-alarm rate.)
 * Many variables: hundreds of variables per session are tested at once, so the alarm controls the false discovery
   rate with Benjamini-Hochberg at ``alpha`` (valid for independent or positively dependent tests, which one-sided
