@@ -21,7 +21,7 @@ SOFTROCE_FULL := -t '^(verbs|multirail|system)$$' -S all_sizes=false -S message_
 SOFTROCE_RUN = $(BIN)/ibrepro softroce run --nodes 2 --extra build/bench-verbs -- \
                $(BIN)/reframe -C configs/softroce.py --system softroce -c reframe-checks \
                --exec-policy=serial --max-retries=2 -r
-.PHONY: help setup test run where baseline refs catalog spack wheelhouse constraints clean \
+.PHONY: help setup test run report nightly where baseline refs catalog spack wheelhouse constraints clean \
         cluster-up cluster-down cluster-status cluster-smoke cluster-test \
         softroce-up softroce-down softroce-status softroce-test softroce-nightly
 
@@ -29,6 +29,8 @@ help:
 	@echo "make setup      install ibrepro, its pinned dependencies and the embedded default's MPI stacks"
 	@echo "make test       run the test suite (pytest)"
 	@echo "make run        run every experiment this machine can run (reframe -C $(CONFIG) -c reframe-checks -r)"
+	@echo "make report     this system beside the papers, its history and its link limits (HTML + Markdown)"
+	@echo "make nightly    run, store, compare with the history; fails on a failed check or a regression"
 	@echo "make where      print where results are stored"
 	@echo "make baseline   write references for this system from its last 5 sessions"
 	@echo "make refs       validate the papers' reference data (reference-data/)"
@@ -48,6 +50,15 @@ test:
 run:
 	@$(BIN)/reframe -C $(CONFIG) -c reframe-checks -r; status=$$?; \
 	 echo; $(BIN)/ibrepro where; exit $$status
+
+# This system beside the papers, its history and its link limits: reports/<system>/<timestamp>/
+report:
+	$(BIN)/ibrepro report
+
+# The nightly mode: run, store, compare with the history; non-zero on a failed check or a regression.
+nightly:
+	@$(BIN)/reframe -C $(CONFIG) -c reframe-checks -r --mode nightly; status=$$?; \
+	 $(BIN)/ibrepro report --nightly || status=$$?; exit $$status
 
 where:
 	@$(BIN)/ibrepro where

@@ -3,8 +3,8 @@
 #
 #   ci/nightly.sh run             run the checks once (reframe --mode=nightly); the session is stored
 #   ci/nightly.sh generate FILE   GitLab child pipeline, one job per test case (reframe --ci-generate)
-#   ci/nightly.sh report          compare this nightly with the previous one, write the report
-#                                 directory; exit 1 if a check failed or performance regressed
+#   ci/nightly.sh report          this night against its history (ibrepro report --nightly): the report
+#                                 directory (index.html, summary.md); exit 1 if performance regressed
 #
 # Environment (all optional):
 #   IBREPRO_CONFIG      ReFrame configuration               (configs/ci-cluster.py)
@@ -13,8 +13,6 @@
 #                       (the CI run id; default: the date and time)
 #   IBREPRO_HOME        results database and reports: must persist from one night to the next
 #   IBREPRO_REPORT_DIR  where the report is written       (nightly-report)
-#   IBREPRO_REGRESSION_PCT  a performance value this much worse than the previous night is a
-#                       regression (20; lower is better for us and s, higher for the rest)
 #   IBREPRO_CHILD_TAGS  runner tags of the GitLab child jobs, comma-separated (ibrepro-batch)
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -66,64 +64,9 @@ PY
 }
 
 report() {
+  # this night beside the papers, the history and the link limits; exit 1 on a regression
   mkdir -p "$REPORT_DIR"
-  if ibrepro report --help 2>/dev/null | grep -q -- '--nightly'; then
-    # the project's report: history, papers, link limits; exit 1 on regression
-    ibrepro report --nightly | tee "$REPORT_DIR/report.md"
-    return "${PIPESTATUS[0]}"
-  fi
-
-  # Until `ibrepro report --nightly` exists: ReFrame's own comparison, this night (lhs) against
-  # the last value of every earlier night (rhs).
-  local this="nightly=='$IBREPRO_NIGHTLY'" earlier="nightly!='$IBREPRO_NIGHTLY'"
-  reframe -C "$CONFIG" --describe-stored-sessions="now-7d:now?$this" > "$REPORT_DIR/sessions.json"
-  reframe -C "$CONFIG" --performance-compare="now-7d:now?$this/now-90d:now?$earlier/last:/+presult" \
-          --table-format=csv > "$REPORT_DIR/compare.csv"
-  "$PYTHON" - "$REPORT_DIR" "$IBREPRO_NIGHTLY" "${IBREPRO_REGRESSION_PCT:-20}" <<'PY'
-import csv
-import json
-import sys
-from pathlib import Path
-
-out, nightly, pct = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
-sessions = json.loads((out / 'sessions.json').read_text())
-rows = list(csv.DictReader((out / 'compare.csv').read_text().splitlines()))
-lines = [f'# Nightly {nightly}', '']
-problems = []
-if not sessions:
-    problems.append(f'no session of nightly {nightly} is stored in the results database')
-
-for s in sessions:
-    info = s['session_info']
-    lines.append(f"* session {info['uuid']}: {info['num_cases']} test case(s), "
-                 f"{info['num_failures']} failure(s)")
-    for run in s['runs'][-1:]:
-        for tc in run['testcases']:
-            if tc['result'] != 'pass':
-                problems.append(f"{tc['name']} @{tc['system']}:{tc['partition']}+{tc['environ']}: "
-                                f"{tc['fail_phase']}: {tc['fail_reason']}")
-
-lines += ['', '| test | sysenv | pvar | unit | this night | previous | change | result |', '|---|---|---|---|---|---|---|---|']
-for r in rows:
-    now, before = r['pval (last) (lhs)'], r['pval (last) (rhs)']
-    change = ''
-    try:
-        now, before = float(now), float(before)
-        worse = (now - before) / before * 100 * (1 if r['punit'] in ('us', 's') else -1)
-        change = f'{worse:+.1f}% worse' if worse > 0 else f'{-worse:.1f}% better'
-        if worse > pct:
-            problems.append(f"{r['name']} {r['sysenv']} {r['pvar']}: {before} -> {now} {r['punit']} "
-                            f"({worse:.1f}% worse than the previous night, limit {pct}%)")
-    except (ValueError, ZeroDivisionError):
-        pass       # no previous night for this value
-    lines.append(f"| {r['name']} | {r['sysenv']} | {r['pvar']} | {r['punit']} | {now} | {before} | "
-                 f"{change} | {r['presult (lhs)']} |")
-
-lines += ['', '## Problems', ''] + [f'* {p}' for p in problems or ['none']]
-(out / 'report.md').write_text('\n'.join(lines) + '\n')
-print('\n'.join(lines))
-sys.exit(1 if problems else 0)
-PY
+  ibrepro report --nightly --output-dir "$REPORT_DIR"
 }
 
 case ${1:-} in

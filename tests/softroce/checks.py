@@ -3,8 +3,8 @@
 `softroce_rdma_devices` runs one command in the guest through the partition's `softroce` launcher.
 The perftest checks are the verbs families' own machinery (ibrepro.rfm.perftest.PerftestFlows: flows run
 by `ibrepro pair`, placed through the partition's `node_exec`, parsed by ibrepro.parsers) with one message
-size and few iterations, so that they take seconds under TCG; they also apply the partition's
-`perftest_options` (a QP timeout for emulated nodes), which the families do not read yet.
+size and few iterations, so that they take seconds under TCG (the partition's `perftest_options`, a QP
+timeout for emulated nodes, apply as in every family).
 """
 
 import reframe as rfm
@@ -34,9 +34,6 @@ class _PerftestSmoke(PerftestFlows):
     iterations = 100
     pair_timeout = 300
     tags = {'smoke'}
-
-    def options(self):
-        return super().options() + list(self.current_partition.extras.get('perftest_options', []))
 
 
 @rfm.simple_test

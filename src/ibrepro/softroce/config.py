@@ -109,9 +109,8 @@ def guest_tools():
     if not manifest or not manifest.exists():
         return []
 
-    extras = [Path(line.split(' ', 1)[1]) / 'bin' for line in manifest.read_text().splitlines()
-              if line.startswith('extra ')]
-    return [tool for tool in rfmconfig.tool_features(extras) if tool in GUEST_TOOLS] if extras else []
+    names = {line.split(' ', 1)[1] for line in manifest.read_text().splitlines() if line.startswith('extra-bin ')}
+    return [tool for tool in GUEST_TOOLS if set(rfmconfig.TOOL_BINARIES[tool]) & names]
 
 
 def environment():

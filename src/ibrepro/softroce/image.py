@@ -386,6 +386,8 @@ def build(cache, extra=None, log=print):
             + ''.join(f'deb {debs[p]}\n' for p in PACKAGES)
             + ''.join(f'module {m}\n' for m in modules)
             + (f'extra {Path(extra).resolve()}\n' if extra else '')
+            # what the guests can run, by name: the extra directory may be gone when the image is reused
+            + ''.join(f'extra-bin {p.name}\n' for p in (sorted((Path(extra) / 'bin').glob('*')) if extra else []))
             + ''.join(f'host-lib {lib}\n' for lib in added))
 
     _prune(image.parent)
