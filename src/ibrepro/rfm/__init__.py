@@ -170,20 +170,13 @@ def _sizes_text(sizes):
 
 
 def _missing_binary(stderr, executable):
+    """A clear message if the launcher or shell could not find the benchmark binary, else None."""
     for line in stderr.splitlines():
-        if executable in line and ('command not found' in line or 'No such file' in line
-                                   or 'Unable to run' in line or 'cannot execute' in line
-                                   or 'unable to find the specified executable' in line):
+        names_it = executable in line and any(
+            sign in line for sign in ('command not found', 'No such file', 'Unable to run', 'cannot execute'))
+        # Open MPI names the executable on a later line
+        if names_it or 'unable to find the specified executable' in line:
             return (f'{executable!r} not found in this environment: provide it through the partition\'s '
                     f'environment (make setup, a Spack view, modules or PATH) ({line.strip()})')
-
-    return None
-
-
-def slots(partition):
-    """How many MPI processes a partition holds without oversubscription (extras ``nodes`` x ``cores``)."""
-    extras = partition.extras
-    if 'nodes' in extras and 'cores_per_node' in extras:
-        return int(extras['nodes']) * int(extras['cores_per_node'])
 
     return None
