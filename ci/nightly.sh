@@ -64,8 +64,17 @@ PY
 }
 
 report() {
-  # this night beside the papers, the history and the link limits; exit 1 on a regression
+  # this night beside the papers, the history and the link limits; exit 1 on a regression, or when the
+  # night stored no session at all (a run whose results never reached the database)
   mkdir -p "$REPORT_DIR"
+  "$PYTHON" - "$IBREPRO_NIGHTLY" <<'PY' || exit 1
+import sys
+from ibrepro import results
+
+night = sys.argv[1]
+if not any(r['session_info'].get('nightly') == night for r in results.stored_sessions()):
+    sys.exit(f'no session of nightly {night} is stored in the results database')
+PY
   ibrepro report --nightly --output-dir "$REPORT_DIR"
 }
 

@@ -330,18 +330,14 @@ def test_nightly_run_store_compare_report(tmp_path):
         run = _nightly(tmp_path, 'run', night)
         assert run.returncode == 0, run.stdout + run.stderr
 
-    ok = _nightly(tmp_path, 'report', 'night2', IBREPRO_REGRESSION_PCT='1e9')
+    ok = _nightly(tmp_path, 'report', 'night2')
     assert ok.returncode == 0, ok.stdout + ok.stderr
-    report = (tmp_path / 'nightly-night2' / 'report.md').read_text()
-    assert '| ClusterPingPong | ci-cluster:veth+mpich | bw_1048576 | MB/s |' in report
-    assert '<no data>' not in report                 # night1 is the previous night of every value
-    assert '* none' in report
-
-    # any change beyond a negative limit counts as a regression: the report fails and says why
-    strict = _nightly(tmp_path, 'report', 'night2', IBREPRO_REGRESSION_PCT='-1e9')
-    assert strict.returncode == 1
-    assert 'worse than the previous night' in (tmp_path / 'nightly-night2' / 'report.md').read_text()
+    (summary,) = (tmp_path / 'nightly-night2').glob('ci-cluster/*/summary.md')
+    assert summary.read_text().startswith('## ibrepro report: ci-cluster') and 'History test' in summary.read_text()
+    assert (summary.parent / 'index.html').exists()
+    # two nights are too short a history to judge: the report says so instead of guessing
+    assert 'nothing tested: the history has fewer than' in ok.stdout
 
     missing = _nightly(tmp_path, 'report', 'night3')
     assert missing.returncode == 1
-    assert 'no session of nightly night3 is stored' in missing.stdout
+    assert 'no session of nightly night3 is stored' in missing.stderr
