@@ -358,3 +358,12 @@ def test_nightly_fails_on_a_real_regression_and_passes_without(history):
                       '--min-effect', '1.0')
     assert proc.returncode == 0, output(proc)
     assert 'local: no regression in' in proc.stdout
+
+
+def test_labels_say_what_carries_the_messages():
+    ci = {'veth': {'extras': {'nodes': 2, 'interconnect': 'namespace nodes, TCP over veth'}}}
+    assert report._labels('ci-cluster', ci) == ['namespace nodes, TCP over veth: not an RDMA network']
+    emulated = {'nodes2': {'extras': {'nodes': 2, 'emulated': True, 'rdma_devices': ['rxe2'],
+                                      'interconnect': 'soft-RoCE (rdma_rxe, RoCE v2) in QEMU TCG guests'}}}
+    assert report._labels('softroce', emulated) == [report.LABEL_EMULATED]
+    assert report._labels('local', {'default': {'extras': {'nodes': 1}}}) == [report.LABEL_LOCAL]

@@ -341,6 +341,10 @@ def _labels(system, platforms):
         labels.append(LABEL_EMULATED)
     if system == 'local' and all(int(e.get('nodes', 1)) == 1 for e in extras):
         labels.append(LABEL_LOCAL)
+    # several nodes without RDMA (e.g. the CI cluster's namespace nodes): say what carries the messages
+    labels += sorted({f'{e["interconnect"]}: not an RDMA network' for e in extras
+                      if int(e.get('nodes', 1)) > 1 and e.get('interconnect') and not e.get('rdma_devices')
+                      and not e.get('emulated')})
     return labels
 
 
