@@ -90,6 +90,8 @@ cluster-status:
 cluster-smoke:
 	$(BIN)/reframe -C configs/ci-cluster.py -c ci/cluster/checks -r
 	$(BIN)/reframe -C configs/ci-cluster.py -c reframe-checks -r $(CLUSTER_SMOKE)
+	IBREPRO_HOME=$${IBREPRO_HOME:-$${IBREPRO_CLUSTER_DIR:-/tmp/ibrepro-cluster}/ibrepro-home} \
+	    $(BIN)/ibrepro report --system ci-cluster
 
 # Up, smoke, the fault tests, down: the cluster is torn down whatever happened.
 cluster-test:
