@@ -341,3 +341,12 @@ def test_nightly_run_store_compare_report(tmp_path):
     missing = _nightly(tmp_path, 'report', 'night3')
     assert missing.returncode == 1
     assert 'no session of nightly night3 is stored' in missing.stderr
+
+
+def test_second_up_refuses_and_leaves_the_cluster_running():
+    # up.sh clears the leftovers of a killed run, but must never touch a cluster that is alive
+    proc = subprocess.run([CLUSTER_SCRIPTS / 'up.sh'], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert 'already up' in proc.stderr, proc.stderr
+    assert 'clearing leftovers' not in proc.stdout
+    assert _cluster_up()

@@ -39,8 +39,18 @@ RUN=$CLUSTER_DIR/run
 LOG=$CLUSTER_DIR/log
 export SLURM_CONF=$ETC/slurm.conf
 
-# pid_alive FILE: true when FILE names a running process
-pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# pid_alive FILE: true when FILE names a running process that is the daemon the file is named after
+# (slurmd-node1.pid: slurmd; mysqld.pid: mariadbd). A PID file left by a killed run may name a PID
+# that the kernel has since given to something else: that process is not ours to stop.
+pid_alive() {
+  [ -s "$1" ] || return 1
+  local pid want comm
+  pid=$(cat "$1")
+  comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
+  want=$(basename "$1" .pid); want=${want%%-*}
+  [ "$want" = mysqld ] && want=mariadbd
+  [ "$comm" = "$want" ]
+}
 
 # netns_exists NAME
 netns_exists() { [ -e "/run/netns/$1" ]; }

@@ -23,7 +23,7 @@ stop_pid() {
   kill -KILL "$pid" 2>/dev/null || true
 }
 # stop_pidfile NAME FILE
-stop_pidfile() { if [ -s "$2" ]; then stop_pid "$1" "$(cat "$2")"; fi; rm -f "$2"; }
+stop_pidfile() { if pid_alive "$2"; then stop_pid "$1" "$(cat "$2")"; fi; rm -f "$2"; }
 
 # 1. jobs: cancel them and wait until the queue is empty (job steps outlive a stopped slurmd)
 if pid_alive "$RUN/slurmctld.pid"; then

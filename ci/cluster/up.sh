@@ -23,7 +23,21 @@ die() { echo "up.sh: ERROR: $*" >&2; exit 1; }
 for f in "$RUN"/*.pid; do
   [ -e "$f" ] && pid_alive "$f" && die "already up ($(basename "$f" .pid) is running, PID $(cat "$f")); run $HERE/down.sh first"
 done
-netns_exists "$NS_SWITCH" && die "network namespace $NS_SWITCH exists (a cluster is up or was not torn down); run $HERE/down.sh"
+# Network objects of an earlier cluster: refuse while a process lives in a node namespace (a cluster
+# started from another work directory); otherwise they are leftovers of a run that was killed (or of a
+# machine image taken while a cluster was up), and down.sh clears them.
+leftovers=""
+for ns in $(for i in $(seq "$NUM_NODES"); do ns_node "$i"; done) "$NS_SWITCH"; do
+  netns_exists "$ns" || continue
+  leftovers="$leftovers $ns"
+  pids=$(echo $(ip netns pids "$ns" 2>/dev/null))
+  [ -n "$pids" ] && die "network namespace $ns has running processes (PIDs $pids): a cluster is up; run $HERE/down.sh"
+done
+ip link show "$HEAD_IF" >/dev/null 2>&1 && leftovers="$leftovers $HEAD_IF"
+if [ -n "$leftovers" ]; then
+  lap "clearing leftovers of an earlier cluster (no process of it runs):$leftovers"
+  "$HERE/down.sh" | sed 's/^/    /'
+fi
 
 # ---- 1. packages --------------------------------------------------------------------------------
 # slurm daemons + client, munge, accounting (slurmdbd + MariaDB, so `sacct` works and ReFrame's
