@@ -120,6 +120,13 @@ def test_intra_node_sessions_answer_the_papers_intra_node_numbers():
     assert all('the paper measured between nodes' in ' '.join(o['notes']) for o in bibw['other'])
     # variants of one figure share a plot
     assert any(f['name'] == 'BufferReuse (3 cases)' for f in model['figures'])
+    # our overhead and overlap benchmarks are drawn in their own metric, beside 002 Fig. 3's host overheads
+    figures = {f['name']: f for f in model['figures']}
+    overhead = figures['HostOverhead %layout=1x2']
+    assert overhead['metric'] == 'overhead' and 'host overhead (us)' in overhead['alt']
+    assert {o['id'] for o in overhead['other']} == {'002-fig3-overhead-ib', '002-fig3-overhead-myrinet',
+                                                    '002-fig3-overhead-quadrics'}
+    assert figures['OverlapPotential %layout=1x2']['metric'] == 'overlap'
 
 
 def test_headline_numbers_are_the_measured_values_beside_the_papers():

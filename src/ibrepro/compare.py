@@ -22,7 +22,7 @@ from . import topology as ibtopology
 
 #: Entry metric -> the prefix of the performance variables that measure it.
 METRIC_VARIABLE = {'latency': 'lat', 'bidirectional latency': 'lat', 'bandwidth': 'bw',
-                   'bidirectional bandwidth': 'bw', 'time': 'time'}
+                   'bidirectional bandwidth': 'bw', 'time': 'time', 'host overhead': 'overhead'}
 
 #: Entry parameters that need not be parameters of the case: they are compared with its process count.
 PROCESS_PARAMETERS = ('nodes', 'processes')

@@ -350,7 +350,8 @@ def _labels(system, platforms):
 
 # -- the papers ------------------------------------------------------------------------------------
 
-_UNITS = {'lat': 'latency (us)', 'bw': 'bandwidth (MB/s = 10^6 B/s)', 'time': 'time (s)'}
+_UNITS = {'overhead': 'host overhead (us)', 'overlap': 'overlap potential (us)', 'lat': 'latency (us)',
+          'bw': 'bandwidth (MB/s = 10^6 B/s)', 'time': 'time (s)'}
 
 
 def _papers(current, topologies):
@@ -366,7 +367,7 @@ def _papers(current, topologies):
             continue
         topo = topologies.get(partition)
         relative = {e['id']: e for e in statements if compare.related(e, case)}
-        for prefix in ('lat', 'bw', 'time'):
+        for prefix in _UNITS:   # a figure without a stated value shows the first: a benchmark's own metric
             if not (compare.curve(variables, prefix) or prefix in variables):
                 continue
             group = groups.setdefault((tuple(figure_tags), prefix), {
