@@ -10,9 +10,12 @@ libfabric TCP instead of shared memory: a real regression).
 import copy
 import importlib.util
 import json
+import math
 import re
 import sqlite3
 import statistics
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -365,6 +368,39 @@ def test_nightly_fails_on_a_real_regression_and_passes_without(history):
                       '--min-effect', '1.0')
     assert proc.returncode == 0, output(proc)
     assert 'local: no regression in' in proc.stdout
+
+
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / 'scripts' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@needs_impi
+@pytest.mark.integration
+def test_false_alarm_replay_counts_the_nights_that_would_have_alarmed(history):
+    runner, _ = history
+    proc = subprocess.run([sys.executable, ROOT / 'scripts' / 'history_false_alarms.py', '--db', runner.db,
+                           '--window', '3', '--min-history', '2', '--min-effect', '1.0'],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, output(proc)
+    nights = re.findall(r'^night +(\d+) .*?: (\d+) test case\(s\), (\d+) alarm', proc.stdout, re.M)
+    # runs 3 and 4 have two before them; only the TCP session (run 4) alarms, on the PingPong test case
+    assert [(n, a) for n, _, a in nights] == [('3', '0'), ('4', '1')], proc.stdout
+    alarmed = next(line for line in proc.stdout.splitlines() if line.startswith('night    4 '))
+    assert '[IMBPointToPoint %benchmark=PingPong %layout=1x2 +' in alarmed, alarmed
+    assert 'nights tested: 2; nights with an alarm: 1' in proc.stdout
+
+
+def test_false_alarm_rate_bound_is_clopper_pearson():
+    bound = _script('history_false_alarms').upper_bound
+    assert bound(0, 300) == pytest.approx(1 - 0.05 ** (1 / 300))     # the "rule of three": about 1 %
+    assert bound(0, 300) == pytest.approx(0.00994, abs=1e-5)
+    for failures, trials in [(1, 20), (3, 150)]:
+        p = bound(failures, trials)
+        tail = sum(math.comb(trials, k) * p ** k * (1 - p) ** (trials - k) for k in range(failures + 1))
+        assert tail == pytest.approx(0.05, abs=1e-6) and p > failures / trials
 
 
 def test_labels_say_what_carries_the_messages():
