@@ -60,6 +60,14 @@ class Page(HTMLParser):
         return ' '.join(' '.join(self.text).split())
 
 
+def _script(name):
+    """A script of scripts/, imported as a module."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / 'scripts' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def run_report(runner, *args):
     return runner.ibrepro('report', '--output-dir', str(runner.home / 'reports'), *args)
 
@@ -230,9 +238,7 @@ def test_broken_and_partial_run_reports_are_named_and_the_rest_reported(runner, 
 
 def test_the_sessions_of_one_nightly_run_are_one_run(runner, tmp_path):
     """CI child pipelines store one session per test case; sessions sharing a `nightly` extra are one night."""
-    spec = importlib.util.spec_from_file_location('bench_report', ROOT / 'scripts' / 'bench_report.py')
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = _script('bench_report')
     data = json.loads(FIXTURE.read_text())
     cases = data['runs'][0]['testcases']
     db = tmp_path / 'results.db'
@@ -368,13 +374,6 @@ def test_nightly_fails_on_a_real_regression_and_passes_without(history):
                       '--min-effect', '1.0')
     assert proc.returncode == 0, output(proc)
     assert 'local: no regression in' in proc.stdout
-
-
-def _script(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / 'scripts' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @needs_impi
