@@ -11,10 +11,9 @@ Consecutive nights share most of their baseline, so the nights are not independe
 """
 
 import argparse
-import dataclasses
 import math
 
-from ibrepro import plots, report, results, stats
+from ibrepro import plots, report, results
 
 
 def upper_bound(failures, trials, confidence=0.95):
@@ -35,12 +34,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--db', help='results database (default: ibrepro where)')
     parser.add_argument('--system', default='local')
-    defaults = stats.Method()
-    for field in dataclasses.fields(stats.Method):
-        parser.add_argument(f'--{field.name.replace("_", "-")}', type=type(getattr(defaults, field.name)),
-                            default=getattr(defaults, field.name))
+    report.add_method_arguments(parser)
     args = parser.parse_args()
-    method = stats.Method(**{f.name: getattr(args, f.name) for f in dataclasses.fields(stats.Method)})
+    method = report.method_of(args)
 
     # counting alarms needs no pictures
     plots.trend = plots.paper_figure = lambda *a, **k: ''

@@ -617,6 +617,20 @@ _METHOD_HELP = {
 }
 
 
+def add_method_arguments(parser):
+    """One option per parameter of the history test (stats.Method), with its default."""
+    defaults = stats.Method()
+    for field in dataclasses.fields(stats.Method):
+        parser.add_argument(f'--{field.name.replace("_", "-")}', type=type(getattr(defaults, field.name)),
+                            default=getattr(defaults, field.name), metavar='X',
+                            help=f'history test: {_METHOD_HELP[field.name]} (default {getattr(defaults, field.name)})')
+
+
+def method_of(args):
+    """The stats.Method of parsed add_method_arguments options (ValueError when out of range)."""
+    return stats.Method(**{f.name: getattr(args, f.name) for f in dataclasses.fields(stats.Method)})
+
+
 def add_cli(subparsers):
     p = subparsers.add_parser('report', help='HTML and Markdown reports: the papers, the history, the link limit',
                               description=__doc__ + '\n\nThe history test:\n' + stats.__doc__.split('=\n', 1)[1],
@@ -633,11 +647,7 @@ def add_cli(subparsers):
                    help='write DIR/<system>/<timestamp>/ (default: reports/ of the checkout)')
     p.add_argument('--history', type=int, default=DEFAULT_HISTORY, metavar='N',
                    help=f'runs in trends and available as baseline (default {DEFAULT_HISTORY})')
-    defaults = stats.Method()
-    for field in dataclasses.fields(stats.Method):
-        p.add_argument(f'--{field.name.replace("_", "-")}', type=type(getattr(defaults, field.name)),
-                       default=getattr(defaults, field.name), metavar='X',
-                       help=f'history test: {_METHOD_HELP[field.name]} (default {getattr(defaults, field.name)})')
+    add_method_arguments(p)
     p.add_argument('--nightly', action='store_true',
                    help='print the regressions; exit 1 when there is one, 0 when there is none')
     p.set_defaults(func=_cli)
@@ -645,7 +655,7 @@ def add_cli(subparsers):
 
 def _cli(args):
     try:
-        method = stats.Method(**{f.name: getattr(args, f.name) for f in dataclasses.fields(stats.Method)})
+        method = method_of(args)
         history = max(args.history, method.window + method.confirm)
         inputs = select(db=args.db, sessions=args.sessions, last=args.last,
                         since=parse_since(args.since) if args.since else None, report_files=args.report,

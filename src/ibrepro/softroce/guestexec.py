@@ -22,6 +22,8 @@ class GuestError(RuntimeError):
     """The guest could not be reached, or went away while a command ran."""
 
 
+# The framing twins send/recv_exact/recv_frame of ci/softroce/agent.py: the agent runs in the guest's bare
+# python3 and cannot import ibrepro.
 def _send(sock, kind, payload=b''):
     sock.sendall(kind + struct.pack('>I', len(payload)) + payload)
 
