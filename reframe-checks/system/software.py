@@ -25,7 +25,7 @@ class SoftwareVersions(rfm.RunOnlyRegressionTest):
     # The interpreter running ReFrame has ibrepro installed; the job runs it with the environment's paths.
     executable = sys.executable
     executable_opts = ['-m', 'ibrepro.cli', 'software', '--json']
-    tags = {'system', 'software'}
+    tags = {'system', 'software', 'nightly'}
 
     #: `ibrepro software --json` in this environment (set after the run)
     software = variable(dict, value={}, loggable=True)

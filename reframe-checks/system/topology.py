@@ -27,7 +27,7 @@ class RdmaTopology(rfm.RunOnlyRegressionTest):
     num_tasks = 1
     # The interpreter running ReFrame has ibrepro installed; the job runs it on the node.
     executable = sys.executable
-    tags = {'system', 'topology'}
+    tags = {'system', 'topology', 'nightly'}
 
     #: sysfs root to read on the node (another root only for tests or containers)
     sysfs_root = variable(str, value='/sys')

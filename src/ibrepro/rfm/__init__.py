@@ -3,7 +3,8 @@
 A check says which experiments of the papers it reproduces, which tool prints its output and which table of
 that output it reports; :class:`PaperExperiment` then
 
-* tags it (``exp11``, ``s000``, ``s000-fig12``, the tool and the level),
+* tags it (``exp11``, ``s000``, ``s000-fig12``, the tool and the level; ``nightly`` for the subset that covers
+  every figure of the papers once, reference-data/nightly.yaml),
 * judges it against ``reference-data/systems/<system>/references.yaml`` when that file exists (ReFrame's
   ``$ref`` references, indexed by partition, environment and the check's parameters),
 * fails sanity with the parser's diagnosis (the tool's own failure report, an MPI abort, an incomplete sweep,
@@ -112,6 +113,10 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: How the job's processes were bound (launcher options and MPI variables), as applied (set before the run).
     binding = variable(str, value='', loggable=True)
 
+    #: Nodes one job of this case needs (the layout's, two for client/server verbs flows): what a CI job that
+    #: runs only this case asks its scheduler for (ci/nightly.sh generate).
+    job_nodes = variable(int, value=1, loggable=True)
+
     @run_after('init')
     def _whole_nodes(self):
         self.exclusive_access = True     # performance runs get whole nodes (the local scheduler ignores it)
@@ -126,6 +131,8 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             tags = catalog.tags_for(self.experiments)
 
         self.tags |= tags | {self.tool, self.level}
+        if self.display_name in nightly_cases():
+            self.tags.add('nightly')
         self.reference_index = sorted(type(self).param_space.params)
         if not self.reference:
             self._use_system_references()
@@ -304,6 +311,18 @@ def representative(values, paper_sizes=None):
             chosen.append(name)
     chosen += [f'{m}_{s}' for m, s in smallest.items()]
     return sorted(set(chosen))
+
+
+@functools.lru_cache(maxsize=None)
+def nightly_cases():
+    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py)."""
+    import yaml
+
+    try:
+        with open(paths.REFERENCE_DATA / 'nightly.yaml') as fp:
+            return frozenset(c['case'] for c in yaml.safe_load(fp)['cases'])
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return frozenset()
 
 
 @functools.lru_cache(maxsize=None)

@@ -178,6 +178,7 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
         # a hard requirement: partitions without an RDMA port (or the other features) are not candidates
         needs = ' '.join(f'+{f}' for f in self.required_partition_features)
         self.valid_systems = [f'+ib {needs}'.strip(), f'+roce {needs}'.strip()]
+        self.job_nodes = 2      # the papers' verbs tests run between two nodes (one node only where there is one)
 
     # -- what runs --------------------------------------------------------------------------------------
 
