@@ -92,6 +92,23 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: Message sizes the output must contain; an output missing one fails as an incomplete sweep.
     expected_sizes = variable(typ.List[int], value=[])
 
+    # The knobs every family takes under the same name (``-S message_sizes=1:64K -S iterations=100``); each family
+    # maps them to its tool's options and says in its docstring what its tool cannot take.
+
+    #: Message sizes: empty for the tool's full sweep (which covers the papers' figures), else ``MIN:MAX`` (the
+    #: powers of two between, ``K``/``M``/``G`` = 2^10/2^20/2^30) or ``N1,N2,...``.
+    message_sizes = variable(str, value='')
+
+    #: Timed iterations per message size; None: the family's default (the papers' count where they state one,
+    #: else the tool's).
+    iterations = variable(int, type(None), value=None)
+
+    #: Warm-up iterations per message size; None: the tool's default.
+    warmup = variable(int, type(None), value=None)
+
+    # ``window`` (messages in flight, the papers' W) is the fourth common name: a variable of the bandwidth
+    # families where it is a knob, a parameter where the papers sweep it (OSUBandwidth %window=16).
+
     #: Why the check was skipped on this partition and environment ('' when it ran): kept in the run
     #: report, where ReFrame itself records no skip reason.
     skip_reason = variable(str, value='')
@@ -158,6 +175,14 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     def program_name(self):
         """The benchmark program the case runs (families override); None: nothing to look for."""
         return None
+
+    def deprecated(self, old, new, value, default):
+        """The value of a renamed knob: ``new`` unless only the old name ``old`` was set (with a warning)."""
+        if value == default:
+            return None
+        from reframe.core.logging import getlogger
+        getlogger().warning(f'{self.name}: {old!r} is deprecated and goes in the next release: use {new!r}')
+        return value
 
     @run_after('setup')
     def _skip_without_program(self):
