@@ -225,10 +225,14 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         try:
             parsed = parsers.parse_text(stdout, source=f'{self.name} stdout', tool=self.tool)
             table = parsed.table(self.table_benchmark or None, **self.table_params)
-        except parsers.ParseError as err:
+        except parsers.BenchmarkFailed as err:
             own = _own_failure(stderr, self.name, self.tool)     # tools that report errors on stderr
             raise SanityError(own or f'{err}' + (f' ({abort})' if abort and abort not in str(err) else '')) \
                 from None
+        except parsers.ParseError as err:
+            # no benchmark output: the launcher's or MPI's own words say why (a refusal, a PMI mismatch)
+            own = _own_failure(stderr, self.name, self.tool)
+            raise SanityError(own or (f'{abort} [{err}]' if abort else str(err))) from None
 
         if abort:
             raise SanityError(f'{self.tool}: {abort}')
