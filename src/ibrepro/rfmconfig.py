@@ -305,6 +305,10 @@ def local_system(environments=None):
 def site_configuration(systems, environments, *, modes=()):
     """A complete ReFrame configuration for ``systems``, with ibrepro's storage, reports and references."""
     home = paths.data_home()
+    if any(c.isspace() for c in str(home)):
+        # ReFrame's job scripts and local scheduler split the stage directory's path at white space
+        raise ValueError(f'the ibrepro data directory {str(home)!r} has white space in its path, which ReFrame '
+                         'cannot run jobs in: set IBREPRO_HOME to a directory without')
     for sub in ('logs', 'perflogs', paths.run_reports_dir().name):
         (home / sub).mkdir(parents=True, exist_ok=True)
 
