@@ -235,3 +235,23 @@ def test_the_knobs_reach_the_tools(reframe):
     assert cases['HostOverhead']['executable_opts'][:4] == ['-m', '4:64', '-i', '20']
     sizes = {pv.variable for pv in results.perf_values(report) if pv.check == 'HostOverhead'}
     assert {'lat_4', 'lat_64', 'overhead_4', 'overhead_64'} <= sizes and 'lat_128' not in sizes
+
+
+@pytest.mark.parametrize('args, name', [
+    (['-S', 'IMBPointToPoint.imb_binary=IMB-MPI1;touch pwned'], 'imb_binary'),
+    (['-S', 'IMBPointToPoint.imb_binary=$(touch pwned)'], 'imb_binary'),
+    (['-S', 'HostOverhead.program=ibrepro_overhead\ntouch pwned'], 'program'),
+])
+def test_names_that_reach_job_scripts_refuse_shell_syntax(reframe, tmp_path, args, name):
+    proc = reframe('--dry-run', '--nocolor', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2',
+                   '-n', 'HostOverhead%layout=1x2', *args)
+    assert f'{name}=' in proc.stdout and 'a program or directory name may not contain' in proc.stdout, output(proc)
+    assert not list(reframe.home.rglob('pwned')) and not (ROOT / 'pwned').exists()
+
+
+def test_options_reach_job_scripts_as_single_words(reframe):
+    proc = reframe('--dry-run', '--nocolor', '-n', 'HostOverhead%layout=1x2',
+                   '-S', 'HostOverhead.extra_options=-v,$(touch pwned) `id`')
+    assert proc.returncode == 0, output(proc)
+    (script,) = reframe.home.rglob('HostOverhead_*/rfm_job.sh')
+    assert script.read_text().splitlines()[-1].endswith("ibrepro_overhead -v '$(touch pwned) `id`'")

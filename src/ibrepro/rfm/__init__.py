@@ -19,6 +19,7 @@ that output it reports; :class:`PaperExperiment` then
 import functools
 import os
 import re
+import shlex
 
 import reframe as rfm
 import reframe.core.runtime as rt
@@ -37,6 +38,11 @@ REFERENCES_FILE = 'references.yaml'
 DEFAULT_TIME_LIMIT = '20m'
 
 _SIZE = re.compile(r'(\d+)([KMG]?)', re.I)
+
+#: Test variables that name a program or a directory (they reach job scripts): see ``_refuse_unsafe_names``.
+NAME_VARIABLES = ('imb_binary', 'osu_bin_dir', 'npb_bin_dir', 'npb_binary', 'osu_benchmark', 'program', 'test')
+_SAFE_NAME = re.compile(r'[\w./+@%,:={}-]+')
+_PLAIN_WORD = re.compile(r'[\w./+@%,:=-]+')
 
 
 def size_bytes(text):
@@ -188,6 +194,7 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     def _skip_without_program(self):
         """An environment provides exactly the programs it has: a partial install (OSU's pt2pt directory only,
         NPB with IS and FT only) skips the cases of the programs it lacks, with the reason, instead of failing."""
+        self._refuse_unsafe_names()         # before a name is looked up anywhere
         name = self.program_name()
         programs = self.current_environ.extras.get('programs')
         if not name or programs is None or '/' in name or name in programs:
@@ -270,6 +277,24 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     def _bind(self):
         if not self.binding:
             self.apply_launch_policy()
+
+    def _refuse_unsafe_names(self):
+        """Variables that name a program or a directory reach the job script: a value given with -S (from a CI
+        variable, a shared configuration) with white space, a newline or shell syntax is refused, named."""
+        for name in NAME_VARIABLES:
+            value = getattr(self, name, None)
+            if isinstance(value, str) and value and not _SAFE_NAME.fullmatch(value):
+                bad = sorted({c for c in value if not _SAFE_NAME.fullmatch(c)})
+                raise ValueError(f'{name}={value!r}: a program or directory name may not contain white space, '
+                                 f'newlines or shell characters ({", ".join(map(repr, bad))})')
+
+    @run_before('run', always_last=True)
+    def _quote_command(self):
+        """The command line as ReFrame writes it into the job script: every word shell-quoted (ReFrame joins
+        them with spaces as given), so a path with a space or an option with shell syntax stays one word."""
+        if self.executable and not _PLAIN_WORD.fullmatch(self.executable):
+            self.executable = shlex.quote(self.executable)
+        self.executable_opts = [o if _PLAIN_WORD.fullmatch(o) else shlex.quote(o) for o in self.executable_opts]
 
     def apply_launch_policy(self, tasks_per_node=None, kill_on_bad_exit=False, bind=True):
         """Bind the job's ranks as its launcher and MPI spell it, and record how (:mod:`ibrepro.rfm.launch`)."""
