@@ -140,6 +140,14 @@ def env_copy(tmp_path, name):
     return tmp_path / 'configs' / 'spack' / name
 
 
+@pytest.mark.parametrize('name', ['generic', 'ib-mvapich'])
+def test_audit_configs(tmp_path, name):
+    """`spack audit configs` (also run by spack-packages' CI) with each environment active."""
+    result = spack('-e', str(env_copy(tmp_path, name)), 'audit', 'configs')
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert 'CFG-PACKAGES: passed' in result.stdout and 'CFG-REPOS: passed' in result.stdout
+
+
 @pytest.fixture(scope='module')
 def concretized(tmp_path_factory):
     """name -> (environment directory, `spack concretize` output), each concretized once."""
