@@ -26,10 +26,10 @@ SPACK_COMMIT=2e907202bcc8209a6a62243aab50c179b524cc3b
 SPACK_PACKAGES_TAG=v2026.06.0
 SPACK_PACKAGES_COMMIT=d4f7c711a6a42f1c4d551c8fd10fce9a11340a81
 CLINGO_REQUIREMENT='clingo==5.8.3'
-# What `spack external find` looks for: build tools (not worth rebuilding) and the verbs stack,
-# which must be the system's own on an InfiniBand cluster.
+# What `spack external find` looks for: build tools (not worth rebuilding), the verbs stack,
+# which must be the system's own on an InfiniBand cluster, and numactl (perftest 26.04 links it).
 EXTERNALS=(autoconf automake libtool m4 gmake cmake perl pkgconf bison flex findutils diffutils
-    gawk sed tar gzip xz bzip2 coreutils git rdma-core)
+    gawk sed tar gzip xz bzip2 coreutils git rdma-core numactl)
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DEPS=$ROOT/.deps
@@ -113,6 +113,13 @@ cat >"$pins/repos.yaml" <<EOF
 repos:
   builtin: $DEPS/spack-packages/repos/spack_repo/builtin
 EOF
+cat >"$pins/config.yaml" <<EOF
+# written by scripts/spack-setup.sh: build stages inside the clone, not in the /tmp/\$user
+# directory that every Spack of this user shares
+config:
+  build_stage:
+  - \$spack/var/spack/stage
+EOF
 if [[ -n ${SPACK_MIRROR:-} ]]; then
     [[ $SPACK_MIRROR == *://* ]] || SPACK_MIRROR=file://$(cd "$SPACK_MIRROR" && pwd)
     cat >"$pins/mirrors.yaml" <<EOF
@@ -127,6 +134,12 @@ fi
 run "${spack[@]}" compiler find --scope site
 if [[ ${SPACK_EXTERNALS:-1} != 0 ]]; then
     run "${spack[@]}" external find --scope site "${EXTERNALS[@]}"
+fi
+# perftest includes <infiniband/umad.h> and links libibumad: an rdma-core found in /usr only
+# brings them with the distribution's development package (Debian/Ubuntu: libibumad-dev).
+if [[ -e /usr/include/infiniband/verbs.h && ! -e /usr/include/infiniband/umad.h ]]; then
+    say "warning: /usr/include/infiniband/umad.h is missing: perftest will not build against" \
+        "the system's rdma-core (Debian/Ubuntu: apt-get install libibumad-dev)"
 fi
 
 run "${spack[@]}" -e "$env_dir" concretize "${concretize_flags[@]}"

@@ -1,14 +1,18 @@
 """Static checks of spack-repo/ and configs/spack/ that need no Spack (they run in CI).
 
-What Spack itself would reject, or what would make a build unverifiable, is checked from the
-source: package files parse, directives are well formed, every downloaded version is pinned by
-a checksum or a commit, patches exist, and the environments only name packages and variants
-that exist in ibrepro or in the pinned builtin repository (tests/data/spack-builtin.json,
-dumped from spack-packages v2026.06.0 by tests/data/spack_builtin_facts.py).
+What Spack itself would reject, what a spack-packages reviewer would send back, or what would
+make a build unverifiable, is checked from the source: package files parse, directives are well
+formed, every package names its homepage, licence and maintainers, every downloaded version is
+pinned by a sha256, patches exist, what perftest's configure links is declared, and the
+environments only name packages and variants that exist in ibrepro or in the pinned builtin
+repository (tests/data/spack-builtin.json, dumped from spack-packages v2026.06.0 by
+tests/data/spack_builtin_facts.py). Spack's own audits and spack-packages' lint run in
+tests/test_spack_live.py and tests/test_spack_lint.py.
 """
 
 import ast
 import json
+import os
 import re
 import string
 from dataclasses import dataclass, field
@@ -28,8 +32,6 @@ ENV_FILES = sorted(ENVS_DIR.glob('*/spack.yaml'))
 EXAMPLE_FILES = sorted(ENVS_DIR.glob('*.example.yaml'))
 
 SHA256 = re.compile(r'^[0-9a-f]{64}$')
-COMMIT = re.compile(r'^[0-9a-f]{40}$')
-NETWORK_URL = re.compile(r'^(https?|ftp|git|ssh)://|^[\w.-]+@[\w.-]+:')
 
 #: Keyword arguments each directive accepts (Spack 1.1, package API v2.2).
 DIRECTIVE_KEYWORDS = {
@@ -42,7 +44,12 @@ DIRECTIVE_KEYWORDS = {
     'patch': {'when', 'level', 'working_dir', 'sha256', 'reverse'},
     'license': {'when', 'checked_by'},
     'provides': {'when'},
+    'maintainers': set(),
 }
+#: A GitHub user name (what `maintainers()` takes): letters, digits, single inner hyphens.
+GITHUB_HANDLE = re.compile(r'^[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}$')
+#: An SPDX licence expression of identifiers joined by AND / OR.
+SPDX_EXPRESSION = re.compile(r'^[A-Za-z0-9.+-]+(?: (?:AND|OR) [A-Za-z0-9.+-]+)*$')
 DEPENDENCY_TYPES = {'build', 'link', 'run', 'test'}
 
 
@@ -101,9 +108,14 @@ def load_package(path: Path) -> PackageFile:
             return constants[node.id]
         return _literal(node)
 
-    package.builtin_parents = [
-        pkg_dir_to_pkg_name(m.group(1)) for n in tree.body if isinstance(n, ast.ImportFrom)
-        if (m := re.fullmatch(r'spack_repo\.builtin\.packages\.(\w+)\.package', n.module or ''))]
+    # builtin package classes it subclasses (not mixins such as MpichEnvironmentModifications)
+    builtin_classes = {
+        alias.asname or alias.name: pkg_dir_to_pkg_name(m.group(1))
+        for n in tree.body if isinstance(n, ast.ImportFrom)
+        if (m := re.fullmatch(r'spack_repo\.builtin\.packages\.(\w+)\.package', n.module or ''))
+        for alias in n.names if alias.name == pkg_name_to_class_name(pkg_dir_to_pkg_name(m.group(1)))}
+    package.builtin_parents = [builtin_classes[base.id] for cls in classes for base in cls.bases
+                               if isinstance(base, ast.Name) and base.id in builtin_classes]
     for cls in classes:
         for statement in cls.body:
             if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name):
@@ -198,40 +210,126 @@ def test_directives_are_well_formed(path):
             assert (path.parent / d.args[0]).is_file(), f'{where(package, d)}: no file {d.args[0]}'
 
 
+def is_checkout_uri(node) -> bool:
+    """`CHECKOUT.as_uri()`: the file:// URI of the checkout holding the package repository."""
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr == 'as_uri' and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == 'CHECKOUT')
+
+
 @pytest.mark.parametrize('path', PACKAGE_FILES, ids=lambda p: p.parent.name)
 def test_every_download_is_pinned(path):
-    """A version is fetched by a verified sha256 or a git commit; only a package whose source is
-    the local checkout (a git URL built at run time from file://, never a download) is exempt."""
+    """Every version fetched from the network is an archive with its sha256, so that a source
+    mirror holds checksummed files; only a package built from the local checkout (its `git` is
+    the checkout's file:// URI, never a download) may name a branch instead."""
     package = load_package(path)
     versions = [d for d in package.directives if d.name == 'version']
     sources = {k: package.attributes[k] for k in ('url', 'git', 'list_url') if k in package.attributes}
     if not versions:
         # a subclass of a builtin recipe fetches the builtin's (checksummed) versions
         assert package.builtin_parents and not sources, f'{path}: no version() of its own'
+    local = is_checkout_uri(sources.get('git'))
+    if local:
+        assert set(sources) == {'git'}, f'{path}: built from the checkout, yet downloads {sources}'
+        assert 'CHECKOUT = Path(__file__).resolve().parents[5]' in path.read_text()
     for key, value in sources.items():
-        if isinstance(value, ast.Constant):
-            assert isinstance(value.value, str)
+        assert local or (isinstance(value, ast.Constant) and value.value.startswith('https://')), (
+            f'{path}: {key} is not an https:// URL')
     for d in versions:
-        sha256, commit = d.keywords.get('sha256'), d.keywords.get('commit')
-        if sha256 is not None:
-            assert isinstance(sha256, str) and SHA256.match(sha256), f'{where(package, d)}: sha256'
-        elif commit is not None:
-            assert isinstance(commit, str) and COMMIT.match(commit), f'{where(package, d)}: commit'
-        else:
-            git = sources.get('git')
-            local = (isinstance(git, ast.JoinedStr) and isinstance(git.values[0], ast.Constant)
-                     and git.values[0].value == 'file://')
-            remote = [k for k, v in sources.items()
-                      if isinstance(v, ast.Constant) and NETWORK_URL.match(v.value)]
-            assert local and not remote and set(sources) == {'git'}, (
-                f'{where(package, d)} {d.args[0]!r}: no sha256 or commit, and the package '
-                f'source is not the local checkout')
+        if local:
+            assert set(d.keywords) == {'branch'}, f'{where(package, d)}: the checkout: a branch'
+            continue
+        sha256 = d.keywords.get('sha256')
+        assert isinstance(sha256, str) and SHA256.match(sha256), (
+            f'{where(package, d)} {d.args[0]!r}: no sha256')
+        assert not {'commit', 'tag', 'branch', 'git'} & set(d.keywords), (
+            f'{where(package, d)}: an archive, not a git checkout')
+        url = d.keywords.get('url', '')
+        assert url == '' or url.startswith('https://'), f'{where(package, d)}: url {url!r}'
+
+
+@pytest.mark.parametrize('path', PACKAGE_FILES, ids=lambda p: p.parent.name)
+def test_package_metadata(path):
+    """What `spack info` shows and a spack-packages reviewer asks for: a description, a homepage
+    (`spack audit packages-https` crashes without one), the licence and the maintainers."""
+    package = load_package(path)
+    (cls,) = package.classes
+    assert (ast.get_docstring(cls) or '').strip(), f'{path}: no docstring (the description)'
+    homepage = package.attributes.get('homepage')
+    assert homepage is not None, f'{path}: no homepage'
+    if not (isinstance(homepage, ast.Constant) and homepage.value.startswith('https://')):
+        # the project's own benchmarks: its home is the checkout (docs/spack.md)
+        assert ast.unparse(homepage) == "(CHECKOUT / 'README.md').as_uri()", ast.unparse(homepage)
+        assert (ROOT / 'README.md').is_file()
+    licenses = [d for d in package.directives if d.name == 'license']
+    assert len(licenses) == 1 and 'when' not in licenses[0].keywords, f'{path}: one license()'
+    assert SPDX_EXPRESSION.match(licenses[0].args[0]), f'{path}: {licenses[0].args[0]!r}'
+    maintainers = [name for d in package.directives if d.name == 'maintainers' for name in d.args]
+    assert maintainers, f'{path}: no maintainers()'
+    assert all(isinstance(m, str) and GITHUB_HANDLE.match(m) for m in maintainers), maintainers
+
+
+def depends(package: PackageFile) -> dict:
+    """{spec string: its when= condition (None: always)} of a package's depends_on()."""
+    return {d.args[0]: d.keywords.get('when') for d in package.directives if d.name == 'depends_on'}
+
+
+def test_perftest_declares_what_its_configure_links():
+    """configure.ac of 26.04.17 links libnuma whenever it finds it, and from 25.07 on enables
+    CUDA whenever /usr/local/cuda/include/cuda.h exists: both must come from the spec."""
+    perftest = PACKAGES['perftest']
+    deps = depends(perftest)
+    assert deps['rdma-core'] is None and deps['pciutils+shared'] is None
+    assert deps['numactl'] == '@26.04:'
+    assert deps['cuda'] == '+cuda'
+    (cuda,) = [d for d in perftest.directives if d.name == 'variant' and d.args[0] == 'cuda']
+    assert cuda.keywords['default'] is False
+    (patch,) = [d for d in perftest.directives if d.name == 'patch']
+    assert patch.args[0] == 'no-usr-local-cuda.patch' and patch.keywords['when'] == '@25.07:'
+    removed = [line for line in (perftest.path.parent / patch.args[0]).read_text().splitlines()
+               if line.startswith('-') and not line.startswith('---')]
+    assert removed[0] == '-if test -f "/usr/local/cuda/include/cuda.h"; then'
+    assert not any(line.startswith('+') and not line.startswith('+++')
+                   for line in (perftest.path.parent / patch.args[0]).read_text().splitlines())
 
 
 def test_perftest_keeps_the_release_of_the_fixtures():
+    """Debian 12's perftest 4.5+0.17-1 (the fixtures) is the GitHub tag v4.5-0.17."""
     versions = {d.args[0]: d.keywords for d in PACKAGES['perftest'].directives if d.name == 'version'}
-    assert versions['4.5-0.17'] == {'tag': 'v4.5-0.17',
-                                    'commit': 'e63987c4223b08f8c67390c7f60836ad2bf4a6e0'}
+    assert versions['4.5-0.17'] == {
+        'sha256': 'e0cce1eed8414d9c22e58b5cc65b43718ea341b6020a08266b751695ef2b620a',
+        'url': 'https://github.com/linux-rdma/perftest/archive/refs/tags/v4.5-0.17.tar.gz'}
+
+
+def test_mvapich2_striping_is_its_own_recipe():
+    """Not a subclass (which would re-run the builtin's maintainers, detection and versions):
+    only the releases our patch was checked on, with the builtin's checksums for them."""
+    package = PACKAGES['mvapich2-striping']
+    assert package.builtin_parents == []
+    versions = {d.args[0]: d.keywords for d in package.directives if d.name == 'version'}
+    assert set(versions) == {f'2.3.{n}' for n in range(1, 8)}
+    builtin_sha256 = BUILTIN['packages']['mvapich2']['sha256']
+    for version, keywords in versions.items():
+        assert keywords == {'sha256': builtin_sha256[version]}, version  # not deprecated
+    # the newest checked release is the preferred one, and the one the environment pins
+    env = yaml.safe_load((ENVS_DIR / 'ib-mvapich' / 'spack.yaml').read_text())['spack']
+    assert any(s.startswith('mvapich2-striping@=2.3.7 ') for s in env['specs'])
+    assert not {'executables', 'libraries'} & set(package.attributes), 'no external detection'
+    detection = yaml.safe_load((package.path.parent / 'detection_test.yaml').read_text())
+    (case,) = detection['paths']
+    assert case['results'] == [] and case['layout'][0]['executables'] == ['bin/mpiname']
+    assert 'MVAPICH2 2.3.7' in case['layout'][0]['script']
+    assert [d.args[0] for d in package.directives if d.name == 'provides'] == ['mpi@:3.1']
+    assert depends(package)['rdma-core'] is None
+
+
+def test_ibrepro_benchmarks_builds_the_checkout():
+    package = PACKAGES['ibrepro-benchmarks']
+    versions = {d.args[0]: d.keywords for d in package.directives if d.name == 'version'}
+    assert versions == {'develop': {'branch': 'main'}}
+    (license_,) = [d.args[0] for d in package.directives if d.name == 'license']
+    assert f'license = {{ text = "{license_}" }}' in (ROOT / 'pyproject.toml').read_text()
+    assert depends(package) == {'c': None, 'gmake': None, 'mpi': None, 'rdma-core': '+verbs'}
 
 
 def env_schema():
@@ -300,14 +398,16 @@ def test_environment_is_valid(path):
     assert env['repos'] == {'ibrepro': '../../../spack-repo/spack_repo/ibrepro'}
     assert (path.parent / env['repos']['ibrepro'] / 'repo.yaml').is_file()
     # the ReFrame configuration finds the view at <checkout>/.deps/spack-view/<environment>
-    view_root = path.parent / env['view']['default']['root']
-    assert view_root.resolve() == ROOT / '.deps' / 'spack-view' / path.parent.name
+    # (not resolve(): once built, Spack makes the view a symlink to a versioned directory)
+    view_root = os.path.normpath(path.parent / env['view']['default']['root'])
+    assert view_root == str(ROOT / '.deps' / 'spack-view' / path.parent.name)
 
 
 def test_ib_mvapich_uses_the_striping_mpi():
     env = yaml.safe_load((ENVS_DIR / 'ib-mvapich' / 'spack.yaml').read_text())['spack']
     assert env['packages']['mpi']['require'] == ['mvapich2-striping']
-    assert env['config']['deprecated'] is True  # every mvapich2 is deprecated in v2026.06.0
+    # our own recipe: none of its versions is deprecated (the builtin mvapich2's all are)
+    assert 'config' not in env
     (mpi_spec,) = [s for s in env['specs'] if s.startswith('mvapich2-striping')]
     assert 'ports=2' in mpi_spec and 'striping_threshold=8192' in mpi_spec
 

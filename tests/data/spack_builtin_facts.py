@@ -12,11 +12,14 @@ import spack.repo
 
 #: Builtin packages the ibrepro environments, packages and examples refer to.
 PACKAGES = [
-    "autoconf", "automake", "gmake", "intel-mpi-benchmarks", "intel-oneapi-mpi", "libtool", "m4",
-    "mpich", "mvapich2", "npb", "openmpi", "osu-micro-benchmarks", "pciutils", "rdma-core",
+    "autoconf", "automake", "bison", "cuda", "findutils", "gmake", "intel-mpi-benchmarks",
+    "intel-oneapi-mpi", "libpciaccess", "libtool", "libxml2", "m4", "mpich", "mvapich2", "npb",
+    "numactl", "openmpi", "osu-micro-benchmarks", "pciutils", "pmix", "rdma-core", "slurm",
 ]
 #: Virtual packages (provided by others) they refer to.
-VIRTUALS = ["c", "cxx", "fortran", "mpi"]
+VIRTUALS = ["c", "cxx", "fortran", "mpi", "pkgconfig", "zlib-api"]
+#: Packages whose checksums ibrepro copies (mvapich2-striping's releases are builtin mvapich2's).
+CHECKSUMS = ["mvapich2"]
 
 builtin = spack.repo.PATH.get_repo("builtin")
 described = subprocess.run(
@@ -37,5 +40,9 @@ for name in PACKAGES:
         "versions": [str(v) for v in sorted(cls.versions, reverse=True)],
         "variants": sorted(cls.variant_names()),
     }
+    if name in CHECKSUMS:
+        facts["packages"][name]["sha256"] = {
+            str(v): args["sha256"] for v, args in cls.versions.items() if "sha256" in args
+        }
 json.dump(facts, sys.stdout, indent=1)
 print()

@@ -14,11 +14,18 @@ CHECKOUT = Path(__file__).resolve().parents[5]
 class IbreproBenchmarks(MakefilePackage):
     """ibrepro's own MPI (and, with +verbs, InfiniBand verbs) micro-benchmarks."""
 
-    # The source is the local checkout itself, never a download (hence no checksum): the
-    # environments in configs/spack/ build the working tree through their `develop:` section;
-    # a plain `spack install ibrepro-benchmarks` clones the checkout's committed HEAD.
-    git = f"file://{CHECKOUT}"
-    version("develop")
+    # The project has no public address: its home is the checkout this repository sits in.
+    homepage = (CHECKOUT / "README.md").as_uri()
+    # The source is that checkout too, never a download (hence no checksum): the environments
+    # in configs/spack/ build its working tree through their `develop:` section; a plain
+    # `spack install ibrepro-benchmarks` clones the tip of its main branch.
+    git = CHECKOUT.as_uri()
+
+    maintainers("ibrepro")
+
+    license("BSD-3-Clause")  # the project's licence (pyproject.toml)
+
+    version("develop", branch="main")
 
     variant("verbs", default=False, description="Also build the verbs benchmarks (rdma-core)")
 
