@@ -206,6 +206,9 @@ def test_directives_are_well_formed(path):
             values, default = d.keywords.get('values'), d.keywords.get('default')
             if isinstance(values, tuple) and not d.keywords.get('multi'):
                 assert default in values, f'{where(package, d)}: default {default!r} not in {values}'
+        elif d.name == 'patch' and str(d.args[0]).startswith('https://'):
+            # a remote patch: Spack (and a mirror) fetch it and check its sha256
+            assert re.fullmatch(r'[0-9a-f]{64}', d.keywords.get('sha256', '')), f'{where(package, d)}: no sha256'
         elif d.name == 'patch':
             assert (path.parent / d.args[0]).is_file(), f'{where(package, d)}: no file {d.args[0]}'
 

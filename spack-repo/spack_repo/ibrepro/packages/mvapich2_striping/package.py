@@ -111,7 +111,14 @@ class Mvapich2Striping(MpichEnvironmentModifications, AutotoolsPackage):
     depends_on("pmix", when="pmi_version=pmix")
 
     patch("striping-threshold-default.patch")
-    patch("mpir_attr_delete_list_segfault.patch", when="@2.3.7")
+    # the builtin mvapich2's fix of a segfault in MPIR_Attr_delete_list (2.3.7),
+    # from spack-packages v2026.06.0, by URL with its checksum
+    patch(
+        "https://raw.githubusercontent.com/spack/spack-packages/d4f7c711a6a42f1c4d551c8fd10fce9a11340a81/"
+        "repos/spack_repo/builtin/packages/mvapich2/mpir_attr_delete_list_segfault.patch",
+        sha256="d98d8e78e5aafeb6353d9088914c635ca674f60824a3443eebfda9eeab0058e6",
+        when="@2.3.7",
+    )
 
     filter_compiler_wrappers("mpicc", "mpicxx", "mpif77", "mpif90", "mpifort", relative_root="bin")
 
