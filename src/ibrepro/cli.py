@@ -17,6 +17,7 @@ _COMMAND_MODULES = [
     'ibrepro.pair',
     'ibrepro.catalog',
     'ibrepro.softroce',
+    'ibrepro.simulated',
     'ibrepro.software',
     'ibrepro.report',
 ]

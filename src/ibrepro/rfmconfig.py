@@ -98,6 +98,30 @@ def mpich_environment(env_vars=()):
         features=['mpich', 'mpicc'], cc='mpicc', extra_bin_dirs=[BENCH_BIN], env_vars=env_vars)
 
 
+def smpi_environment():
+    """SimGrid SMPI (``smpicc``, ``smpirun``) with what ``make simulated-build`` built with it (our benchmarks,
+    NAS IS as NPB 3.3 per-count binaries) and, from ``$IBREPRO_SMPI_PREFIX``, a site's IMB, OSU or NPB built with
+    SMPI's compilers; featureless, saying why, without SimGrid. For the ``simulated`` system only
+    (:mod:`ibrepro.simulated`)."""
+    from .simulated import build   # noqa: PLC0415  (SimGrid's pieces load only for the simulated system)
+
+    env = {'name': 'smpi', 'features': [], 'env_vars': [], 'target_systems': ['simulated'],
+           'extras': {'about': 'SimGrid SMPI (libsimgrid-dev) and the programs built with smpicc (make '
+                               'simulated-build)', 'npb_binary': '{program}.{cls}.{ranks}'}}
+    missing = build.missing_reason()
+    site = os.environ.get('IBREPRO_SMPI_PREFIX')
+    bins = [build.BIN_DIR] if build.BIN_DIR.is_dir() else []
+    bins += prefix_bin_dirs(site) if site else []
+    if missing or not bins:
+        env['extras']['about'] += f' [not usable: {missing or "nothing built: make simulated-build"}]'
+        return env
+
+    env['env_vars'] = [['PATH', os.pathsep.join(str(d) for d in bins) + os.pathsep + '$PATH']]
+    env['features'] = ['mpi', 'smpi', *tool_features(bins)]
+    env['cc'] = 'smpicc'
+    return env
+
+
 #: Spack views written by ``make spack SPACK_ENV=<env>`` (configs/spack/<env>/spack.yaml).
 SPACK_VIEWS = paths.REPO_ROOT / '.deps' / 'spack-view'
 

@@ -1,0 +1,5 @@
+"""Placeholder: the paper-vs-model table (filled in below)."""
+
+
+def add_cli(subparsers):
+    pass
