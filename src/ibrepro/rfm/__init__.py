@@ -68,6 +68,10 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: (the check's parameters). Recorded so ``ibrepro baseline`` can write references for this check.
     reference_index = variable(typ.List[str], value=[])
 
+    #: The model a simulated partition ran this case on (its extras ``simulation``: SimGrid version, platform
+    #: hash, model parameters; :mod:`ibrepro.simulated`); empty on a real system.
+    simulation = variable(typ.Dict[str, object], value={})
+
     # always_last: the check's own init hooks (which pick experiments per parameter) run first
     @run_after('init', always_last=True)
     def _tag_and_reference(self):
@@ -89,6 +93,15 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         path = os.path.join(prefix, REFERENCES_FILE)
         if os.path.isfile(path):
             self.reference = {'$ref': os.path.abspath(path)}
+
+    @run_after('setup')
+    def _simulated_partition(self):
+        """On a simulated partition: keep the model with the results, and skip what SMPI cannot model (the
+        catalog's reasons: reference-data/experiments.yaml ``simulated``)."""
+        extras = self.current_partition.extras
+        if extras.get('simulated'):
+            self.simulation = dict(extras.get('simulation') or {})
+            self.skip_for(catalog.cannot_model(self.display_name, self.experiments))
 
     def skip_for(self, reasons):
         """Skip with ``reasons`` (a list of strings) if there are any, recording them in the report."""
