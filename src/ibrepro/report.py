@@ -33,6 +33,7 @@ import jinja2
 
 from . import catalog, compare, parsers, paths, plots, results, software, stats
 from . import topology as ibtopology
+from .simulated import table as simulated_table
 
 #: Runs shown in trends (and available as baseline) unless --history says otherwise.
 DEFAULT_HISTORY = 90
@@ -241,6 +242,9 @@ def build(system, selected, history, method=stats.Method()):
     }
     model.update(_provenance(system, selected, current))
     model['labels'] = _labels(system, model['platforms'])
+    model['simulated'] = simulated_table.report_section(system, current)   # the simulated system only
+    if model['simulated']:
+        model['labels'].insert(0, model['simulated']['label'])
     model.update(_papers(current, model['topologies']))
     starts = {}
     for report, j in zip(sessions, run_of):
