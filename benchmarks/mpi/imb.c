@@ -207,7 +207,7 @@ int main(int argc, char **argv)
              pt ? "pingpong, IMB_bandwidth" : "<collective>, -sync");
     print_header("imb", description, NULL, 0);
     if (rank == 0) {
-        print_kv("benchmark", "%s", NAMES[kind]);
+        print_kv("imb_benchmark", "%s", NAMES[kind]);
         print_kv("sizes", "%zu:%zu", co.min_size, co.max_size);
         print_kv("iterations", "%ld", co.iters);
         print_kv("volume_mib", "%ld", volume_mib);
@@ -232,7 +232,7 @@ int main(int argc, char **argv)
             if (rank == 0) {
                 if (kind == PINGPONG) {
                     double lat = t / (2.0 * (double)n);
-                    printf("%-10zu %10ld %12.2f %12.2f\n", size, n, lat * 1e6,
+                    printf("%-10zu %10ld %12.2f %12.6g\n", size, n, lat * 1e6,   /* bw: 1 B is ~0.001 MB/s */
                            lat > 0 ? (double)size / lat / 1e6 : 0.0);
                 } else {
                     double msgs = (double)window * (double)n * (kind == BIBAND ? 2.0 : 1.0);
