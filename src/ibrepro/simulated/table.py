@@ -17,6 +17,7 @@ Error = (model - paper) / paper, of the number as the paper states it (a reducti
 """
 
 import dataclasses
+import functools
 import re
 import statistics
 import sys
@@ -35,12 +36,12 @@ BILATENCY = ['BiDirectionalLatency %layout=2x1', 'IMBPointToPoint %benchmark=Sen
 INTRA_LATENCY = ['BenchIMB %case=PingPong-1x2', 'IMBPointToPoint %benchmark=PingPong %layout=1x2']
 INTRA_BANDWIDTH = ['BenchIMB %case=Uniband-1x2', 'IMBPointToPoint %benchmark=Uniband %layout=1x2']
 
-#: Relative entries whose baseline the paper names as a group: the configuration the model compares with.
-#: 001 Sec. 5.1: PCIe 2.0 lowers the latency "by approximately 0.2 usec" against "the PCIe 1.1 configurations"
-#: (SDR-1.1 and DDR-1.1 have the same latency in the model).
-#: 000 Sec. IV.C.1 states its MPI latency reduction of PCI Express "compared with PCI-X" without a baseline entry.
-BASELINES = {'001-fig2a-lat-reduction-ddr-2.0': '001-ddr-1.1', '001-fig2a-lat-reduction-qdr-2.0': '001-ddr-1.1',
-             '000-fig12-mpi-lat-reduction': '000-pcix-mt23108'}
+#: Relative entries without a ``baseline_testbed``: the configurations the paper compares with (the model compares
+#: with the first). 001 Sec. 5.1: PCIe 2.0 lowers the latency "by approximately 0.2 usec" against "the PCIe 1.1
+#: configurations" (SDR-1.1 and DDR-1.1, the same latency in the model); 000 Sec. IV.C.1: PCI Express against PCI-X.
+BASELINES = {'001-fig2a-lat-reduction-ddr-2.0': ('001-ddr-1.1', '001-sdr-1.1'),
+             '001-fig2a-lat-reduction-qdr-2.0': ('001-ddr-1.1', '001-sdr-1.1'),
+             '000-fig12-mpi-lat-reduction': ('000-pcix-mt23108',)}
 
 RUN_TIME = ('time', 'run time improvement', 'run time degradation')
 NO_COMPUTATION = ('run time: computation is not simulated, the model reports the communication time of the '
@@ -125,6 +126,11 @@ def partitions_of(configuration):
 
 def model_inputs():
     """{entry id: 'calibrated' | 'input'} of every paper entry a model parameter comes from."""
+    return dict(_model_inputs())
+
+
+@functools.lru_cache(maxsize=None)
+def _model_inputs():
     used = {}
     for name in platform.TESTBEDS:
         for prm in platform.model(name).values():
@@ -133,13 +139,16 @@ def model_inputs():
                     used[entry_id] = 'calibrated'
                 else:
                     used.setdefault(entry_id, 'input')
-    return used
+    return tuple(used.items())
 
 
 def in_scope(entry):
-    """A result of a modelled configuration, in a row the simulated testbeds cover (modelled or partial)."""
+    """A result the model takes a parameter from, or a result of a modelled configuration in a row the simulated
+    testbeds cover (modelled or partial)."""
     if entry['kind'] != 'result' or entry.get('restates') or isinstance(entry['value'], str):
         return False
+    if entry['id'] in model_inputs():
+        return True
     if entry['seed'] not in ('000', '001', '002', '003'):
         return False
     exps = entry['experiment'] if isinstance(entry['experiment'], list) else [entry['experiment']]
@@ -147,7 +156,7 @@ def in_scope(entry):
     if not statuses & {'modelled', 'partial'}:
         return False
     configs = [entry.get('testbed'), entry.get('baseline_testbed')]
-    return entry['id'] in model_inputs() or any(
+    return any(
         c and (partitions_of(c) or partitions_of(c.replace('-2port', ''))) for c in configs)
 
 
@@ -160,7 +169,7 @@ def _layouts(entry):
 def classify(entry, cases, used):
     """The row of one paper entry."""
     part = (partitions_of(entry.get('testbed') or '') or [''])[0]
-    base = (partitions_of(entry.get('baseline_testbed') or BASELINES.get(entry['id'], '')) or [''])[0]
+    base = (partitions_of(entry.get('baseline_testbed') or BASELINES.get(entry['id'], ('',))[0]) or [''])[0]
     params = entry.get('parameters') or {}
     metric = entry['metric']
     row = Row(entry, part, 'predicted')
