@@ -286,10 +286,11 @@ def test_two_runs_give_identical_values(reframe):
 @needs_simgrid
 @needs_built
 def test_unmodelled_families_are_skipped_with_the_catalogs_reason(reframe):
-    done = reframe('-r', '-n', 'HostOverhead%layout=2x1', '-n', 'MemoryUsage%layout=4x1',
+    done = reframe('-r', '-n', 'HostOverhead%layout=2x1', '-n', 'MemoryUsage%layout=4x1', '-n', 'NPB%case=ft.A-4x1$',
                    '--system', 'simulated:pcie-sdr', config='configs/simulated.py')
     assert done.returncode == 0, output(done)
     [session] = results.stored_sessions(reframe.db, last=1)
     reasons = {c['name']: c['skip_reason'] for c in results.testcases(session)}
     assert 'cannot be modelled (#24)' in reasons['HostOverhead %layout=2x1']
     assert 'cannot be modelled (#31)' in reasons['MemoryUsage %layout=4x1']
+    assert "environment 'smpi' has no ft.A.4" in reasons['NPB %case=ft.A-4x1']    # only IS is built here

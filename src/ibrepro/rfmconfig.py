@@ -12,6 +12,7 @@ with ``valid_prog_environs = ['+imb']`` and is skipped, with its reason, where t
 """
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -119,6 +120,9 @@ def smpi_environment():
     env['env_vars'] = [['PATH', os.pathsep.join(str(d) for d in bins) + os.pathsep + '$PATH']]
     env['features'] = ['mpi', 'smpi', *tool_features(bins)]
     env['cc'] = 'smpicc'
+    # NPB is built per program, class and count here (IS only in CI): the NPB family skips the others
+    env['extras']['npb_binaries'] = sorted({p.name for d in bins for p in Path(d).iterdir()
+                                            if re.fullmatch(r'[a-z]{2}\.[A-Z]\.(\d+|x)', p.name)})
     return env
 
 

@@ -83,15 +83,28 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
             self.required_environ_features += ['mvapich2']
             self.required_partition_features = ['ib']
 
-    @run_before('run')
-    def set_command(self):
+    def binary_name(self):
         ranks = self.num_nodes * self.ranks_per_node
         pattern = self.npb_binary or self.current_environ.extras.get('npb_binary', NPB34_BINARY)
         try:
-            binary = pattern.format(program=self.npb_program, cls=self.npb_class, ranks=ranks)
+            return pattern.format(program=self.npb_program, cls=self.npb_class, ranks=ranks)
         except (KeyError, IndexError, ValueError) as err:
             raise ValueError(f'npb_binary {pattern!r}: {err!r}; the placeholders are {{program}}, {{cls}} '
                              'and {ranks}') from None
+
+    @run_after('setup')
+    def skip_unless_built(self):
+        """An environment that lists its NPB binaries (extras ``npb_binaries``: a build of some programs, classes
+        and counts only, e.g. the simulated system's IS) skips the others, naming what it has."""
+        built = self.current_environ.extras.get('npb_binaries')
+        if built is not None and not self.npb_bin_dir and self.binary_name() not in built:
+            self.skip_for([f'environment {self.current_environ.name!r} has no {self.binary_name()} (extras '
+                           f'npb_binaries: {", ".join(built) or "none"})'])
+
+    @run_before('run')
+    def set_command(self):
+        ranks = self.num_nodes * self.ranks_per_node
+        binary = self.binary_name()
         self.executable = os.path.join(self.npb_bin_dir, binary)
         self.table_benchmark = self.npb_program.upper()
         self.table_params = {'class': self.npb_class, 'processes': ranks}
