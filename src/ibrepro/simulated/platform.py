@@ -27,6 +27,8 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
+import tempfile
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
@@ -398,9 +400,10 @@ def materialize(name, directory=None):
     path = directory / f'{name}-{digest[:16]}.xml'
     if not path.is_file() or path.read_text() != text:
         directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f'.tmp{hashlib.sha256(str(path).encode()).hexdigest()[:6]}')
-        tmp.write_text(text)
-        tmp.replace(path)
+        # concurrent sessions may write the same file: each writes its own temporary file, then renames it
+        with tempfile.NamedTemporaryFile('w', dir=directory, prefix=f'.{name}-', suffix='.xml', delete=False) as tmp:
+            tmp.write(text)
+        os.replace(tmp.name, path)
     return path
 
 
