@@ -350,6 +350,19 @@ def markdown(table):
     return '\n'.join(lines) + '\n'
 
 
+def own_testbed(headline):
+    """The rows of the report's headline table (a paper number beside a partition) where the partition models the
+    number's own testbed (Myrinet's or Quadrics' numbers, for instance, are beside no model)."""
+    entries = {e['id']: e for e in references.entries()}
+    kept = []
+    for row in headline:
+        config = (entries.get(row['id']) or {}).get('testbed')
+        models = platform.TESTBEDS.get(row['partition'])
+        if not config or (models and config in models.configurations):
+            kept.append(row)
+    return kept
+
+
 def report_section(system, current):
     """The paper-vs-model section of ``ibrepro report`` for the simulated system (None for a real system).
 
