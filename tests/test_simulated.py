@@ -225,6 +225,8 @@ def test_report_has_the_paper_vs_model_section_and_the_label(tmp_path):
     assert 'not measurements' in html
     md = next(tmp_path.glob('simulated/*/summary.md')).read_text()
     assert 'median absolute error' in md and 'simulated: SimGrid SMPI models' in md
+    # the headline sets each number beside the model of its own testbed: 000's PCI-X latency beside pcix-sdr only
+    assert md.count('| 000-fig12-mpi-lat-pcix |') == 1 and 'myrinet' not in md and 'not an RDMA network' not in md
 
 
 def test_a_real_system_report_has_no_simulated_section():
