@@ -55,7 +55,6 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     valid_prog_environs = ['+npb']     # environments without NPB are not candidates (ibrepro catalog says why)
     report_metrics = ['time', 'mops']
     time_limit = DEFAULT_TIME_LIMIT
-    exclusive_access = True    # performance runs get whole nodes
 
     #: The NPB program: bt, cg, ep, ft, is, lu, mg or sp.
     npb_program = variable(str)
@@ -82,30 +81,26 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
             # MV2_USE_SHARED_MEM is MVAPICH2's; other MPIs would silently keep shared memory
             self.required_environ_features += ['mvapich2']
             self.required_partition_features = ['ib']
+        self.select_by_features()     # NodeLayout's always-last hook ran before this one
 
-    def binary_name(self):
+    def program_name(self):
+        return self.binary()
+
+    def binary(self):
+        """The NPB binary of this case: the pattern filled in, in ``npb_bin_dir`` if that is set."""
         ranks = self.num_nodes * self.ranks_per_node
         pattern = self.npb_binary or self.current_environ.extras.get('npb_binary', NPB34_BINARY)
         try:
-            return pattern.format(program=self.npb_program, cls=self.npb_class, ranks=ranks)
+            binary = pattern.format(program=self.npb_program, cls=self.npb_class, ranks=ranks)
         except (KeyError, IndexError, ValueError) as err:
             raise ValueError(f'npb_binary {pattern!r}: {err!r}; the placeholders are {{program}}, {{cls}} '
                              'and {ranks}') from None
-
-    @run_after('setup')
-    def skip_unless_built(self):
-        """An environment that lists its NPB binaries (extras ``npb_binaries``: a build of some programs, classes
-        and counts only, e.g. the simulated system's IS) skips the others, naming what it has."""
-        built = self.current_environ.extras.get('npb_binaries')
-        if built is not None and not self.npb_bin_dir and self.binary_name() not in built:
-            self.skip_for([f'environment {self.current_environ.name!r} has no {self.binary_name()} (extras '
-                           f'npb_binaries: {", ".join(built) or "none"})'])
+        return os.path.join(self.npb_bin_dir, binary)
 
     @run_before('run')
     def set_command(self):
         ranks = self.num_nodes * self.ranks_per_node
-        binary = self.binary_name()
-        self.executable = os.path.join(self.npb_bin_dir, binary)
+        self.executable = self.binary()
         self.table_benchmark = self.npb_program.upper()
         self.table_params = {'class': self.npb_class, 'processes': ranks}
         if self.channel == 'loopback':

@@ -9,7 +9,8 @@ One partition per testbed of :data:`ibrepro.simulated.platform.TESTBEDS`, each w
   its guest), writes the platform file (named by its hash) and puts the model's ``--cfg`` options on the
   ``smpirun`` command line of the job script, so the script says exactly what ran;
 * features as a real partition of that hardware has them (``mpi``, ``shm``, the bus ``pcie``/``pcix``/``pci``,
-  the link rate ``ib-sdr``..., ``nodes<N>``) plus ``simulated``, but not ``ib``: there is no verbs device;
+  the link rate ``ib-sdr``..., the layout features ``nodes<N>``/``cores<P>``) plus ``simulated``, but not ``ib``:
+  there is no verbs device;
 * extras ``nodes``, ``cores_per_node`` (layouts), ``simulated: True``, ``testbed`` and ``simulation``: SimGrid's
   version, the platform's sha256, the ``smpirun`` options and every model parameter with its source. Every check
   records ``simulation`` with its results (:class:`ibrepro.rfm.PaperExperiment`), so each stored session says
@@ -23,7 +24,7 @@ import sys
 from reframe.core.backends import register_launcher
 from reframe.core.launchers import JobLauncher
 
-from .. import paths
+from .. import paths, rfmconfig
 from . import FEATURE, SYSTEM, build, platform
 
 #: Simulations are single-threaded and need no quiet machine (computation is not simulated): one per core.
@@ -80,7 +81,7 @@ def partition(name, version):
         'access': [f'{_ACCESS}{name}'],
         'environs': ['smpi'],
         'max_jobs': MAX_JOBS,
-        'features': ['mpi', 'shm', FEATURE, *t.features] + [f'nodes{n}' for n in (2, 4, 8, 16) if n <= t.nodes],
+        'features': ['mpi', 'shm', FEATURE, *t.features, *rfmconfig.layout_features(t.nodes, t.cores_per_node)],
         'extras': {
             'nodes': t.nodes, 'cores_per_node': t.cores_per_node, 'simulated': True,
             'interconnect': f'simulated {t.link} on {t.bus} (SimGrid SMPI model of {"/".join(t.configurations)})',
