@@ -271,7 +271,7 @@ def test_launcher_refuses_arguments_smpirun_would_change(tmp_path):
 def test_two_runs_give_identical_values(reframe):
     """Determinism through ReFrame: the same cases twice, every performance value equal."""
     cases = ['-n', 'BenchIMB%case=(PingPong-2x1|Alltoall-4x2)$', '-n', 'NPB%case=is.B-4x1$',
-             '-S', 'BenchIMB.iterations=10', '-S', 'BenchIMB.sizes=0:64K', '--system', 'simulated:pcix-sdr']
+             '-S', 'BenchIMB.iterations=10', '-S', 'BenchIMB.message_sizes=0:64K', '--system', 'simulated:pcix-sdr']
     values = []
     for _ in range(2):
         done = reframe('-r', *cases, config='configs/simulated.py', timeout=900)
@@ -295,4 +295,4 @@ def test_unmodelled_families_are_skipped_with_the_catalogs_reason(reframe):
     reasons = {c['name']: c['skip_reason'] for c in results.testcases(session)}
     assert 'cannot be modelled (#24)' in reasons['HostOverhead %layout=2x1']
     assert 'cannot be modelled (#31)' in reasons['MemoryUsage %layout=4x1']
-    assert "environment 'smpi' has no ft.A.4" in reasons['NPB %case=ft.A-4x1']    # only IS is built here
+    assert "'ft.A.4' is not installed in environment 'smpi'" in reasons['NPB %case=ft.A-4x1']   # IS only here

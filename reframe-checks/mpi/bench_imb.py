@@ -47,9 +47,6 @@ class BenchIMB(BenchMPI):
     #: The layout (from the case).
     layout = variable(str, value='')
 
-    #: IMB ``-iter``: the most timed iterations per size (IMB lowers it above 40 KiB: 40 MiB per size).
-    iterations = variable(int, value=1000)
-
     program = 'ibrepro_imb'
 
     @run_after('init')
@@ -64,7 +61,9 @@ class BenchIMB(BenchMPI):
         self.descr = f'{self.benchmark} timed as IMB-MPI1 times it (ibrepro_imb), layout {self.layout}'
 
     def program_options(self):
-        return ['-b', self.benchmark, '-i', str(self.iterations)]
+        # the common knobs: iterations (-i, IMB's -iter: the most per size, default 1000, fewer above 40 KiB:
+        # 40 MiB per size), warmup (-x), message_sizes (-m)
+        return ['-b', self.benchmark]
 
     @run_before('run')
     def reductions_start_at_one_float(self):
