@@ -129,3 +129,38 @@ constraints:
 
 clean:
 	rm -rf $(VENV) .deps build
+
+# -- simulated testbeds: the papers' clusters as SimGrid SMPI models (docs/simulation.md) ----------------
+# SimGrid from Debian (root: installed here when missing), then our benchmarks and NAS IS built with smpicc.
+SIMULATED_RUN = $(BIN)/reframe -C configs/simulated.py --system simulated -c reframe-checks -r
+# CI: the seed-000 set on both 000 testbeds (point-to-point, collectives at 4x1, 4x2, 8x1, NAS IS at 4x1, 4x2).
+# Iterations: a simulation has no noise, 20 per size give IMB's values at a fraction of the cost.
+SIMULATED_CI := -n 'BenchIMB%case=(PingPong|Uniband|Biband)-2x1$$' \
+                -n 'BenchIMB%case=(Alltoall|Bcast|Allgather|Allreduce)-(4x1|4x2|8x1)$$' \
+                -n 'NPB%case=is\.B-4x[12]$$' -n SoftwareVersions \
+                -S BenchIMB.iterations=20 -S 'valid_systems=simulated:pcie-sdr,simulated:pcix-sdr'
+# Nightly: every family the models run, on every testbed (002's Table 2 layouts of NAS IS among them); only IS
+# of the NPB programs is built here.
+SIMULATED_NIGHTLY := -x RdmaTopology -n 'BenchIMB|BiDirectional|SoftwareVersions|NPB%case=is\.' \
+                     -S BenchIMB.iterations=100
+.PHONY: simulated-build simulated-test simulated-nightly
+
+simulated-build:
+	@command -v smpirun >/dev/null && command -v gfortran >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing SimGrid (libsimgrid-dev) and gfortran from Debian"; \
+	    apt-get install -y -qq --no-install-recommends libsimgrid-dev gfortran >/dev/null || \
+	    { apt-get update -qq && apt-get install -y -qq --no-install-recommends libsimgrid-dev gfortran >/dev/null; }; \
+	  else echo "SimGrid missing: as root, apt-get install libsimgrid-dev gfortran" >&2; exit 1; fi; }
+	$(BIN)/ibrepro simulated build
+
+# The CI job: the seed-000 set through ReFrame, the tests of the simulated system, the paper-vs-model table.
+simulated-test: simulated-build
+	@status=0; $(SIMULATED_RUN) $(SIMULATED_CI) || status=$$?; \
+	 $(BIN)/ibrepro simulated table --last 1 || status=$$?; \
+	 $(BIN)/pytest -q tests/test_simulated.py || status=$$?; exit $$status
+
+simulated-nightly: simulated-build
+	@status=0; $(SIMULATED_RUN) $(SIMULATED_NIGHTLY) || status=$$?; \
+	 $(BIN)/ibrepro report --system simulated || status=$$?; \
+	 $(BIN)/ibrepro simulated table --last 1 || status=$$?; exit $$status

@@ -69,7 +69,8 @@ def test_selection_by_paper_figure(reframe):
     assert proc.returncode == 0, output(proc)
     assert 'IMBCollective %benchmark=Alltoall %layout=8x1' in proc.stdout
     assert 'OSUCollective %case=osu_alltoall-8x1' in proc.stdout
-    assert 'Found 2 check(s)' in proc.stdout
+    assert 'BenchIMB %case=Alltoall-8x1' in proc.stdout      # IMB's method in our own program (ibrepro_imb)
+    assert 'Found 3 check(s)' in proc.stdout
 
 
 @needs_impi

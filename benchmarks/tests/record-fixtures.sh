@@ -35,6 +35,14 @@ record reuse_lat-2.txt 2 "R = 0,50,100; fresh buffers capped at 256 MiB per rank
     "$MPIEXEC" -n 2 "$BIN/ibrepro_reuse" --max-memory 256
 record reuse_bw-2.txt 2 "R = 0,50,100; W=16; capped at 256 MiB per rank" -- \
     "$MPIEXEC" -n 2 "$BIN/ibrepro_reuse" --mode bw --max-memory 256
+record imb.PingPong-2.txt 2 "up to 1 MiB, 200 iterations" -- "$MPIEXEC" -n 2 "$BIN/ibrepro_imb" -b PingPong -m 0:1M -i 200
+record imb.Biband-2.txt 2 "W=64, up to 64 KiB, 50 iterations" -- "$MPIEXEC" -n 2 "$BIN/ibrepro_imb" -b Biband -m 1:64K -i 50
+record imb.Alltoall-4.txt 4 "4 ranks on 2 cores (oversubscribed), up to 64 KiB, 100 iterations" -- \
+    "$MPIEXEC" -n 4 "$BIN/ibrepro_imb" -b Alltoall -m 0:64K -i 100
+record imb.Allreduce-4.txt 4 "4 ranks on 2 cores; 1 and 2 B skipped (below one float)" -- \
+    "$MPIEXEC" -n 4 "$BIN/ibrepro_imb" -b Allreduce -m 0:64 -i 100
+record imb.badoption-2.txt 2 "unknown benchmark name" -- "$MPIEXEC" -n 2 "$BIN/ibrepro_imb" -b Foo
+record imb.ranks-3.txt 3 "Uniband needs exactly 2 processes" -- "$MPIEXEC" -n 3 "$BIN/ibrepro_imb" -b Uniband
 record memory-1.txt 1 "" -- "$MPIEXEC" -n 1 "$BIN/ibrepro_memory"
 record memory-2.txt 2 "" -- "$MPIEXEC" -n 2 "$BIN/ibrepro_memory"
 record memory-4.txt 4 "4 ranks on 2 cores (oversubscribed)" -- "$MPIEXEC" -n 4 "$BIN/ibrepro_memory"

@@ -3,7 +3,9 @@ tags that name them.
 
 Each experiment (a row of the papers' checklist, identified by its number) lists the check families that
 encode it (``checks``: display-name prefixes such as ``PerftestLatency %operation=send``), or says it is out of
-scope and why (``status: out-of-scope``, ``reason``). ``ibrepro catalog`` prints the table and, for a system
+scope and why (``status: out-of-scope``, ``reason``), and what the simulated testbeds cover (``simulated``:
+modelled, partial or cannot-model, with the reason; :func:`cannot_model` skips those families on simulated
+partitions). ``ibrepro catalog`` prints the table and, for a system
 (its ReFrame configuration given explicitly with ``-C``), which families it can run:
 
 * a test variant whose hard requirements (``valid_systems`` / ``valid_prog_environs`` features: an RDMA port, the
@@ -72,6 +74,20 @@ def tags_for(exp_ids):
 
 def _normal(name):
     return re.sub(r'\s+', '', name)
+
+
+def cannot_model(check_name, exp_ids):
+    """Why a check cannot run on a simulated testbed (a list; empty when it can): the ``simulated`` block of each
+    experiment it reproduces, ``cannot-model`` for the whole row or ``cannot_model`` naming the check's family."""
+    reasons = []
+    for exp_id in exp_ids:
+        sim = experiment(exp_id).get('simulated') or {}
+        named = any(_normal(check_name).startswith(_normal(c)) for c in sim.get('cannot_model') or ())
+        if sim.get('status') == 'cannot-model' or named:
+            reason = f'cannot be modelled (#{exp_id}): {sim.get("reason", "see reference-data/experiments.yaml")}'
+            if reason not in reasons:
+                reasons.append(reason)
+    return reasons
 
 
 def check_classes(checks_dir=paths.CHECKS_DIR):
@@ -252,7 +268,7 @@ def rows(config=None, system=None):
         entry = {'id': exp['id'], 'seeds': exp['seeds'], 'where': exp['where'],
                  'measures': exp['measures'], 'status': exp.get('status', 'missing'),
                  'checks': exp.get('checks', []), 'tool': exp.get('tool', ''),
-                 'reason': exp.get('reason', '')}
+                 'reason': exp.get('reason', ''), 'simulated': exp.get('simulated') or {}}
         if config:
             runnable, reasons = [], []
             for check in entry['checks']:
@@ -341,6 +357,13 @@ def validate(checks_dir=paths.CHECKS_DIR):
             named.add(check.split()[0])
             if check.split()[0] not in classes:
                 problems.append(f'experiment {exp["id"]}: check {check!r} does not exist in {checks_dir}')
+        sim = exp.get('simulated') or {}
+        if status in ('encoded', 'partial') and not sim:
+            problems.append(f'experiment {exp["id"]}: {status} but says nothing about the simulated testbeds '
+                            '(simulated: status)')
+        for check in sim.get('cannot_model') or ():
+            if not any(_normal(c).startswith(_normal(check)) for c in exp.get('checks', [])):
+                problems.append(f'experiment {exp["id"]}: simulated.cannot_model {check!r} is none of its checks')
     for name in sorted(set(classes) - named - {'RdmaTopology', 'SoftwareVersions'}):
         problems.append(f'check family {name} encodes no experiment of the catalog')
     return problems
@@ -397,6 +420,9 @@ def _cli(args):
             print(f'     check: {check}')
         if row['reason']:
             print(f"     {'why: ' if row['status'] == 'out-of-scope' else 'note: '}{row['reason']}")
+        if row['simulated']:
+            sim = row['simulated']
+            print(f"     simulated: {sim['status']}" + (f": {sim['reason']}" if sim.get('reason') else ''))
         for item in row.get('runnable', []):
             print(f'     runs here: {item}')
         for item in row.get('not_runnable', []):

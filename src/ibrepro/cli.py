@@ -21,6 +21,7 @@ COMMANDS = {
     'pair': 'ibrepro.pair',
     'catalog': 'ibrepro.catalog',
     'softroce': 'ibrepro.softroce',
+    'simulated': 'ibrepro.simulated',
     'software': 'ibrepro.software',
     'report': 'ibrepro.report',
 }

@@ -33,6 +33,7 @@ import jinja2
 
 from . import catalog, compare, parsers, paths, plots, results, software, stats
 from . import topology as ibtopology
+from .simulated import table as simulated_table
 
 #: Runs shown in trends (and available as baseline) unless --history says otherwise.
 DEFAULT_HISTORY = 90
@@ -241,7 +242,12 @@ def build(system, selected, history, method=stats.Method()):
     }
     model.update(_provenance(system, selected, current))
     model['labels'] = _labels(system, model['platforms'])
+    model['simulated'] = simulated_table.report_section(system, current)   # the simulated system only
+    if model['simulated']:
+        model['labels'].insert(0, model['simulated']['label'])
     model.update(_papers(current, model['topologies']))
+    if model['simulated']:   # each paper number beside the model of its own testbed only
+        model['headline'] = simulated_table.own_testbed(model['headline'])
     starts = {}
     for report, j in zip(sessions, run_of):
         starts.setdefault(j, _when(report))
@@ -344,7 +350,7 @@ def _labels(system, platforms):
     # several nodes without RDMA (e.g. the CI cluster's namespace nodes): say what carries the messages
     labels += sorted({f'{e["interconnect"]}: not an RDMA network' for e in extras
                       if int(e.get('nodes', 1)) > 1 and e.get('interconnect') and not e.get('rdma_devices')
-                      and not e.get('emulated')})
+                      and not e.get('emulated') and not e.get('simulated')})
     return labels
 
 

@@ -69,7 +69,7 @@ TOOL_PROGRAMS = {
     'osu': re.compile(r'osu_[a-z0-9_]+'),
     'perftest': re.compile(r'ib_(?:write|read|send|atomic)_(?:lat|bw)|raw_ethernet_\w+'),
     'npb': re.compile(r'(?:bt|cg|ep|ft|is|lu|mg|sp)\.[SWABCDEF]\.(?:x|\d+)'),
-    'ibrepro-bench': re.compile(r'ibrepro_(?:overhead|bilat|bibw|overlap|reuse|memory)'),
+    'ibrepro-bench': re.compile(r'ibrepro_(?:overhead|bilat|bibw|overlap|reuse|memory|imb)'),
     'ibrepro-rdma': re.compile(r'ibrepro_rdma'),
 }
 
@@ -210,6 +210,32 @@ def mpich_environment(env_vars=()):
     return prefix_environment(
         'mpich', paths.DEPS_DIR / 'mpich', descr='MPICH 5.0 (PyPI mpich, make setup) and our own benchmarks',
         features=['mpich', 'mpicc'], cc='mpicc', extra_bin_dirs=[BENCH_BIN], env_vars=env_vars)
+
+
+def smpi_environment():
+    """SimGrid SMPI (``smpicc``, ``smpirun``) with what ``make simulated-build`` built with it (our benchmarks,
+    NAS IS as NPB 3.3 per-count binaries) and, from ``$IBREPRO_SMPI_PREFIX``, a site's IMB, OSU or NPB built with
+    SMPI's compilers; featureless, saying why, without SimGrid. For the ``simulated`` system only
+    (:mod:`ibrepro.simulated`)."""
+    from .simulated import build   # noqa: PLC0415  (SimGrid's pieces load only for the simulated system)
+
+    env = {'name': 'smpi', 'features': [], 'env_vars': [], 'target_systems': ['simulated'],
+           'extras': {'about': 'SimGrid SMPI (libsimgrid-dev) and the programs built with smpicc (make '
+                               'simulated-build)', 'npb_binary': '{program}.{cls}.{ranks}'}}
+    missing = build.missing_reason()
+    site = os.environ.get('IBREPRO_SMPI_PREFIX')
+    bins = [build.BIN_DIR] if build.BIN_DIR.is_dir() else []
+    bins += prefix_bin_dirs(site) if site else []
+    if missing or not bins:
+        env['extras']['about'] += f' [not usable: {missing or "nothing built: make simulated-build"}]'
+        return env
+
+    programs = find_programs(bins)     # NAS: IS only, per class and count: the NPB family skips the others
+    env['env_vars'] = [['PATH', os.pathsep.join(str(d) for d in bins) + os.pathsep + '$PATH']]
+    env['features'] = ['mpi', 'smpi', *programs]
+    env['extras']['programs'] = sorted(p for names in programs.values() for p in names)
+    env['cc'] = 'smpicc'
+    return env
 
 
 #: Spack views written by ``make spack SPACK_ENV=<env>`` (configs/spack/<env>/spack.yaml).

@@ -140,6 +140,10 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: runs only this case asks its scheduler for (ci/nightly.sh generate).
     job_nodes = variable(int, value=1, loggable=True)
 
+    #: The model a simulated partition ran this case on (its extras ``simulation``: SimGrid version, platform
+    #: hash, model parameters; :mod:`ibrepro.simulated`); empty on a real system.
+    simulation = variable(typ.Dict[str, object], value={})
+
     @run_after('init')
     def _whole_nodes(self):
         self.exclusive_access = True     # performance runs get whole nodes (the local scheduler ignores it)
@@ -203,6 +207,15 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         have = [p for p in programs if pattern and pattern.fullmatch(p)]
         self.skip_for([f'{name!r} is not installed in environment {self.current_environ.name!r} (its {self.tool} '
                        f'programs: {", ".join(have[:12]) or "none"}{" ..." if len(have) > 12 else ""})'])
+
+    @run_after('setup')
+    def _simulated_partition(self):
+        """On a simulated partition: keep the model with the results, and skip what SMPI cannot model (the
+        catalog's reasons: reference-data/experiments.yaml ``simulated``)."""
+        extras = self.current_partition.extras
+        if extras.get('simulated'):
+            self.simulation = dict(extras.get('simulation') or {})
+            self.skip_for(catalog.cannot_model(self.display_name, self.experiments))
 
     def skip_for(self, reasons):
         """Skip with ``reasons`` (a list of strings) if there are any, recording them in the report."""
