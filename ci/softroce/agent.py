@@ -206,6 +206,7 @@ def main(argv):
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)   # handlers are reaped by the kernel
     with open('/proc/uptime') as f:
         uptime = f.read().split()[0]
+    host, port = server.getsockname()[:2]    # port 0 (tests): the one the kernel chose
     print(f'softroce agent: listening on {host}:{port} (uptime {uptime} s)', flush=True)
     while True:
         conn, _ = server.accept()

@@ -71,6 +71,9 @@ def _authenticate(sock, key, node, where):
     nonce_c = os.urandom(16)
     _send(sock, b'h', nonce_c + _proof(key, b'client', nonce_a, nonce_c))
     kind, mac = _recv_frame(sock, limit=64)
+    if kind is None:
+        raise GuestError(f'{node}: the agent on {where} refused this run\'s key (the guest was given '
+                         'another one: a guest of another run?); nothing was sent')
     if kind != b'h' or not hmac.compare_digest(mac, _proof(key, b'agent', nonce_c, nonce_a)):
         raise GuestError(f'{node}: {where} does not hold this run\'s agent key: it is not the agent of '
                          'this run (another run\'s guest, or something else on the port); nothing was sent')
