@@ -46,10 +46,10 @@ setup:
 test:
 	$(BIN)/pytest
 
-# The main job. Exit status: reframe's (non-zero when a check fails); where the results are is printed anyway.
+# The main job: reframe -C $(CONFIG) -c reframe-checks -r, then where the results are and what did not run here.
+# Exit status: reframe's (non-zero when a check fails), non-zero too when the session was not stored.
 run:
-	@$(BIN)/reframe -C $(CONFIG) -c reframe-checks -r; status=$$?; \
-	 echo; $(BIN)/ibrepro where; exit $$status
+	@scripts/run-checks.sh $(CONFIG)
 
 # This system beside the papers, its history and its link limits: reports/<system>/<timestamp>/
 report:
@@ -57,7 +57,7 @@ report:
 
 # The nightly mode: run, store, compare with the history; non-zero on a failed check or a regression.
 nightly:
-	@$(BIN)/reframe -C $(CONFIG) -c reframe-checks -r --mode nightly; status=$$?; \
+	@status=0; scripts/run-checks.sh $(CONFIG) --mode nightly || status=$$?; \
 	 $(BIN)/ibrepro report --nightly || status=$$?; exit $$status
 
 where:

@@ -12,6 +12,7 @@ import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+from reframe.core.backends import getlauncher
 from reframe.core.exceptions import SanityError
 
 
@@ -31,6 +32,11 @@ class SoftwareVersions(rfm.RunOnlyRegressionTest):
 
     #: the system, partition and environment as configured: descr, features, extras (set before the run)
     platform = variable(dict, value={}, loggable=True)
+
+    @run_before('run')
+    def run_in_the_job_itself(self):
+        # one process, no MPI launcher needed (an environment whose MPI is broken still says what it has)
+        self.job.launcher = getlauncher('local')()
 
     @run_before('run')
     def describe_platform(self):

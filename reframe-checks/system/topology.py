@@ -44,12 +44,13 @@ class RdmaTopology(rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def set_options(self):
+        # one process on the job's node; no MPI launcher needed
+        if self.current_partition.launcher_type.registered_name != 'softroce':
+            self.job.launcher = getlauncher('local')()
         self.probe = self.current_partition.extras.get('topology_probe', self.probe)
         if self.probe == 'ibv_devinfo':
             # a partition whose nodes are reached through a prefix (emulated nodes): from here, node 0
             prefix = [a.replace('{node}', '0') for a in self.current_partition.extras.get('node_exec') or []]
-            if prefix:
-                self.job.launcher = getlauncher('local')()
             self.executable, *self.executable_opts = [*prefix, 'ibv_devinfo', '-v']
         else:
             self.executable_opts = ['-m', 'ibrepro.cli', 'topology', '--json', '--sysfs', self.sysfs_root]

@@ -44,9 +44,17 @@ class Replay(rfm.RegressionTestPlugin):
     """``cat`` the fixture once with the local launcher. First among the bases: its hooks replace the
     family's."""
 
+    @run_after('init', always_last=True)
+    def select_by_features(self):
+        """The fixtures need no nodes, tools or features: any partition, the environment make setup gives."""
+        self.valid_systems, self.valid_prog_environs = ['*'], ['mpich']
+
     @run_after('setup')
     def skip_unless_layout_fits(self):
         """The fixtures need no nodes, tools or features."""
+
+    def program_name(self):
+        return None             # the program is `cat`
 
     @run_before('run')
     def replay(self):
@@ -60,8 +68,6 @@ class OSUReplay(Replay, OSUBenchmark):
     #: The OSU output to replay.
     fixture_file = parameter(list(OSU), type=str)
 
-    valid_systems = ['*']
-    valid_prog_environs = ['system']
 
     @run_after('init')
     def describe(self):
@@ -73,8 +79,6 @@ class NPBReplay(Replay, NPBBenchmark):
     #: The NPB output to replay.
     fixture_file = parameter(list(NPB), type=str)
 
-    valid_systems = ['*']
-    valid_prog_environs = ['system']
 
     @run_after('init')
     def describe(self):

@@ -45,6 +45,9 @@ class IMBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     #: IMB ``-time``: the most seconds spent on one message size before IMB prints "time-out".
     time_per_sample = variable(float, value=10.0)
 
+    def program_name(self):
+        return self.imb_binary
+
     @run_after('init')
     def set_layout(self):
         self.num_nodes, self.ranks_per_node = parse_layout(self.layout)

@@ -70,7 +70,6 @@ class OSUBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     valid_prog_environs = ['+osu']     # environments without OMB are not candidates (ibrepro catalog says why)
     required_environ_features = ['osu']
     time_limit = DEFAULT_TIME_LIMIT
-    exclusive_access = True    # performance runs get whole nodes
 
     #: The OMB program (osu_latency, osu_bw, ...); the family sets it, usually from a parameter.
     osu_benchmark = variable(str)
@@ -94,6 +93,9 @@ class OSUBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
 
     #: More OMB options, appended as given.
     extra_options = variable(typ.List[str], value=[])
+
+    def program_name(self):
+        return os.path.join(self.osu_bin_dir, self.osu_benchmark)
 
     @run_before('run')
     def set_command(self):
