@@ -8,7 +8,7 @@
 CLUSTER_DIR=${IBREPRO_SOFTROCE_CLUSTER_DIR:-/tmp/ibrepro-softroce}
 CLUSTER_NAME=rxe
 NUM_NODES=${NODES:-3}
-SMP=${SMP:-2}                       # vCPUs (Slurm CPUs) per node
+SMP=${SMP:-3}                       # vCPUs (Slurm CPUs) per node
 MEMORY=${MEMORY:-1G}
 HEAD_ADDR=198.18.0.1                # this machine on the management bridge (ibrepro.softroce.fabric)
 SLURMCTLD_PORT=6917

@@ -69,6 +69,7 @@ lap "$NUM_NODES guests up"
 SLURMD_SPOOL=/var/spool/slurmd SLURMD_PIDFILE=/run/slurmd.pid SLURMD_LOG=/var/log/slurm/slurmd.log
 TMPFS=/tmp
 TASK_PLUGIN=task/affinity           # CPU binding (srun --cpu-bind) works inside the guests
+RETURN_TO_SERVICE=1                 # as on sites: a node an administrator took out stays out until resumed
 EXTRA_CONF="# the nodes fetch this file from slurmctld (configless, as many sites run their nodes)
 SlurmctldParameters=enable_configless"
 write_slurm_conf_head
