@@ -21,8 +21,9 @@ SOFTROCE_FULL := -t '^(verbs|multirail|system)$$' -S all_sizes=false -S message_
 # The verbs families through Slurm on the soft-RoCE nodes (ci/softroce/slurm-up.sh): Slurm picks two of the three
 # guests for each case; one small size, few iterations (TCG: plumbing, not performance). min_overlap=0: under TCG
 # perftest takes seconds to set up after the runner's barrier, so concurrent flows' windows overlap 10-70 %;
-# the overlap is still measured and stored (flow_overlap), not judged.
-SOFTROCE_SLURM_SMOKE := -n 'PerftestLatency%operation=(send|rdma_write)' -n PerftestBandwidth \
+# the overlap is still measured and stored (flow_overlap), not judged. Latency: RDMA write only; ib_send_lat's clock
+# calibration failed (times print as inf) in 4 of 6 runs on loaded guests, ib_write_lat's in none.
+SOFTROCE_SLURM_SMOKE := -n 'PerftestLatency%operation=rdma_write' -n PerftestBandwidth \
                   -n 'PerftestBinding%case=bidir-1proc' -n 'PerftestMultiPair%program=ib_write_bw%pairs=2' \
                   -n 'VerbsTwoPort%case=(stripe-uni-1proc|bind-bi-1proc)' -n RdmaTopology \
                   -S message_sizes=4096 -S iterations=100 -S duration=4 -S min_overlap=0 -S pair_timeout=240 \

@@ -9,15 +9,15 @@ stage directory has the same path in the guests). Partitions:
 
 * ``dualport``: one guest, rxe0 <-> rxe1 cabled back to back. Launcher ``softroce``: every command runs in
   guest n0 through its agent.
-* ``nodes2``: two guests, n0:rxe2 <-> n1:rxe2. Launcher ``local``: the job (``ibrepro pair``) runs on the
+* ``nodes2``: two guests, n0:rxe2 <-> n1:rxe2. Launcher ``local``: the job (the pair runner) runs on the
   host and reaches each guest through ``node_exec``, as it reaches nodes through ``srun`` elsewhere.
 
 Partition extras read by the perftest families (:mod:`ibrepro.rfm.perftest`): ``nodes``, ``rdma_devices``,
-``perftest_addresses`` (per node index, the address the out-of-band exchange connects to), ``node_exec``
-(prefix running one side on node ``{node}``); ``emulated`` (TCG: not performance data) and
-``perftest_options`` (options every perftest run needs here: a QP timeout longer than an emulated round
-trip, see ci/softroce/README.md); ``rdma_addresses`` (per node, the IP address of each rail, for RDMA CM:
-ibrepro_rdma).
+``node_exec`` (prefix running one side, or the runner's probe of a node's rails, on node ``{node}``),
+``python`` (the guests' interpreter for that probe; the host's python3 runs the runner itself);
+``emulated`` (TCG: not performance data) and ``perftest_options`` (options every perftest run needs here:
+a QP timeout longer than an emulated round trip, see ci/softroce/README.md). No address is configured:
+the runner reads each rail's address in the guest at run time.
 """
 
 import re
@@ -30,6 +30,9 @@ from reframe.core.launchers import JobLauncher
 
 from .. import rfmconfig
 from . import fabric, guests, run_dir, share_dir
+
+#: The guests' interpreter (python3.11 with the pure-Python standard library: ibrepro.softroce.image)
+GUEST_PYTHON = '/usr/bin/python3'
 
 #: Tool features extra binaries can give the guests (`ibrepro softroce up --extra DIR`): those needing no MPI
 GUEST_TOOLS = ['ibrepro-rdma']
@@ -82,23 +85,12 @@ def system():
             {**common, 'name': 'dualport', 'launcher': 'softroce', 'access': ['--node=n0'],
              'descr': 'one guest, rxe0 <-> rxe1 cabled back to back (veth)',
              'features': ['ib', 'roce', 'rxe', 'dual-port', 'nodes1'],
-             'extras': _extras(nodes=1, rdma_devices=['rxe0', 'rxe1'],
-                               perftest_addresses=[guests.address('n0', 'rxe0'),
-                                                   guests.address('n0', 'rxe1')],
-                               # RDMA CM: the server's rails, then the client's end of each cable
-                               rdma_addresses=[[guests.address('n0', 'rxe0'),
-                                                guests.address('n0', 'rxe1')],
-                                               [guests.address('n0', 'rxe1'),
-                                                guests.address('n0', 'rxe0')]],
+             'extras': _extras(nodes=1, rdma_devices=['rxe0', 'rxe1'], python=GUEST_PYTHON,
                                node_exec=guest_exec('n0'))},
             {**common, 'name': 'nodes2', 'launcher': 'local',
-             'descr': 'two guests, n0:rxe2 <-> n1:rxe2 (QEMU socket link on 127.0.0.1)',
+             'descr': 'two guests, n0:rxe2 <-> n1:rxe2 (a QEMU stream link over a private unix socket)',
              'features': ['ib', 'roce', 'rxe', 'nodes2'],
-             'extras': _extras(nodes=2, rdma_devices=['rxe2'],
-                               perftest_addresses=[guests.address('n0', 'rxe2'),
-                                                   guests.address('n1', 'rxe2')],
-                               rdma_addresses=[[guests.address('n0', 'rxe2')],
-                                               [guests.address('n1', 'rxe2')]],
+             'extras': _extras(nodes=2, rdma_devices=['rxe2'], python=GUEST_PYTHON,
                                node_exec=guest_exec('n{node}'))},
         ],
     }
@@ -138,7 +130,7 @@ def slurm_system(cluster_dir):
             'max_jobs': 1,     # TCG guests on two host cores: one case at a time
             'features': ['ib', 'roce', 'rxe', 'dual-port'],
             'extras': _extras(nodes=nodes, cores_per_node=cpus, rdma_devices=fabric.rdma_devices(),
-                              python='/usr/bin/python3',
+                              python=GUEST_PYTHON,
                               interconnect='soft-RoCE (rdma_rxe, RoCE v2) in QEMU TCG guests, two planes of '
                                            'Linux bridges')},
         ],
