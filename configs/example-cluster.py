@@ -103,4 +103,6 @@ ENVIRONMENTS = [
         prefix=f'{VIEWS}/generic', tools=['perftest', 'ibrepro-rdma'], target_systems=['example-cluster']),
 ]
 
-site_configuration = rfmconfig.site_configuration(systems=[EXAMPLE_CLUSTER], environments=ENVIRONMENTS)
+# --mode nightly: the `nightly` subset (every figure of the papers once, ~26 min on two nodes: nightly.yaml)
+site_configuration = rfmconfig.site_configuration(systems=[EXAMPLE_CLUSTER], environments=ENVIRONMENTS,
+                                                  nightly_subset=True)

@@ -169,7 +169,7 @@ def test_a_program_the_environment_lacks_is_skipped_with_the_reason(reframe):
      "invalid-benchmark: IMB: invalid benchmark name(s) 'pingpongx'"),
     (['-n', 'IMBPointToPoint', '-P', 'benchmark=PingPong', '-P', 'layout=1x1'],
      'invalid-ranks: IMB: benchmark invalid: PingPong with 1 processes'),
-    ([*PINGPONG, '-S', 'time_per_sample=0.000001', '-S', 'msglog=0:16'], 'timeout: IMB PingPong: time-out at'),
+    ([*PINGPONG, '-S', 'time_per_sample=0.000001', '-S', 'message_sizes=1:64K'], 'timeout: IMB PingPong: time-out at'),
 ])
 def test_failures_are_diagnosed(reframe, args, reason):
     proc = reframe('-r', *SHORT_IMB, *args)
@@ -206,3 +206,52 @@ def test_a_references_file_that_cannot_be_read_fails_the_run(reframe, tmp_path, 
     proc = reframe('-r', *PINGPONG, *SHORT_IMB, env={'RFM_REFERENCE_PREFIX': str(tmp_path)})
     assert proc.returncode == 1, output(proc)
     assert f'references file {tmp_path}/references.yaml' in proc.stdout and reason in proc.stdout, output(proc)
+
+
+def test_one_name_for_one_knob_across_families(reframe):
+    """message_sizes / iterations / warmup mean the same in every family; each maps them to its tool."""
+    proc = reframe('--describe', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-n', 'HostOverhead%layout=1x2',
+                   '-S', 'message_sizes=4:4K', '-S', 'iterations=77', '-S', 'HostOverhead.warmup=5')
+    assert proc.returncode == 0, output(proc)
+    described = {d['display_name']: d for d in json.loads(proc.stdout[proc.stdout.index('['):])}
+    for case in described.values():
+        assert (case['message_sizes'], case['iterations']) == ('4:4K', 77)
+    assert described['HostOverhead %layout=1x2']['warmup'] == 5
+    from ibrepro.rfm import expand_sizes
+    assert expand_sizes('4:4K') == [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+    assert expand_sizes('0:4') == [0, 1, 2, 4] and expand_sizes('8,64K') == [8, 65536]
+
+
+@needs_impi
+@pytest.mark.integration
+def test_the_knobs_reach_the_tools(reframe):
+    proc = reframe('-r', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-n', 'HostOverhead%layout=1x2',
+                   '-S', 'message_sizes=4:64', '-S', 'iterations=20', '-S', 'IMBPointToPoint.time_per_sample=60')
+    assert proc.returncode == 0, output(proc)
+    (report,) = results.stored_sessions(reframe.db)
+    cases = {c['display_name'].split()[0]: c for c in report['runs'][0]['testcases']}
+    assert cases['IMBPointToPoint']['executable_opts'][:3] == ['PingPong', '-msglog', '2:6']
+    assert '-iter' in cases['IMBPointToPoint']['executable_opts']
+    assert cases['HostOverhead']['executable_opts'][:4] == ['-m', '4:64', '-i', '20']
+    sizes = {pv.variable for pv in results.perf_values(report) if pv.check == 'HostOverhead'}
+    assert {'lat_4', 'lat_64', 'overhead_4', 'overhead_64'} <= sizes and 'lat_128' not in sizes
+
+
+@pytest.mark.parametrize('args, name', [
+    (['-S', 'IMBPointToPoint.imb_binary=IMB-MPI1;touch pwned'], 'imb_binary'),
+    (['-S', 'IMBPointToPoint.imb_binary=$(touch pwned)'], 'imb_binary'),
+    (['-S', 'HostOverhead.program=ibrepro_overhead\ntouch pwned'], 'program'),
+])
+def test_names_that_reach_job_scripts_refuse_shell_syntax(reframe, tmp_path, args, name):
+    proc = reframe('--dry-run', '--nocolor', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2',
+                   '-n', 'HostOverhead%layout=1x2', *args)
+    assert f'{name}=' in proc.stdout and 'a program or directory name may not contain' in proc.stdout, output(proc)
+    assert not list(reframe.home.rglob('pwned')) and not (ROOT / 'pwned').exists()
+
+
+def test_options_reach_job_scripts_as_single_words(reframe):
+    proc = reframe('--dry-run', '--nocolor', '-n', 'HostOverhead%layout=1x2',
+                   '-S', 'HostOverhead.extra_options=-v,$(touch pwned) `id`')
+    assert proc.returncode == 0, output(proc)
+    (script,) = reframe.home.rglob('HostOverhead_*/rfm_job.sh')
+    assert script.read_text().splitlines()[-1].endswith("ibrepro_overhead -v '$(touch pwned) `id`'")

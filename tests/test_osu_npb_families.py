@@ -337,6 +337,10 @@ REPLAY_FAILURES = {
     'osu/7.4/osu_allreduce.mpich_timeout-4.txt': 'abort: OSU MPI Allreduce Latency: a rank was terminated: '
                                                  'Terminated (signal 15)',
     'osu/7.4/osu_latency.m8192-2.txt': 'incomplete message-size sweep, missing 16384, 32768',
+    'mpi-failures/openmpi-4.1.4.root-refusal-2.txt':
+        'Open MPI (mpirun.openmpi) refuses to run as root: the environment needs OMPI_ALLOW_RUN_AS_ROOT=1',
+    'mpi-failures/openmpi-4.1.4.launches-mpich-5.0.2-2.txt':
+        'the program was built with MPICH but started by a launcher that speaks PMIx',
     'npb/3.4.2/is.B-2.txt': "expected one table for IS, class=B, processes=4, found 0 "
                             "(IS {'class': 'B', 'processes': 2})",
     'npb/3.4.2/ft.A.niter4_verify_fail-2.txt': 'verification: NPB FT class U: Verification = UNSUCCESSFUL',

@@ -8,6 +8,7 @@ the configuration described them (``platform``: descriptions, features, extras; 
 
 import json
 import os
+import shlex
 import sys
 
 import reframe as rfm
@@ -23,9 +24,9 @@ class SoftwareVersions(rfm.RunOnlyRegressionTest):
     valid_prog_environs = ['*']
     num_tasks = 1
     # The interpreter running ReFrame has ibrepro installed; the job runs it with the environment's paths.
-    executable = sys.executable
+    executable = shlex.quote(sys.executable)     # a checkout path may have a space
     executable_opts = ['-m', 'ibrepro.cli', 'software', '--json']
-    tags = {'system', 'software'}
+    tags = {'system', 'software', 'nightly'}
 
     #: `ibrepro software --json` in this environment (set after the run)
     software = variable(dict, value={}, loggable=True)

@@ -7,6 +7,7 @@ features it supports (:func:`ibrepro.topology.partition_features`).
 """
 
 import os
+import shlex
 import sys
 
 import reframe as rfm
@@ -26,8 +27,8 @@ class RdmaTopology(rfm.RunOnlyRegressionTest):
     valid_prog_environs = ['*']
     num_tasks = 1
     # The interpreter running ReFrame has ibrepro installed; the job runs it on the node.
-    executable = sys.executable
-    tags = {'system', 'topology'}
+    executable = shlex.quote(sys.executable)     # a checkout path may have a space
+    tags = {'system', 'topology', 'nightly'}
 
     #: sysfs root to read on the node (another root only for tests or containers)
     sysfs_root = variable(str, value='/sys')

@@ -302,9 +302,17 @@ def local_system(environments=None):
     }
 
 
-def site_configuration(systems, environments, *, modes=()):
-    """A complete ReFrame configuration for ``systems``, with ibrepro's storage, reports and references."""
+def site_configuration(systems, environments, *, modes=(), nightly_subset=False):
+    """A complete ReFrame configuration for ``systems``, with ibrepro's storage, reports and references.
+
+    ``--mode nightly`` runs serially with one retry; with ``nightly_subset`` it selects the ``nightly`` tag too (every
+    figure of the papers once, reference-data/nightly.yaml): what a cluster runs every night.
+    """
     home = paths.data_home()
+    if any(c.isspace() for c in str(home)):
+        # ReFrame's job scripts and local scheduler split the stage directory's path at white space
+        raise ValueError(f'the ibrepro data directory {str(home)!r} has white space in its path, which ReFrame '
+                         'cannot run jobs in: set IBREPRO_HOME to a directory without')
     for sub in ('logs', 'perflogs', paths.run_reports_dir().name):
         (home / sub).mkdir(parents=True, exist_ok=True)
 
@@ -319,8 +327,8 @@ def site_configuration(systems, environments, *, modes=()):
         'general': general,
         'storage': [{'enable': True, 'sqlite_db_file': str(paths.results_db())}],
         'modes': [
-            {'name': 'nightly', 'options': ['--exec-policy=serial', '--max-retries=1',
-                                            '--performance-report']},
+            {'name': 'nightly', 'options': ['--exec-policy=serial', '--max-retries=1', '--performance-report',
+                                            *(['--tag=nightly'] if nightly_subset else [])]},
             *modes,
         ],
         'logging': [{

@@ -28,6 +28,9 @@ OSU = {
     'osu/7.4/osu_allreduce.validate-2.txt': ('osu_allreduce', 2, 1, '1:4096'),
     'osu/7.4/osu_allreduce.mpich_timeout-4.txt': ('osu_allreduce', 4, 1, ''),
     'osu/7.4/osu_latency.m8192-2.txt': ('osu_latency', 2, 1, ''),          # stops at 8 KiB
+    # the launcher failed before any benchmark ran (tests/fixtures/mpi-failures)
+    'mpi-failures/openmpi-4.1.4.root-refusal-2.txt': ('osu_latency', 2, 1, ''),
+    'mpi-failures/openmpi-4.1.4.launches-mpich-5.0.2-2.txt': ('osu_latency', 2, 1, ''),
 }
 
 # fixture -> NPB case it is replayed as

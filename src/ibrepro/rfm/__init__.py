@@ -3,7 +3,8 @@
 A check says which experiments of the papers it reproduces, which tool prints its output and which table of
 that output it reports; :class:`PaperExperiment` then
 
-* tags it (``exp11``, ``s000``, ``s000-fig12``, the tool and the level),
+* tags it (``exp11``, ``s000``, ``s000-fig12``, the tool and the level; ``nightly`` for the subset that covers
+  every figure of the papers once, reference-data/nightly.yaml),
 * judges it against ``reference-data/systems/<system>/references.yaml`` when that file exists (ReFrame's
   ``$ref`` references, indexed by partition, environment and the check's parameters),
 * fails sanity with the parser's diagnosis (the tool's own failure report, an MPI abort, an incomplete sweep,
@@ -18,6 +19,7 @@ that output it reports; :class:`PaperExperiment` then
 import functools
 import os
 import re
+import shlex
 
 import reframe as rfm
 import reframe.core.runtime as rt
@@ -36,6 +38,11 @@ REFERENCES_FILE = 'references.yaml'
 DEFAULT_TIME_LIMIT = '20m'
 
 _SIZE = re.compile(r'(\d+)([KMG]?)', re.I)
+
+#: Test variables that name a program or a directory (they reach job scripts): see ``_refuse_unsafe_names``.
+NAME_VARIABLES = ('imb_binary', 'osu_bin_dir', 'npb_bin_dir', 'npb_binary', 'osu_benchmark', 'program', 'test')
+_SAFE_NAME = re.compile(r'[\w./+@%,:={}-]+')
+_PLAIN_WORD = re.compile(r'[\w./+@%,:=-]+')
 
 
 def size_bytes(text):
@@ -91,6 +98,23 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: Message sizes the output must contain; an output missing one fails as an incomplete sweep.
     expected_sizes = variable(typ.List[int], value=[])
 
+    # The knobs every family takes under the same name (``-S message_sizes=1:64K -S iterations=100``); each family
+    # maps them to its tool's options and says in its docstring what its tool cannot take.
+
+    #: Message sizes: empty for the tool's full sweep (which covers the papers' figures), else ``MIN:MAX`` (the
+    #: powers of two between, ``K``/``M``/``G`` = 2^10/2^20/2^30) or ``N1,N2,...``.
+    message_sizes = variable(str, value='')
+
+    #: Timed iterations per message size; None: the family's default (the papers' count where they state one,
+    #: else the tool's).
+    iterations = variable(int, type(None), value=None)
+
+    #: Warm-up iterations per message size; None: the tool's default.
+    warmup = variable(int, type(None), value=None)
+
+    # ``window`` (messages in flight, the papers' W) is the fourth common name: a variable of the bandwidth
+    # families where it is a knob, a parameter where the papers sweep it (OSUBandwidth %window=16).
+
     #: Why the check was skipped on this partition and environment ('' when it ran): kept in the run
     #: report, where ReFrame itself records no skip reason.
     skip_reason = variable(str, value='')
@@ -112,6 +136,10 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: How the job's processes were bound (launcher options and MPI variables), as applied (set before the run).
     binding = variable(str, value='', loggable=True)
 
+    #: Nodes one job of this case needs (the layout's, two for client/server verbs flows): what a CI job that
+    #: runs only this case asks its scheduler for (ci/nightly.sh generate).
+    job_nodes = variable(int, value=1, loggable=True)
+
     @run_after('init')
     def _whole_nodes(self):
         self.exclusive_access = True     # performance runs get whole nodes (the local scheduler ignores it)
@@ -126,6 +154,8 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             tags = catalog.tags_for(self.experiments)
 
         self.tags |= tags | {self.tool, self.level}
+        if self.display_name in nightly_cases():
+            self.tags.add('nightly')
         self.reference_index = sorted(type(self).param_space.params)
         if not self.reference:
             self._use_system_references()
@@ -152,10 +182,19 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         """The benchmark program the case runs (families override); None: nothing to look for."""
         return None
 
+    def deprecated(self, old, new, value, default):
+        """The value of a renamed knob: ``new`` unless only the old name ``old`` was set (with a warning)."""
+        if value == default:
+            return None
+        from reframe.core.logging import getlogger
+        getlogger().warning(f'{self.name}: {old!r} is deprecated and goes in the next release: use {new!r}')
+        return value
+
     @run_after('setup')
     def _skip_without_program(self):
         """An environment provides exactly the programs it has: a partial install (OSU's pt2pt directory only,
         NPB with IS and FT only) skips the cases of the programs it lacks, with the reason, instead of failing."""
+        self._refuse_unsafe_names()         # before a name is looked up anywhere
         name = self.program_name()
         programs = self.current_environ.extras.get('programs')
         if not name or programs is None or '/' in name or name in programs:
@@ -193,10 +232,14 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         try:
             parsed = parsers.parse_text(stdout, source=f'{self.name} stdout', tool=self.tool)
             table = parsed.table(self.table_benchmark or None, **self.table_params)
-        except parsers.ParseError as err:
+        except parsers.BenchmarkFailed as err:
             own = _own_failure(stderr, self.name, self.tool)     # tools that report errors on stderr
             raise SanityError(own or f'{err}' + (f' ({abort})' if abort and abort not in str(err) else '')) \
                 from None
+        except parsers.ParseError as err:
+            # no benchmark output: the launcher's or MPI's own words say why (a refusal, a PMI mismatch)
+            own = _own_failure(stderr, self.name, self.tool)
+            raise SanityError(own or (f'{abort} [{err}]' if abort else str(err))) from None
 
         if abort:
             raise SanityError(f'{self.tool}: {abort}')
@@ -234,6 +277,24 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     def _bind(self):
         if not self.binding:
             self.apply_launch_policy()
+
+    def _refuse_unsafe_names(self):
+        """Variables that name a program or a directory reach the job script: a value given with -S (from a CI
+        variable, a shared configuration) with white space, a newline or shell syntax is refused, named."""
+        for name in NAME_VARIABLES:
+            value = getattr(self, name, None)
+            if isinstance(value, str) and value and not _SAFE_NAME.fullmatch(value):
+                bad = sorted({c for c in value if not _SAFE_NAME.fullmatch(c)})
+                raise ValueError(f'{name}={value!r}: a program or directory name may not contain white space, '
+                                 f'newlines or shell characters ({", ".join(map(repr, bad))})')
+
+    @run_before('run', always_last=True)
+    def _quote_command(self):
+        """The command line as ReFrame writes it into the job script: every word shell-quoted (ReFrame joins
+        them with spaces as given), so a path with a space or an option with shell syntax stays one word."""
+        if self.executable and not _PLAIN_WORD.fullmatch(self.executable):
+            self.executable = shlex.quote(self.executable)
+        self.executable_opts = [o if _PLAIN_WORD.fullmatch(o) else shlex.quote(o) for o in self.executable_opts]
 
     def apply_launch_policy(self, tasks_per_node=None, kill_on_bad_exit=False, bind=True):
         """Bind the job's ranks as its launcher and MPI spell it, and record how (:mod:`ibrepro.rfm.launch`)."""
@@ -304,6 +365,18 @@ def representative(values, paper_sizes=None):
             chosen.append(name)
     chosen += [f'{m}_{s}' for m, s in smallest.items()]
     return sorted(set(chosen))
+
+
+@functools.lru_cache(maxsize=None)
+def nightly_cases():
+    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py)."""
+    import yaml
+
+    try:
+        with open(paths.REFERENCE_DATA / 'nightly.yaml') as fp:
+            return frozenset(c['case'] for c in yaml.safe_load(fp)['cases'])
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return frozenset()
 
 
 @functools.lru_cache(maxsize=None)

@@ -48,10 +48,13 @@ class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     #: The program (ibrepro_overhead, ibrepro_bilat, ibrepro_bibw, ibrepro_overlap, ibrepro_reuse, ibrepro_memory).
     program = variable(str)
 
-    #: Message sizes ``MIN:MAX`` (``-m``); empty: the program's default sweep.
+    # The common knobs: ``message_sizes`` -> ``-m MIN:MAX`` (empty: the program's default sweep),
+    # ``iterations`` -> ``-i``, ``warmup`` -> ``-x``.
+
+    #: Deprecated (use ``message_sizes``).
     sizes = variable(str, value='')
 
-    #: More options, e.g. ``-i 100`` for a quick run.
+    #: More options, as the program takes them.
     extra_options = variable(typ.List[str], value=[])
 
     #: Whether the program sweeps message sizes (``-m``); the memory program does not.
@@ -71,11 +74,15 @@ class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     @run_before('run')
     def set_command(self):
         self.executable = self.program
-        sweep = self.sizes and self.sweeps_sizes
-        self.executable_opts = self.program_options() + (['-m', self.sizes] if sweep else [])
+        sizes = self.message_sizes or self.deprecated('sizes', 'message_sizes', self.sizes, '')
+        sweep = sizes and self.sweeps_sizes
+        self.executable_opts = self.program_options() + (['-m', sizes] if sweep else [])
+        for option, value in (('-i', self.iterations), ('-x', self.warmup)):
+            if value is not None:
+                self.executable_opts += [option, str(value)]
         self.executable_opts += self.extra_options
         if sweep:
-            self.expected_sizes = expected_sizes(self.sizes)
+            self.expected_sizes = expected_sizes(sizes)
 
 
 class BenchRDMA(PerftestFlows):
@@ -101,6 +108,10 @@ class BenchRDMA(PerftestFlows):
     def program_name(self):
         return 'ibrepro_rdma'
 
+    @run_after('setup')
+    def refuse_a_warmup_count(self):
+        """ibrepro_rdma takes a warm-up count (``-x``): nothing to refuse."""
+
     @property
     def concurrent(self):
         return False        # one process pair; the program drives its ports and pairs itself
@@ -121,12 +132,14 @@ class BenchRDMA(PerftestFlows):
         sources = ','.join(f'{{addr:{client}:{i if two_nodes else nrails - 1 - i}}}' for i in range(nrails))
         common = ['-P', str(self.pairs), '-p', str(self.cm_port), '-T', str(self.pair_timeout)]
         argv = ['ibrepro_rdma', *common, *self.client_options]
-        sizes = self.message_sizes or self.sizes
+        sizes = self.message_sizes or self.deprecated('sizes', 'message_sizes', self.sizes, '')
         if sizes:
             argv += ['-m', sizes]
             self.expected_sizes = expected_sizes(sizes)
         if self.iterations is not None:     # timed iterations per size; default: the papers' counts
             argv += ['-i', str(self.iterations), '-I', str(self.iterations)]
+        if self.warmup is not None:
+            argv += ['-x', str(self.warmup), '-X', str(self.warmup)]
         if nrails > 1 or not two_nodes:
             argv += ['--source', sources]
         flows = [{'id': 0, 'port': self.cm_port,

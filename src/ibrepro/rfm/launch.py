@@ -9,7 +9,8 @@ launcher and MPI library spell it:
 launcher / MPI     options or variables
 =================  ================================================================================
 srun               ``--cpu-bind=cores`` (one rank per node on a known HCA NUMA node:
-                   ``--cpu-bind=map_ldom:<node>``), ``--kill-on-bad-exit=1`` for client/server jobs
+                   ``--cpu-bind=map_ldom:<node>``); client/server jobs: ``--kill-on-bad-exit=1`` and
+                   ``--cpu-bind=none`` (the pair runner binds each side near its device itself)
 Open MPI mpirun    ``--bind-to core``
 MPICH (hydra)      ``-bind-to core``
 Intel MPI          ``I_MPI_PIN=1``, ``I_MPI_PIN_DOMAIN=core`` (its mpirun takes no binding option)
@@ -54,7 +55,10 @@ def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None,
     if launcher in SRUN:
         if kill_on_bad_exit:
             options.append('--kill-on-bad-exit=1')
-        if bind and not oversubscribed:
+        if not bind:
+            # the job binds its own processes (the pair runner, near their devices): it sees every CPU of its node
+            options.append('--cpu-bind=none')
+        elif not oversubscribed:
             options.append(f'--cpu-bind=map_ldom:{hca_numa_node}' if ranks_per_node == 1 and hca_numa_node
                            is not None else '--cpu-bind=cores')
     family = mpi_family(environ_features)
@@ -68,7 +72,7 @@ def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None,
     if env:
         said.append(' '.join(f'{k}={v}' for k, v in env.items()))
     if not bind:
-        said.append('ranks not bound by the launcher')
+        said.append('the launcher leaves binding to the job')
     elif oversubscribed:
         said.append(f'not bound: {ranks_per_node} ranks on {cores_per_node} cores (oversubscribed on purpose)')
     elif not said or (launcher not in SRUN and not family):

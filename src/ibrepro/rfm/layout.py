@@ -102,6 +102,7 @@ class NodeLayout(rfm.RegressionTestPlugin):
     @run_after('init', always_last=True)
     def select_by_features(self):
         """The layout's hard requirements as features of ``valid_systems`` / ``valid_prog_environs``."""
+        self.job_nodes = self.num_nodes
         needs = [f'+nodes{self.num_nodes}'] if self.num_nodes > 1 else []
         needs += [f'+{f}' for f in self.required_partition_features]
         cores = [f'+cores{1 << (self.ranks_per_node - 1).bit_length()}'] if self.ranks_per_node > 1 else []

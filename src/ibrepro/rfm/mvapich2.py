@@ -111,6 +111,9 @@ class MVAPICH2Benchmark(OSUBenchmark):
     required_partition_features = ['ib']
     required_environ_features = ['osu', 'mvapich2']
 
+    #: Messages in flight of osu_bw / osu_bibw / osu_mbw_mr (OMB ``-W``); None: OMB's 64.
+    window = variable(int, type(None), value=None)
+
     #: How MVAPICH2 uses the node's rails (one of :data:`RAIL_POLICIES`); empty: MVAPICH2's defaults.
     rail_policy = variable(str, value='')
 

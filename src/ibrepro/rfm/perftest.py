@@ -128,18 +128,16 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
     #: The perftest program (ib_send_lat, ib_write_lat, ib_read_lat, ib_atomic_lat, ib_write_bw, ...).
     test = variable(str)
 
-    #: Message sizes: empty for the whole sweep (one flow: perftest's ``-a``, 2 B .. 8 MiB; concurrent flows:
-    #: :data:`CONCURRENT_SIZES`), else ``MIN:MAX`` (powers of two, ``K``/``M`` suffixes) or a comma list.
-    message_sizes = variable(str, value='')
+    # The common knobs: ``message_sizes`` (empty: the whole sweep, perftest's ``-a`` (2 B .. 8 MiB) for one flow,
+    # :data:`CONCURRENT_SIZES` for concurrent flows; else one round per size), ``iterations`` (``-n`` of one flow;
+    # concurrent flows measure for ``duration`` seconds instead), ``window`` (``-t``, the bandwidth families).
+    # perftest has no warm-up count (its bandwidth tests take ``--perform_warm_up``): ``warmup`` is refused.
 
     #: Deprecated (use ``message_sizes``): ``all_sizes=false`` measures only ``message_size``.
     all_sizes = variable(typ.Bool, value=True)
 
     #: Deprecated (use ``message_sizes``): the one size measured when ``all_sizes`` is off.
     message_size = variable(int, value=65536)
-
-    #: Measured iterations per size (``-n``) of one flow. None: perftest's default.
-    iterations = variable(int, type(None), value=None)
 
     #: Seconds each round of concurrent flows measures (perftest's duration mode ``-D``; perftest leaves a
     #: quarter of it out at each end, so the middle half is measured).
@@ -178,6 +176,7 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
         # a hard requirement: partitions without an RDMA port (or the other features) are not candidates
         needs = ' '.join(f'+{f}' for f in self.required_partition_features)
         self.valid_systems = [f'+ib {needs}'.strip(), f'+roce {needs}'.strip()]
+        self.job_nodes = 2      # the papers' verbs tests run between two nodes (one node only where there is one)
 
     # -- what runs --------------------------------------------------------------------------------------
 
@@ -209,10 +208,17 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
     def concurrent(self):
         return len(self.flow_ids) > 1
 
+    @run_after('setup')
+    def refuse_a_warmup_count(self):
+        if self.warmup is not None:
+            raise ValueError('perftest takes no warm-up count (its bandwidth tests warm up with --perform_warm_up): '
+                             'warmup cannot be set for the perftest families')
+
     @property
     def round_sizes(self):
         """Message sizes of the rounds; [] for one round sweeping with ``-a``."""
-        text = self.message_sizes or ('' if self.all_sizes else str(self.message_size))
+        text = self.message_sizes or ('' if self.deprecated('all_sizes', 'message_sizes', self.all_sizes, True)
+                                      is None else str(self.message_size))
         if text:
             return expand_sizes(text)
         return list(CONCURRENT_SIZES) if self.concurrent else []
