@@ -120,6 +120,31 @@ def guest(tmp_path_factory, extra):
         assert not [p for p in pids if _alive(p)], 'a QEMU survived `down`'
 
 
+def _listener_inode(port):
+    for line in Path('/proc/net/tcp').read_text().splitlines()[1:]:
+        fields = line.split()
+        if fields[3] == '0A' and fields[1] == f'0100007F:{port:04X}':       # LISTEN on 127.0.0.1:port
+            return fields[9]
+    return None
+
+
+def test_qemu_itself_holds_the_agents_port_and_the_run_dir_is_private(guest):
+    """No free-then-bind race: the listening socket of the agent's forward belongs to the guest's QEMU."""
+    _, _, run_dir = guest
+    state = json.loads((run_dir / 'state.json').read_text())
+    (n0,) = state['guests']
+    host, port = n0['agent']
+    assert host == '127.0.0.1'
+    inode = _listener_inode(port)
+    assert inode, f'nothing listens on 127.0.0.1:{port}'
+    fds = {os.readlink(f) for f in Path(f'/proc/{n0["pid"]}/fd').iterdir()}
+    assert f'socket:[{inode}]' in fds
+    assert oct(run_dir.stat().st_mode & 0o777) == '0o700'
+    assert oct((run_dir / 'agent.key').stat().st_mode & 0o777) == '0o600'
+    key = (run_dir / 'agent.key').read_bytes()
+    assert key not in Path(f'/proc/{n0["pid"]}/cmdline').read_bytes()
+
+
 def test_guest_runs_commands_in_the_shared_directory(guest, extra):
     env, home, run_dir = guest
     share = home / 'softroce' / 'share'
