@@ -1,9 +1,13 @@
 """The guest agent (ci/softroce/agent.py) and its client (ibrepro.softroce.guestexec), run on the
-host: the same code the guests run, over a real TCP socket, without QEMU."""
+host: the same code the guests run, over a real TCP socket, without QEMU; and the run directory's
+privacy (ibrepro.softroce.guests)."""
 
 import os
+import re
+import secrets
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -12,36 +16,35 @@ import time
 import pytest
 
 from ibrepro.paths import REPO_ROOT
-from ibrepro.softroce import guestexec
+from ibrepro.softroce import guestexec, guests
 
 AGENT = REPO_ROOT / 'ci' / 'softroce' / 'agent.py'
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
-def _wait_listening(port, proc):
-    for _ in range(100):
-        try:
-            socket.create_connection(('127.0.0.1', port), timeout=1).close()
-            return
-        except OSError:
-            assert proc.poll() is None, proc.stdout.read()
-            time.sleep(0.05)
-    raise AssertionError('agent did not listen')
+def _start_agent(tmp_path, key):
+    """An agent on 127.0.0.1, port chosen by the kernel (it binds port 0 itself); (process, address)."""
+    key_file = tmp_path / 'agent.key'
+    key_file.write_bytes(key)
+    key_file.chmod(0o600)
+    proc = subprocess.Popen([sys.executable, str(AGENT), '127.0.0.1', '0', str(key_file), str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    line = proc.stdout.readline()
+    m = re.match(r'softroce agent: listening on 127\.0\.0\.1:(\d+)', line)
+    assert m, line + proc.stdout.read()
+    return proc, ('127.0.0.1', int(m.group(1)))
 
 
 @pytest.fixture
-def agent(tmp_path):
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(AGENT), '127.0.0.1', str(port), str(tmp_path)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    _wait_listening(port, proc)
-    yield port
-    proc.kill()
+def key():
+    return secrets.token_hex(32).encode()
+
+
+@pytest.fixture
+def agent(tmp_path, key):
+    proc, address = _start_agent(tmp_path, key)
+    yield address
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
 
 
@@ -60,10 +63,20 @@ class Captured:
         return b''.join(self.chunks).decode()
 
 
-def run(port, argv, cwd, env=None):
+def run(address, argv, cwd, env=None, key=None):
     out, err = Captured(), Captured()
-    code = guestexec.run(port, argv, cwd=str(cwd), env=env, stdout=out, stderr=err, node='n9')
+    code = guestexec.run(address, argv, key or KEY[0], cwd=str(cwd), env=env, stdout=out, stderr=err,
+                         node='n9')
     return code, out.text, err.text
+
+
+KEY = []
+
+
+@pytest.fixture(autouse=True)
+def _remember_key(key):
+    """run() uses the agent fixture's key unless told otherwise."""
+    KEY[:] = [key]
 
 
 def test_streams_stdout_stderr_and_exit_code(agent, tmp_path):
@@ -109,12 +122,12 @@ def test_commands_run_concurrently(agent, tmp_path):
     assert time.monotonic() - t0 < 2.5
 
 
-def test_killing_the_client_kills_the_command(agent, tmp_path):
+def test_killing_the_client_kills_the_command(agent, key, tmp_path):
     pidfile = tmp_path / 'pid'
     client = subprocess.Popen(
         [sys.executable, '-c', 'import sys; from ibrepro.softroce import guestexec; '
-         f'sys.exit(guestexec.run({agent}, ["sh", "-c", "echo $$ > {pidfile}; exec sleep 60"], '
-         f'cwd="{tmp_path}"))'])
+         f'sys.exit(guestexec.run({agent!r}, ["sh", "-c", "echo $$ > {pidfile}; exec sleep 60"], '
+         f'{key!r}, cwd="{tmp_path}"))'])
     for _ in range(100):
         if pidfile.exists() and pidfile.read_text().strip():
             break
@@ -134,28 +147,157 @@ def test_killing_the_client_kills_the_command(agent, tmp_path):
 
 
 def test_no_agent_is_a_clear_error(tmp_path):
-    with pytest.raises(guestexec.GuestError, match=r'n9 is not running \(nothing listens on '
-                                                    r'127\.0\.0\.1:\d+'):
-        run(_free_port(), ['true'], tmp_path)
+    with socket.socket() as s:        # a port that nothing listens on: bound, never listening
+        s.bind(('127.0.0.1', 0))
+        with pytest.raises(guestexec.GuestError, match=r'n9 is not running \(nothing listens on '
+                                                        r'127\.0\.0\.1:\d+'):
+            run(s.getsockname(), ['true'], tmp_path)
 
 
-def test_agent_dying_mid_command_is_a_clear_error(tmp_path):
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, str(AGENT), '127.0.0.1', str(port)],
-                            stdout=subprocess.DEVNULL, start_new_session=True)
-    _wait_listening(port, proc)
+def test_agent_dying_mid_command_is_a_clear_error(tmp_path, key):
+    proc, address = _start_agent(tmp_path, key)
     out = Captured()
     timer = threading.Timer(1.0, lambda: os.killpg(proc.pid, signal.SIGKILL))  # agent + handler
     timer.start()
     try:
         with pytest.raises(guestexec.GuestError, match='n9: lost the connection to the guest '
                                                        'while running "sh -c echo early; sleep 5"'):
-            guestexec.run(port, ['sh', '-c', 'echo early; sleep 5'], cwd=str(tmp_path),
+            guestexec.run(address, ['sh', '-c', 'echo early; sleep 5'], key, cwd=str(tmp_path),
                           stdout=out, stderr=Captured(), node='n9')
     finally:
         timer.cancel()
         proc.wait()
     assert out.text == 'early\n'       # what came before the death is kept
+
+
+# ---- authentication: nothing runs, and nothing is sent, without the run's key ---------------------
+
+def _frame(kind, payload=b''):
+    return kind + struct.pack('>I', len(payload)) + payload
+
+
+def _recv_all(sock):
+    data = b''
+    try:
+        while chunk := sock.recv(4096):
+            data += chunk
+    except ConnectionResetError:    # closed with our unread frames in its buffer
+        pass
+    return data
+
+
+def test_a_client_without_the_key_runs_nothing(agent, tmp_path):
+    marker = tmp_path / 'ran'
+    with pytest.raises(guestexec.GuestError, match=r"n9: the agent on 127.0.0.1:\d+ refused this run's key.*nothing was sent"):
+        run(agent, ['touch', str(marker)], tmp_path, key=secrets.token_hex(32).encode())
+    assert not marker.exists()
+
+
+def test_a_raw_connection_that_skips_the_handshake_is_closed_unheard(agent, tmp_path):
+    """A local user who reaches the port and just sends a command: the agent reads the first frame as a
+    proof, finds it wrong, and closes; the command never runs."""
+    marker = tmp_path / 'ran'
+    with socket.create_connection(agent, timeout=10) as sock:
+        request = _frame(b'c', str(tmp_path).encode()) + _frame(b'a', b'touch') + \
+            _frame(b'a', str(marker).encode()) + _frame(b'r')
+        sock.sendall(request)
+        received = _recv_all(sock)
+    assert received[:1] == b'h' and len(received) == 5 + 16     # the challenge, then nothing
+    time.sleep(0.5)
+    assert not marker.exists()
+
+
+def test_an_impostor_on_the_port_receives_no_command(tmp_path, key):
+    """Something else listening where the client connects (a port taken first): it cannot prove the key,
+    so the client stops before sending the working directory, the command or its environment."""
+    got = []
+    server = socket.socket()
+    server.bind(('127.0.0.1', 0))
+    server.listen(1)
+
+    def impostor():
+        conn, _ = server.accept()
+        with conn:
+            conn.sendall(_frame(b'h', os.urandom(16)))
+            conn.settimeout(5)
+            try:
+                header = conn.recv(5)
+                got.append(header + conn.recv(struct.unpack('>I', header[1:])[0]))
+                conn.sendall(_frame(b'h', os.urandom(32)))          # a made-up proof
+                got.append(_recv_all(conn))
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=impostor)
+    thread.start()
+    try:
+        with pytest.raises(guestexec.GuestError, match='does not hold this run\'s agent key.*nothing was sent'):
+            run(server.getsockname(), ['echo', 'SECRET-ARGUMENT'], tmp_path, env={'TOKEN': 'SECRET-ENV'}, key=key)
+    finally:
+        thread.join(10)
+        server.close()
+    assert got[0][:1] == b'h' and len(got[0]) == 5 + 16 + 32      # the client's nonce and proof only
+    assert got[1] == b''                                            # then the client hung up
+    assert b'SECRET' not in b''.join(got) and str(tmp_path).encode() not in b''.join(got)
+
+
+def test_agent_without_a_key_does_not_listen(tmp_path):
+    (tmp_path / 'agent.key').write_text('short')
+    proc = subprocess.Popen([sys.executable, str(AGENT), '127.0.0.1', '0', str(tmp_path / 'agent.key')],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert 'no usable key' in line and 'not listening' in line
+
+
+def test_each_run_gets_a_new_private_key(tmp_path):
+    first = guests._new_key(tmp_path)
+    text = first.read_text()
+    assert oct(first.stat().st_mode & 0o777) == '0o600' and re.fullmatch(r'[0-9a-f]{64}', text)
+    assert guests._new_key(tmp_path).read_text() != text
+
+
+def test_a_link_planted_at_the_key_name_is_replaced_not_followed(tmp_path):
+    target = tmp_path / 'elsewhere'
+    target.write_text('keep me')
+    (tmp_path / 'run').mkdir()
+    (tmp_path / 'run' / 'agent.key').symlink_to(target)
+    guests._new_key(tmp_path / 'run')
+    assert target.read_text() == 'keep me'
+    assert not (tmp_path / 'run' / 'agent.key').is_symlink()
+
+
+# ---- the run directory: private, or refused ---------------------------------------------------------
+
+def test_run_directory_is_created_private(tmp_path):
+    run_dir = guests.private_dir(tmp_path / 'a' / 'run')
+    assert oct(run_dir.stat().st_mode & 0o777) == '0o700'
+
+
+def test_own_run_directory_is_made_private(tmp_path):
+    (tmp_path / 'run').mkdir(mode=0o755)
+    assert oct(guests.private_dir(tmp_path / 'run').stat().st_mode & 0o777) == '0o700'
+
+
+@pytest.mark.parametrize('hostile', ['world-writable', 'symlink', 'other-owner'])
+def test_hostile_run_directory_is_refused(tmp_path, hostile):
+    run_dir = tmp_path / 'run'
+    if hostile == 'world-writable':
+        run_dir.mkdir()
+        run_dir.chmod(0o777)
+    elif hostile == 'symlink':
+        (tmp_path / 'theirs').mkdir(mode=0o700)
+        run_dir.symlink_to(tmp_path / 'theirs')
+    else:
+        if os.geteuid() != 0:
+            pytest.skip('needs root to give a directory to another user')
+        run_dir.mkdir(mode=0o700)
+        os.chown(run_dir, 65534, 65534)
+    with pytest.raises(guests.SoftRoCEError, match='refusing the run directory'):
+        guests.private_dir(run_dir)
 
 
 def test_command_line_options():

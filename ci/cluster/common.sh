@@ -1,18 +1,12 @@
 # common.sh: names and paths shared by the ci/cluster scripts (sourced, not run).
 #
-# The cluster: slurmctld, slurmdbd, MariaDB and munged run on this machine (the "head");
-# node1..nodeN each run a slurmd in their own network + UTS + mount namespace, joined by
-# veth pairs to a bridge. Everything lives under one work directory and every daemon
-# writes a PID file there, so down.sh stops exactly what up.sh started.
+# The cluster: slurmctld, slurmdbd, MariaDB and munged run on this machine (the "head", lib.sh,
+# shared with the soft-RoCE cluster); node1..nodeN each run a slurmd in their own network + UTS +
+# mount namespace, joined by veth pairs to a bridge. Everything lives under one private work
+# directory and every daemon writes a PID file there, so down.sh stops exactly what up.sh started.
 
 CLUSTER_DIR=${IBREPRO_CLUSTER_DIR:-/tmp/ibrepro-cluster}
-case $CLUSTER_DIR in
-  /*) ;;
-  *) echo "IBREPRO_CLUSTER_DIR must be an absolute path, got '$CLUSTER_DIR'" >&2; exit 2 ;;
-esac
-case $CLUSTER_DIR in
-  *[[:space:]]*) echo "IBREPRO_CLUSTER_DIR must not contain spaces: '$CLUSTER_DIR'" >&2; exit 2 ;;
-esac
+CLUSTER_NAME=ci
 
 NUM_NODES=2
 # RFC 5737 documentation range: never routed anywhere. (192.0.2.0/24 may be eth0's own net.)
@@ -34,23 +28,8 @@ SLURMD_PORT=6818
 SLURMDBD_PORT=6819
 MARIADB_PORT=3307
 
-ETC=$CLUSTER_DIR/etc
-RUN=$CLUSTER_DIR/run
-LOG=$CLUSTER_DIR/log
-export SLURM_CONF=$ETC/slurm.conf
-
-# pid_alive FILE: true when FILE names a running process that is the daemon the file is named after
-# (slurmd-node1.pid: slurmd; mysqld.pid: mariadbd). A PID file left by a killed run may name a PID
-# that the kernel has since given to something else: that process is not ours to stop.
-pid_alive() {
-  [ -s "$1" ] || return 1
-  local pid want comm
-  pid=$(cat "$1")
-  comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
-  want=$(basename "$1" .pid); want=${want%%-*}
-  [ "$want" = mysqld ] && want=mariadbd
-  [ "$comm" = "$want" ]
-}
+# munged, MariaDB, slurmdbd, slurmctld; ETC, RUN, LOG, SLURM_CONF; pid_alive, stop_pidfile, ...
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # netns_exists NAME
 netns_exists() { [ -e "/run/netns/$1" ]; }

@@ -10,41 +10,17 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 T0=$(date +%s%N)
 say() { printf '[down %5.1f s] %s\n' "$(( ($(date +%s%N) - T0) / 1000000 ))e-3" "$*"; }
 
-# stop_pid NAME PID: SIGTERM, wait up to 15 s, then SIGKILL
-stop_pid() {
-  local name=$1 pid=$2
-  kill -0 "$pid" 2>/dev/null || return 0
-  kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 75); do
-    kill -0 "$pid" 2>/dev/null || { say "stopped $name (PID $pid)"; return 0; }
-    sleep 0.2
+# A work directory that is not private to root is not read at all (its PID files could name anyone).
+if secure_cluster_dir --existing; then
+  # 1. jobs: cancel them and wait until the queue is empty (job steps outlive a stopped slurmd)
+  cancel_jobs
+  # 2. daemons: the node slurmd's, then the controller, slurmdbd, then MariaDB and munged
+  for f in "$RUN"/slurmd-*.pid; do
+    [ -e "$f" ] && stop_pidfile "$(basename "$f" .pid)" "$f" &
   done
-  say "WARNING: $name (PID $pid) ignored SIGTERM for 15 s, sending SIGKILL"
-  kill -KILL "$pid" 2>/dev/null || true
-}
-# stop_pidfile NAME FILE
-stop_pidfile() { if pid_alive "$2"; then stop_pid "$1" "$(cat "$2")"; fi; rm -f "$2"; }
-
-# 1. jobs: cancel them and wait until the queue is empty (job steps outlive a stopped slurmd)
-if pid_alive "$RUN/slurmctld.pid"; then
-  ids=$(squeue -h -o %i 2>/dev/null || true)
-  if [ -n "$ids" ]; then
-    scancel $ids 2>/dev/null || true
-    for _ in $(seq 50); do [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.2; done
-    say "cancelled jobs: $(echo $ids)"
-  fi
+  wait
+  stop_head
 fi
-
-# 2. daemons: the node slurmd's, then the controller, slurmdbd, then MariaDB and munged
-for f in "$RUN"/slurmd-*.pid; do
-  [ -e "$f" ] && stop_pidfile "$(basename "$f" .pid)" "$f" &
-done
-wait
-stop_pidfile slurmctld "$RUN/slurmctld.pid"
-stop_pidfile slurmdbd "$RUN/slurmdbd.pid"
-stop_pidfile mariadbd "$RUN/mysqld.pid" &
-stop_pidfile munged "$RUN/munged.pid" &
-wait
 
 # 3. anything still running inside a node namespace (a job step or rank that outlived its
 #    slurmd) belongs to this cluster: stop it by PID before the namespace goes.

@@ -2,7 +2,8 @@
 end to end on a machine without InfiniBand (CI). Their numbers are emulated, never performance data.
 
   image      Debian kernel + initramfs from .debs, cached by the exact package versions
-  guests     start/stop the guests (one dual-port guest, or two guests joined by a link)
+  guests     start/stop the guests (one dual-port guest, two guests joined by a link, or N Slurm nodes)
+  fabric     the Slurm nodes' network: host bridges and tap devices (management, two fabric planes)
   guestexec  run a command in a guest, streaming its output (the ReFrame launcher)
   config     the `softroce` ReFrame launcher, system and environment (configs/softroce.py)
 
@@ -12,6 +13,7 @@ end to end on a machine without InfiniBand (CI). Their numbers are emulated, nev
 import argparse
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -54,9 +56,13 @@ def add_cli(subparsers):
     def start_options(q):
         common(q)
         q.add_argument('--nodes', type=int, default=int(os.environ.get('NODES', 1)),
-                       help='1: one dual-port guest; 2: two guests linked (default: $NODES or 1)')
+                       help='1: one dual-port guest; 2: two guests linked; with --slurm: N Slurm nodes '
+                            '(default: $NODES or 1)')
+        q.add_argument('--slurm', type=Path, metavar='MUNGE_KEY', default=None,
+                       help='start Slurm nodes rxnode1..N on a tap fabric (root; ci/softroce/slurm-up.sh): '
+                            'their munge key; writes <run dir>/slurm-nodes.conf for slurm.conf')
         q.add_argument('--share', type=Path, default=None, help=f'default: {share_dir()}')
-        q.add_argument('--extra', type=Path, default=os.environ.get('IBREPRO_SOFTROCE_EXTRA'),
+        q.add_argument('--extra', type=Path, default=os.environ.get('IBREPRO_SOFTROCE_EXTRA') or None,
                        help='host directory copied into the guests\' /usr/local (bin/, lib/)')
         q.add_argument('--smp', type=int, default=4, help='vCPUs per guest (default 4: fewer '
                        'make busy-polling perftest pairs wait for each other)')
@@ -64,7 +70,7 @@ def add_cli(subparsers):
         q.add_argument('--timeout', type=float, default=240, help='boot time limit, s')
 
     q = sub.add_parser('build', help='build (or find cached) the guest image; print its directory')
-    q.add_argument('--extra', type=Path, default=os.environ.get('IBREPRO_SOFTROCE_EXTRA'))
+    q.add_argument('--extra', type=Path, default=os.environ.get('IBREPRO_SOFTROCE_EXTRA') or None)
     q.set_defaults(func=_cli_build)
     q = sub.add_parser('up', help='start the guests and wait until they run commands')
     start_options(q)
@@ -107,13 +113,20 @@ def _cli_build(args):
 
 
 def _up(args):
-    from . import guests, image
+    from . import fabric, guests, image
 
     rdir, share = _dirs(args)
+    slurm = None
+    if args.slurm:
+        if os.geteuid() != 0:
+            raise guests.SoftRoCEError('--slurm makes bridges and tap devices: run as root')
+        slurm = {'munge_key': args.slurm.resolve(), 'head_name': socket.gethostname().split('.')[0]}
     img = image.build(cache_dir(), args.extra, log=_log)
     t0 = time.monotonic()
     guests.up(img, rdir, share, nodes=args.nodes, smp=args.smp, memory=args.memory,
-              timeout=args.timeout, log=_log)
+              timeout=args.timeout, log=_log, slurm=slurm)
+    if slurm:
+        (Path(rdir) / 'slurm-nodes.conf').write_text(fabric.slurm_nodes(args.nodes, args.smp))
     _log(f'softroce: {args.nodes} guest(s) up in {time.monotonic() - t0:.1f} s; shared '
          f'directory {Path(share).resolve()}; stop with `ibrepro softroce down`')
 
@@ -132,7 +145,11 @@ def _cli_down(args):
     from . import guests
 
     t0 = time.monotonic()
-    stopped = guests.down(_dirs(args)[0], log=_log)
+    try:
+        stopped = guests.down(_dirs(args)[0], log=_log)
+    except guests.SoftRoCEError as err:
+        _log(f'ibrepro softroce down: {err}')
+        return 1
     _log(f'softroce: down in {time.monotonic() - t0:.1f} s' if stopped else
          'softroce: no guests were up')
 
@@ -150,13 +167,14 @@ def _cli_status(args):
     for guest in state['guests']:
         with open(os.devnull, 'wb') as null:
             try:
-                guestexec.run(guest['agent_port'], ['true'], cwd='/', stdout=null, stderr=null,
+                address, key = guests.agent(guest['name'], rdir)
+                guestexec.run(address, ['true'], key, cwd='/', stdout=null, stderr=null,
                               node=guest['name'], connect_timeout=2)
                 answer = 'agent answers'
             except guestexec.GuestError as err:
                 answer, status = str(err), 1
-        print(f'{guest["name"]}: QEMU pid {guest["pid"]}, agent 127.0.0.1:{guest["agent_port"]}: '
-              f'{answer}')
+        where = ':'.join(map(str, guest.get('agent') or ['?']))
+        print(f'{guest["name"]}: QEMU pid {guest["pid"]}, agent {where}: {answer}')
 
     return status
 

@@ -1,24 +1,26 @@
-"""ReFrame pieces of the soft-RoCE nodes: the ``softroce`` launcher, the system and its environment.
+"""ReFrame pieces of the soft-RoCE nodes: the ``softroce`` launcher, the systems and their environment.
 
-``configs/softroce.py`` is ``rfmconfig.site_configuration(systems=[system()], environments=[environment()])``.
-Importing this module registers the launcher.
+``configs/softroce.py`` is ``rfmconfig.site_configuration(systems=[system()], environments=[environment()])``;
+``configs/softroce-slurm.py`` the same with :func:`slurm_system`, the Slurm cluster of soft-RoCE guests
+(ci/softroce/slurm-up.sh), shaped like a site's. Importing this module registers the launcher.
 
 Jobs run on the host (``local`` scheduler, ReFrame prefix inside the directory shared into the guests, so a
 stage directory has the same path in the guests). Partitions:
 
 * ``dualport``: one guest, rxe0 <-> rxe1 cabled back to back. Launcher ``softroce``: every command runs in
   guest n0 through its agent.
-* ``nodes2``: two guests, n0:rxe2 <-> n1:rxe2. Launcher ``local``: the job (``ibrepro pair``) runs on the
+* ``nodes2``: two guests, n0:rxe2 <-> n1:rxe2. Launcher ``local``: the job (the pair runner) runs on the
   host and reaches each guest through ``node_exec``, as it reaches nodes through ``srun`` elsewhere.
 
 Partition extras read by the perftest families (:mod:`ibrepro.rfm.perftest`): ``nodes``, ``rdma_devices``,
-``perftest_addresses`` (per node index, the address the out-of-band exchange connects to), ``node_exec``
-(prefix running one side on node ``{node}``); ``emulated`` (TCG: not performance data) and
-``perftest_options`` (options every perftest run needs here: a QP timeout longer than an emulated round
-trip, see ci/softroce/README.md); ``rdma_addresses`` (per node, the IP address of each rail, for RDMA CM:
-ibrepro_rdma).
+``node_exec`` (prefix running one side, or the runner's probe of a node's rails, on node ``{node}``),
+``python`` (the guests' interpreter for that probe; the host's python3 runs the runner itself);
+``emulated`` (TCG: not performance data) and ``perftest_options`` (options every perftest run needs here:
+a QP timeout longer than an emulated round trip, see ci/softroce/README.md). No address is configured:
+the runner reads each rail's address in the guest at run time.
 """
 
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -27,7 +29,10 @@ from reframe.core.backends import register_launcher
 from reframe.core.launchers import JobLauncher
 
 from .. import rfmconfig
-from . import guests, run_dir, share_dir
+from . import fabric, guests, run_dir, share_dir
+
+#: The guests' interpreter (python3.11 with the pure-Python standard library: ibrepro.softroce.image)
+GUEST_PYTHON = '/usr/bin/python3'
 
 #: Tool features extra binaries can give the guests (`ibrepro softroce up --extra DIR`): those needing no MPI
 GUEST_TOOLS = ['ibrepro-rdma']
@@ -80,31 +85,61 @@ def system():
             {**common, 'name': 'dualport', 'launcher': 'softroce', 'access': ['--node=n0'],
              'descr': 'one guest, rxe0 <-> rxe1 cabled back to back (veth)',
              'features': ['ib', 'roce', 'rxe', 'dual-port', 'nodes1'],
-             'extras': _extras(nodes=1, rdma_devices=['rxe0', 'rxe1'],
-                               perftest_addresses=[guests.address('n0', 'rxe0'),
-                                                   guests.address('n0', 'rxe1')],
-                               # RDMA CM: the server's rails, then the client's end of each cable
-                               rdma_addresses=[[guests.address('n0', 'rxe0'),
-                                                guests.address('n0', 'rxe1')],
-                                               [guests.address('n0', 'rxe1'),
-                                                guests.address('n0', 'rxe0')]],
+             'extras': _extras(nodes=1, rdma_devices=['rxe0', 'rxe1'], python=GUEST_PYTHON,
                                node_exec=guest_exec('n0'))},
             {**common, 'name': 'nodes2', 'launcher': 'local',
-             'descr': 'two guests, n0:rxe2 <-> n1:rxe2 (QEMU socket link on 127.0.0.1)',
+             'descr': 'two guests, n0:rxe2 <-> n1:rxe2 (a QEMU stream link over a private unix socket)',
              'features': ['ib', 'roce', 'rxe', 'nodes2'],
-             'extras': _extras(nodes=2, rdma_devices=['rxe2'],
-                               perftest_addresses=[guests.address('n0', 'rxe2'),
-                                                   guests.address('n1', 'rxe2')],
-                               rdma_addresses=[[guests.address('n0', 'rxe2')],
-                                               [guests.address('n1', 'rxe2')]],
+             'extras': _extras(nodes=2, rdma_devices=['rxe2'], python=GUEST_PYTHON,
                                node_exec=guest_exec('n{node}'))},
         ],
     }
 
 
-def guest_tools():
+def slurm_nodes(cluster_dir):
+    """(nodes, CPUs per node) of the cluster of ci/softroce/slurm-up.sh in ``cluster_dir``, from the node lines
+    `ibrepro softroce up --slurm` wrote (the defaults of slurm-common.sh when it is not up)."""
+    try:
+        text = (Path(cluster_dir) / 'guests' / 'slurm-nodes.conf').read_text()
+    except OSError:
+        return 3, 2
+    cpus = re.findall(r'^NodeName=\S+ .*\bCPUs=(\d+)', text, re.M)
+    return len(cpus), int(cpus[0]) if cpus else 2
+
+
+def slurm_system(cluster_dir):
+    """The ``softroce-slurm`` system: Slurm over soft-RoCE guests, as a site has it.
+
+    Slurm (slurmctld and slurmdbd on this machine) chooses the nodes among rxnode1..N; jobs are submitted
+    with sbatch and run their steps with srun inside the guests, each node with two rails, rxe0 and rxe1 on
+    two fabric planes. The ReFrame prefix is the directory the guests share, so stage directories have the
+    same path everywhere; the guests' python3 runs the pair runner (extras ``python``).
+    """
+    nodes, cpus = slurm_nodes(cluster_dir)
+    return {
+        'name': 'softroce-slurm',
+        'descr': f'Slurm over {nodes} soft-RoCE (rdma_rxe) QEMU TCG guests, two rails each: runs end to end, '
+                 'numbers are not performance data',
+        'hostnames': ['.*'],
+        'modules_system': 'nomod',
+        'prefix': str(Path(cluster_dir) / 'share' / 'reframe'),
+        'partitions': [{
+            'name': 'rxe', 'descr': f'rxnode1..{nodes} (Slurm partition rxe): rxe0 on plane 0, rxe1 on plane 1',
+            'scheduler': 'slurm', 'launcher': 'srun', 'access': ['--partition=rxe'],
+            'environs': ['rxe-guest'], 'time_limit': '20m',
+            'max_jobs': 1,     # TCG guests on two host cores: one case at a time
+            'features': ['ib', 'roce', 'rxe', 'dual-port'],
+            'extras': _extras(nodes=nodes, cores_per_node=cpus, rdma_devices=fabric.rdma_devices(),
+                              python=GUEST_PYTHON,
+                              interconnect='soft-RoCE (rdma_rxe, RoCE v2) in QEMU TCG guests, two planes of '
+                                           'Linux bridges')},
+        ],
+    }
+
+
+def guest_tools(guests_run_dir=None):
     """Tool features of the extra binaries in the running guests' image (none when no guest is up)."""
-    state = guests.read_state(run_dir())
+    state = guests.read_state(guests_run_dir or run_dir())
     manifest = Path(state['image'], 'manifest.txt') if state else None
     if not manifest or not manifest.exists():
         return []
@@ -113,9 +148,9 @@ def guest_tools():
     return [tool for tool in GUEST_TOOLS if set(rfmconfig.TOOL_BINARIES[tool]) & names]
 
 
-def environment():
+def environment(guests_run_dir=None, systems=('softroce',)):
     """What the guest image provides: perftest 4.5, rdma-core 44 (ibv_*), iproute2's rdma, and the tools
     of its extra binaries (`ibrepro softroce up --extra build/bench`: ibrepro_rdma)."""
-    return {'name': 'rxe-guest', 'features': ['perftest', 'verbs', *guest_tools()],
-            'target_systems': ['softroce'],
+    return {'name': 'rxe-guest', 'features': ['perftest', 'verbs', *guest_tools(guests_run_dir)],
+            'target_systems': list(systems),
             'extras': {'about': 'the soft-RoCE guest image (ibrepro softroce build)'}}

@@ -23,10 +23,10 @@ from pathlib import Path
 
 from ..paths import REPO_ROOT
 
-#: the guest's files: PID 1, its inittab, the boot-time set-up and the agent
+#: the guest's files: PID 1, its inittab, the boot-time set-up, the agent, the Slurm node's start
 GUEST_DIR = REPO_ROOT / 'ci' / 'softroce'
 GUEST_FILES = {'init': 'init', 'inittab': 'etc/inittab', 'setup.sh': 'etc/softroce/setup.sh',
-               'agent.py': 'etc/softroce/agent.py'}
+               'agent.py': 'etc/softroce/agent.py', 'slurm-node.sh': 'etc/softroce/slurm-node.sh'}
 
 #: the meta-package naming the current kernel ABI package (pin with $IBREPRO_SOFTROCE_KERNEL)
 KERNEL_META = 'linux-image-amd64'
@@ -35,14 +35,22 @@ KERNEL_META = 'linux-image-amd64'
 #: finds all its libraries inside the image and names the one that is missing.
 PACKAGES = [
     'busybox-static',                                   # sh, init, mount, modprobe, ...
+    'bash',                                             # ReFrame's job scripts (#!/bin/bash)
     'perftest', 'ibverbs-utils', 'ibverbs-providers',   # ib_*, ibv_devinfo, librxe
     'libibverbs1', 'librdmacm1', 'libibumad3', 'libpci3',
-    'iproute2',                                         # ip (veth, policy routing), rdma
-    'python3.11-minimal', 'libpython3.11-minimal',      # the agent
+    'iproute2',                                         # ip (veth, policy routing), rdma, tc
+    'python3.11-minimal', 'libpython3.11-minimal',      # the agent and the pair runner ...
+    'libpython3.11-stdlib',                             # ... with json, shlex, shutil, hmac (see PRUNE)
+    'slurmd', 'slurm-client', 'slurm-wlm-basic-plugins',   # a Slurm compute node (configless)
+    'munge', 'libmunge2',
     'coreutils',                                        # libstdbuf.so only (see PARTIAL)
     'libc6', 'libudev1', 'zlib1g', 'libexpat1', 'libnl-3-200', 'libnl-route-3-200', 'libbpf1',
     'libbsd0', 'libcap2', 'libdb5.3', 'libelf1', 'libmnl0', 'libselinux1',
-    'libxtables12', 'libmd0', 'libpcre2-8-0',
+    'libxtables12', 'libmd0', 'libpcre2-8-0', 'libtinfo6',
+    # Slurm's and munge's libraries
+    'libhwloc15', 'liblz4-1', 'libnuma1', 'libpam0g', 'libaudit1', 'libcap-ng0', 'libdbus-1-3',
+    'libsystemd0', 'libzstd1', 'liblzma5', 'libgcrypt20', 'libgpg-error0', 'libjson-c5', 'libyaml-0-2',
+    'libreadline8', 'libbz2-1.0',
 ]
 
 #: packages of which only these members are unpacked
@@ -50,19 +58,46 @@ PARTIAL = {'coreutils': ['./usr/libexec/coreutils/libstdbuf.so']}
 
 #: kernel modules (with their dependencies): the RDMA stack, the virtual NICs and cables, 9p
 MODULES = ['rdma_rxe', 'rdma_ucm', 'ib_umad', 'veth', 'virtio_pci', 'virtio_net', '9p',
-           '9pnet_virtio', 'crc32_generic', 'crc32-pclmul']
+           '9pnet_virtio', 'crc32_generic', 'crc32-pclmul',
+           'qemu_fw_cfg',              # files from the host: agent and munge keys, /etc/hosts
+           'sch_tbf', 'sch_netem']     # tc: shaping a node's links from inside
 
 #: files and directories (glob patterns) removed from the image: unused, or needing more libraries
 PRUNE = ['usr/share/doc', 'usr/share/man', 'usr/share/locale', 'usr/share/lintian',
          'usr/share/info', 'usr/lib/x86_64-linux-gnu/gconv', 'usr/share/bug',
-         'usr/lib/python3.11/lib-dynload/*',   # _ssl, _hashlib: libssl, not used by the agent
-         'bin/ss', 'usr/lib/x86_64-linux-gnu/tc']   # iproute2's ss (libtirpc) and tc plugins
+         # the stdlib (python3.11-minimal has no json, shlex, shutil, hmac, ...) without its tests and
+         # tools, and without the C modules whose libraries the image lacks (libssl, sqlite, libffi, ...)
+         *[f'usr/lib/python3.11/{m}' for m in (
+             'test', 'pydoc_data', 'distutils', 'venv', 'idlelib', 'tkinter', 'turtledemo', 'lib2to3',
+             'ensurepip', 'sqlite3', 'ctypes', 'curses', 'dbm', 'turtle.py', 'pydoc.py')],
+         *[f'usr/lib/python3.11/lib-dynload/{m}*' for m in (
+             '_ssl', '_hashlib', '_sqlite3', '_ctypes', '_uuid', '_dbm', '_gdbm', '_curses', 'nis', '_crypt',
+             '_decimal', '_tkinter', 'readline')],
+         'bin/ss', 'usr/lib/x86_64-linux-gnu/tc',   # iproute2's ss (libtirpc) and tc plugins
+         # Slurm plugins a compute node of ours never loads, and the libraries they would need
+         'usr/lib/x86_64-linux-gnu/slurm-wlm/*_lua.so', 'usr/lib/x86_64-linux-gnu/slurm-wlm/*cray*',
+         'usr/lib/x86_64-linux-gnu/slurm-wlm/openapi_*', 'usr/lib/x86_64-linux-gnu/slurm-wlm/rest_auth_*',
+         'usr/lib/x86_64-linux-gnu/slurm-wlm/mpi_pmix*',   # libpmix: no Open MPI in the guests
+         'usr/sbin/slurmstepd.lua*', 'usr/bin/sview', 'usr/bin/smap']
 
 #: images kept in the cache (other branches or extra directories give other keys)
 KEEP_IMAGES = 3
 
-#: the guest loader's configuration (libc-bin, not in the image, owns /etc/ld.so.conf)
-LD_SO_CONF = 'include /etc/ld.so.conf.d/*.conf\n/usr/local/lib\n'
+#: the guest loader's configuration (libc-bin, not in the image, owns /etc/ld.so.conf); Slurm's own library
+#: directory too: its programs find libslurmfull.so by an absolute RUNPATH, which the check below would
+#: resolve on the host
+LD_SO_CONF = 'include /etc/ld.so.conf.d/*.conf\n/usr/local/lib\n/usr/lib/x86_64-linux-gnu/slurm-wlm\n'
+#: links the packages' maintainer scripts would make (update-alternatives), and python3
+SYMLINKS = {'usr/bin/python3': 'python3.11', 'usr/sbin/slurmd': 'slurmd-wlm', 'usr/sbin/slurmstepd': 'slurmstepd-wlm'}
+
+#: the accounts and name service of the guest (no base-files, passwd or libc-bin in the image): slurmd
+#: looks up the job's user, munged its own
+ETC_FILES = {
+    'passwd': 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n',
+    'group': 'root:x:0:\nnogroup:x:65534:\n',
+    'nsswitch.conf': 'passwd: files\ngroup: files\nshadow: files\nhosts: files\n',
+}
+
 #: directories the loader searches without configuration
 TRUSTED_LIB_DIRS = ['/lib', '/usr/lib']
 
@@ -334,9 +369,12 @@ def _assemble(root, kern, debs, extra, log):
         (root / dest).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(GUEST_DIR / name, root / dest)
     (root / 'init').chmod(0o755)
-    (root / 'usr/bin/python3').symlink_to('python3.11')
+    for link, target in SYMLINKS.items():
+        (root / link).symlink_to(target)
     (root / 'sbin/modprobe').symlink_to('/bin/busybox')   # the kernel's request_module()
     (root / 'etc/ld.so.conf').write_text(LD_SO_CONF)
+    for name, text in ETC_FILES.items():
+        (root / 'etc' / name).write_text(text)
     for d in ('proc', 'sys', 'dev', 'tmp', 'run', 'root', 'bb', 'mnt'):
         (root / d).mkdir(exist_ok=True)
     added = _add_extra(extra, root, log) if extra else []
