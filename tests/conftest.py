@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from ibrepro.paths import DEPS_DIR
+
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 REFRAME = VENV_BIN / 'reframe'
-IMPI = ROOT / '.deps' / 'impi' / 'bin' / 'IMB-MPI1'
+IMPI = DEPS_DIR / 'impi' / 'bin' / 'IMB-MPI1'
 
 #: A short IMB sweep: the real binaries and pipeline, seconds instead of minutes.
 SHORT_IMB = ['-S', 'message_sizes=1:64', '-S', 'iterations=50', '-S', 'time_per_sample=2']

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ibrepro.parsers import BenchmarkFailed, parse_text
+from ibrepro.paths import DEPS_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 VERSION = (REPO / 'benchmarks' / 'VERSION').read_text().strip()
@@ -22,7 +23,8 @@ def _mpicc():
     given = os.environ.get('IBREPRO_MPICC')
     if given:
         return given
-    local = REPO / '.deps' / 'mpich' / 'bin' / 'mpicc'
+    # DEPS_DIR is resolved: make cannot take a compiler path with white space in it
+    local = DEPS_DIR / 'mpich' / 'bin' / 'mpicc'
     return str(local) if local.exists() else shutil.which('mpicc')
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from conftest import ROOT, VENV_BIN, needs_impi, output
 from ibrepro import software
+from ibrepro.paths import DEPS_DIR
 
-DEPS = ROOT / '.deps'
+DEPS = DEPS_DIR
 
 
 def probe_in(prefix, *lib_dirs):
