@@ -56,6 +56,11 @@ class Inputs:
     selected: list                                       # run reports the report is about, oldest first
     history: dict = dataclasses.field(default_factory=dict)   # system -> results.History, oldest first
     problems: list = dataclasses.field(default_factory=list)  # what could not be read, and why
+    index: object = None                                 # the results.ValueIndex the histories read (open)
+
+    def close(self):
+        if self.index:
+            self.index.close()
 
 
 def _start(report):
@@ -89,11 +94,11 @@ def select(*, db=None, sessions=None, last=None, since=None, report_files=None, 
     """
     inputs = Inputs([])
     db = Path(db or paths.results_db())
-    index, rows = None, []
+    rows = []
     try:
         if db.is_file() or not report_files:
-            index = results.open_index(db)
-            readable, unreadable = index.sessions()
+            inputs.index = results.open_index(db)
+            readable, unreadable = inputs.index.sessions()
             rows = [row for row, _ in readable]
             inputs.problems += unreadable
         _select(inputs, db, rows, sessions, last, since, report_files)
@@ -106,10 +111,10 @@ def select(*, db=None, sessions=None, last=None, since=None, report_files=None, 
             if not use_index:
                 earlier = results.sessions_by_uuid([row.uuid for row in earlier], db, problems=inputs.problems)
             entries = sorted(earlier + mine, key=_order)
-            inputs.history[system] = results.History.of(entries, index, system)
-    finally:
-        if index:
-            index.close()
+            inputs.history[system] = results.History.of(entries, inputs.index, system)
+    except BaseException:
+        inputs.close()
+        raise
     return inputs
 
 
@@ -205,15 +210,10 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     for row in sessions:
         run_of.append(runs.setdefault(row.run or row.uuid, len(runs)))
     n = len(runs)
-    per_run = collections.defaultdict(lambda: collections.defaultdict(list))   # series key -> {run: [values]}
-    meta = {}                                # series key -> the PerfValue of its oldest value
-    for series, (positions, values) in history.values.items():
+    keys, meta = {}, {}                      # index series -> series key; series key -> PerfValue of its oldest value
+    for series, (position, value, ref, lower, upper, result) in history.first.items():
         params = tuple(tuple(p) for p in json.loads(series.params))
-        key = (series.system, series.partition, series.environ, series.check, params, series.variable)
-        slot = per_run[key]
-        for position, value in zip(positions, values):
-            slot[run_of[position]].append(value)
-        position, value, ref, lower, upper, result = history.first[series]
+        key = keys[series] = (series.system, series.partition, series.environ, series.check, params, series.variable)
         if key not in meta or position < meta[key][0]:
             meta[key] = (position, results.PerfValue(
                 session=sessions[position].uuid, session_start=sessions[position].start, system=series.system,
@@ -221,6 +221,21 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
                 params=params, variable=series.variable, value=value, unit=series.unit, ref=ref, lower=lower,
                 upper=upper, result=result))
     meta = {key: pv for key, (_, pv) in meta.items()}
+
+    def aligned(values, first_run=0):
+        """{series key: one value per run from ``first_run`` (the median of the run's sessions), None if none}."""
+        per_run = collections.defaultdict(lambda: collections.defaultdict(list))
+        for series, (positions, xs) in values.items():
+            slot = per_run[keys[series]]
+            for position, x in zip(positions, xs):
+                if run_of[position] >= first_run:
+                    slot[run_of[position]].append(x)
+        found = {}
+        for key, per in per_run.items():
+            found[key] = row = [None] * (n - first_run)
+            for j, xs in per.items():
+                row[j - first_run] = xs[0] if len(xs) == 1 else statistics.median(xs)
+        return found
 
     latest = {}                              # series key -> the PerfValue of the newest selected session
     cases_now = {}                           # (partition, environ, name) -> (case, {variable: [values]})
@@ -236,17 +251,17 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
                 latest[pv.series_key] = pv
                 slot[1][pv.variable].append(pv.value)
 
-    aligned = {}
-    for key, per in per_run.items():
-        values = [None] * n
-        for j, xs in per.items():
-            values[j] = xs[0] if len(xs) == 1 else statistics.median(xs)
-        aligned[key] = values
-    better = {key: parsers.METRIC_BETTER.get(_metric(key[-1]).split('_')[0]) for key in aligned}
-    tail = method.window + method.confirm    # the test reads no further back
+    # the history test reads the newest window + confirm runs: only their values are read
+    first_run = max(0, n - method.window - method.confirm)
+    since = next((p for p, j in enumerate(run_of) if j >= first_run), len(run_of))
+    recent = aligned(history.values(since=since), first_run)
+    better = {key: parsers.METRIC_BETTER.get(_metric(key[-1]).split('_')[0]) for key in meta}
     result = stats.history_tests(
-        {key: (values[-tail:], better[key], (meta[key].partition, meta[key].environ, meta[key].name))
-         for key, values in aligned.items()}, method)
+        {key: (recent.get(key) or [None] * (n - first_run), better[key],
+               (meta[key].partition, meta[key].environ, meta[key].name)) for key in meta}, method)
+
+    def whole(wanted):   # every run of a few series: the trends
+        return aligned(history.values(series=[s for s, key in keys.items() if key in wanted]))
 
     current = {key: (case, {v: statistics.median(xs) for v, xs in values.items()})
                for key, (case, values) in cases_now.items()}
@@ -267,7 +282,7 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     for row, j in zip(sessions, run_of):
         starts.setdefault(j, _when(row.start))
     model['runs'] = len(runs)
-    model.update(_regressions(aligned, meta, latest, result, [starts[j] for j in range(len(runs))], method))
+    model.update(_regressions(whole, meta, latest, result, [starts[j] for j in range(len(runs))], method))
     return model
 
 
@@ -542,7 +557,8 @@ def _figure(group, topologies):
 
 # -- regressions -----------------------------------------------------------------------------------
 
-def _regressions(aligned, meta, latest, result, dates, method):
+def _regressions(whole, meta, latest, result, dates, method):
+    """The variables' and test cases' verdicts, and the trends (``whole(keys)``: every run of those series)."""
     rows = []
     for key, shift in result.variables.items():
         pv = latest.get(key, meta[key])
@@ -560,8 +576,9 @@ def _regressions(aligned, meta, latest, result, dates, method):
               for g, s in sorted(result.groups.items())]
 
     trends = []
-    chosen = [r for r in flagged if r['shift'].verdict != 'improvement'] or _headline_variables(rows)
-    for row in chosen[:MAX_TRENDS]:
+    chosen = ([r for r in flagged if r['shift'].verdict != 'improvement'] or _headline_variables(rows))[:MAX_TRENDS]
+    aligned = whole({row['key'] for row in chosen})
+    for row in chosen:
         shift = row['shift']
         band = ((shift.baseline * math.exp(-2 * shift.noise), shift.baseline * math.exp(2 * shift.noise))
                 if shift.baseline and shift.noise else None)
@@ -777,6 +794,13 @@ def _cli(args):
         print(f'ibrepro report: {err}', file=sys.stderr)
         return 2
 
+    try:
+        return _report(args, method, inputs)
+    finally:
+        inputs.close()
+
+
+def _report(args, method, inputs):
     gc.freeze()   # the loaded reports live to the end: keep the garbage collector from scanning them again
     for problem in inputs.problems:
         print(f'ibrepro report: skipped: {problem}', file=sys.stderr)

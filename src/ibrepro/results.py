@@ -258,35 +258,41 @@ def _count(value):
 # -- the history of a system: what the report and the history test read -------------------------------
 
 class History:
-    """Sessions (oldest first) and the values of each series in them, with the first occurrence's details.
+    """Sessions (oldest first), the first occurrence of each series in them, and their values on demand.
 
-    ``values[series]`` is ``(positions, values)``: two arrays, the session's position in ``sessions`` and the
-    value; ``first[series]`` is ``(position, value, ref, lower, upper, result)`` of its oldest value.
+    ``first[series]`` is ``(position, value, ref, lower, upper, result)`` of the series' oldest value (``position``:
+    in ``sessions``); :meth:`values` reads the values: the recent ones of every series (what the history test
+    reads), or all of a few (a trend). Sessions come from decoded run reports or from a ValueIndex, which is then
+    read only for what is asked: a year of history is not loaded to test the last month.
     """
 
     def __init__(self):
-        self.sessions, self.values, self.first, self.problems = [], {}, {}, []
-
-    def _slot(self, series):
-        slot = self.values.get(series)
-        if slot is None:
-            slot = self.values[series] = (array.array('i'), array.array('d'))
-        return slot
+        self.sessions, self.first, self.problems = [], {}, []
+        self._decoded = {}       # series -> (positions, values) of the sessions decoded here
+        self._index = None       # (ValueIndex, its table of this history's sessions, {series id: Series})
 
     def _note_first(self, series, position, value, details):
         if series not in self.first or position < self.first[series][0]:
             self.first[series] = (position, value, *details)
 
-    def _add(self, series, position, value, details):
-        self._note_first(series, position, value, details)
-        slot = self._slot(series)
-        slot[0].append(position)
-        slot[1].append(value)
+    def values(self, series=None, since=0):
+        """``{series: (positions, values)}`` at positions >= ``since``, of ``series`` (every series when None)."""
+        wanted = None if series is None else set(series)
+        found = {}
+        for key, (positions, values) in self._decoded.items():
+            if wanted is None or key in wanted:
+                kept = [(p, v) for p, v in zip(positions, values) if p >= since]
+                if kept:
+                    found[key] = (array.array('i', [p for p, _ in kept]), array.array('d', [v for _, v in kept]))
+        if self._index:
+            index, table, series_ids = self._index
+            index.read_values(table, series_ids, found, wanted, since)
+        return found
 
     @classmethod
     def of(cls, entries, index=None, system=None):
         """The history of ``entries``, oldest first: checked run reports (decoded here), or sessions in ``index``
-        (UUIDs or SessionRows; a ValueIndex: their values are read from it, nothing is decoded); only ``system``'s
+        (UUIDs or SessionRows; a ValueIndex, which must stay open while the history is read); only ``system``'s
         values."""
         history, indexed = cls(), {}
         rows = {row.uuid: (row, problems) for row, problems in index.sessions()[0]} if index else {}
@@ -296,14 +302,17 @@ class History:
                 row, values, problems = extract(entry)
                 for series, value, *details in values:
                     if system is None or series.system == system:
-                        history._add(series, position, value, details)
+                        history._note_first(series, position, value, details)
+                        slot = history._decoded.setdefault(series, (array.array('i'), array.array('d')))
+                        slot[0].append(position)
+                        slot[1].append(value)
             else:
                 row, problems = rows[getattr(entry, 'uuid', entry)]
                 indexed[row.uuid] = position
             history.sessions.append(row)
             history.problems.extend(problems)
         if indexed:
-            index.fill(history, indexed, system)
+            index.attach(history, indexed, system)
         return history
 
 
@@ -471,30 +480,55 @@ class ValueIndex:
                                  json.loads(problems)))
         return readable, unreadable
 
-    def fill(self, history, positions, system=None):
-        """Add to ``history`` the values of the sessions ``{uuid: position in history}`` (of ``system``)."""
-        self.conn.execute('CREATE TEMP TABLE IF NOT EXISTS chosen(id INTEGER PRIMARY KEY, position INTEGER)')
-        self.conn.execute('DELETE FROM chosen')
+    def attach(self, history, positions, system=None):
+        """Make ``history`` read the values of the sessions ``{uuid: position in history}`` (of ``system``) from
+        here, and note the first occurrence of each series."""
+        self._tables = getattr(self, '_tables', 0) + 1
+        table = f'chosen{self._tables}'   # one per history: several may be read at once
+        self.conn.execute(f'CREATE TEMP TABLE {table}(id INTEGER PRIMARY KEY, position INTEGER)')
         ids = dict(self.conn.execute('SELECT uuid, id FROM sessions'))
-        self.conn.executemany('INSERT INTO chosen VALUES(?, ?)', [(ids[u], p) for u, p in positions.items()])
+        self.conn.executemany(f'INSERT INTO {table} VALUES(?, ?)', [(ids[u], p) for u, p in positions.items()])
         series = {sid: Series(*rest) for sid, *rest in self.conn.execute(
             'SELECT id, system, partition, environ, check_name, name, params, variable, unit FROM series'
             + (' WHERE system = ?' if system else ''), (system,) if system else ())}
-        # the first occurrence of each series with its details (SQLite takes the bare columns from the MIN row)
+        history._index = (self, table, series)
+        # the first occurrence of every series present: walk the sessions oldest first until all are seen (most
+        # series are in the oldest session, so this reads a few sessions, not the history)
+        pending = {sid for (sid,) in self.conn.execute(f'SELECT DISTINCT v.series FROM {table} c '
+                                                       f'JOIN vals v ON v.session = c.id') if sid in series}
+        order = [sid for sid, _ in sorted(self.conn.execute(f'SELECT id, position FROM {table}'), key=lambda r: r[1])]
+        for i in range(0, len(order), 64):
+            if not pending:
+                break
+            chunk = order[i:i + 64]
+            rows = self.conn.execute(f'SELECT v.series, c.position, v.value, v.ref, v.lower, v.upper, v.result '
+                                     f'FROM {table} c JOIN vals v ON v.session = c.id '
+                                     f'WHERE c.id IN ({",".join("?" * len(chunk))})', chunk).fetchall()
+            for sid, position, value, *details in sorted(rows, key=lambda r: r[1]):
+                if sid in pending:
+                    history._note_first(series[sid], position, value, details)
+                    pending.discard(sid)
+
+    def read_values(self, table, series, found, wanted, since):
+        """Add to ``found`` (see History.values) the values of the sessions in ``table``."""
+        args, where = [since], 'c.position >= ?'
+        if wanted is not None:
+            ids = [sid for sid, key in series.items() if key in wanted]
+            if not ids:
+                return
+            where += f' AND v.series IN ({",".join("?" * len(ids))})'
+            args += ids
         slots = {}
-        for sid, position, value, *details in self.conn.execute(
-                'SELECT v.series, MIN(c.position), v.value, v.ref, v.lower, v.upper, v.result FROM chosen c '
-                'JOIN vals v ON v.session = c.id GROUP BY v.series'):
-            if sid in series:
-                history._note_first(series[sid], position, value, details)
-                slots[sid] = history._slot(series[sid])
-        # then every value: the hot loop of a long history (millions of rows), kept to two appends
-        for sid, position, value in self.conn.execute('SELECT v.series, c.position, v.value FROM chosen c '
-                                                      'JOIN vals v ON v.session = c.id'):
+        for sid, position, value in self.conn.execute(f'SELECT v.series, c.position, v.value FROM {table} c '
+                                                      f'JOIN vals v ON v.session = c.id WHERE {where}', args):
             slot = slots.get(sid)
-            if slot is not None:
-                slot[0].append(position)
-                slot[1].append(value)
+            if slot is None:
+                key = series.get(sid)
+                if key is None:
+                    continue
+                slot = slots[sid] = found.setdefault(key, (array.array('i'), array.array('d')))
+            slot[0].append(position)
+            slot[1].append(value)
 
     def size(self):
         return sum(Path(f'{self.path}{s}').stat().st_size for s in ('', '-wal') if Path(f'{self.path}{s}').exists())
