@@ -66,13 +66,15 @@ def template(values):
     return report, count
 
 
-def make_db(path, sessions, values, seed=1):
+def make_db(path, sessions, values, seed=1, start=1.7e9):
+    """A results database of ``sessions`` synthetic sessions a day apart from ``start`` (added to ``path`` if it
+    exists)."""
     rng = random.Random(seed)
     base, count = template(values)
+    exists = Path(path).exists()
     conn = sqlite3.connect(path)
-    for sql in SCHEMA:
+    for sql in SCHEMA if not exists else []:
         conn.execute(sql)
-    start = 1.7e9
     for n in range(sessions):
         report = copy.deepcopy(base)
         info = report['session_info']
@@ -123,16 +125,7 @@ def add_session(db, values, seed):
     conn = sqlite3.connect(db)
     newest = conn.execute('SELECT MAX(session_start_unix) FROM sessions').fetchone()[0]
     conn.close()
-    extra = Path(f'{db}.one')
-    make_db(extra, 1, values, seed=seed)
-    conn = sqlite3.connect(db)
-    conn.execute('ATTACH DATABASE ? AS one', (str(extra),))
-    conn.execute('UPDATE one.sessions SET session_start_unix = ?', (newest + 86400,))
-    conn.execute('INSERT INTO sessions SELECT * FROM one.sessions')
-    conn.execute('INSERT INTO testcases SELECT * FROM one.testcases')
-    conn.commit()
-    conn.close()
-    extra.unlink()
+    make_db(db, 1, values, seed=seed, start=newest + 86400)
 
 
 def main():

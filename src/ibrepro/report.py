@@ -297,7 +297,7 @@ def _provenance(system, selected, current, problems, platforms_config=None):
     platforms, topologies, softwares, versions, failures = {}, {}, {}, set(), []
     info = selected[-1]['session_info']
     for (partition, environ, name), (case, _) in sorted(current.items()):
-        where = f'session {case.get("session_uuid") or info.get("uuid", "?")}: test case {name}'
+        where = f'session {case.get("session_uuid") or info.get("uuid", "?")}: test case {name} @{partition}+{environ}'
         if case.get('platform'):
             platforms[(partition, environ)] = _guarded(problems, where, 'platform', _platform, case['platform'])
         if name.startswith('RdmaTopology') and case.get('topology'):
