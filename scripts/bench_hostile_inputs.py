@@ -6,7 +6,7 @@ Long lines: a real output of each tool (tests/fixtures) with one line of ``--siz
 tool's patterns read (a header, a setting, a summary field: see LINE_PREFIXES), made of a 500,000-space run and
 then letters (a run of blanks is what lazy ``(.*?)\\s*$`` patterns backtrack over). Each input is parsed in its
 own process (``ibrepro.parsers.parse_text``), killed after ``--timeout`` seconds or at ``--memory-mb`` of address
-space; the script prints the wall time and the peak resident memory (ru_maxrss) of the worst input per tool.
+space; the script prints the wall time and the peak resident memory (VmHWM) of the worst input per tool.
 
 Alias bomb: a references.yaml of nine levels of aliases, each a list of nine of the one before (468 bytes, 9^9
 leaves once expanded), as ``systems/bomb/references.yaml`` of a copy of reference-data/, through
@@ -16,7 +16,6 @@ leaves once expanded), as ``systems/bomb/references.yaml`` of a copy of referenc
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -103,24 +102,41 @@ except MemoryError:
 except Exception as err:
     outcome = f'{type(err).__name__}: {str(err)[:150]}'
 took = time.perf_counter() - began
-print(json.dumps({'seconds': took, 'outcome': outcome,
-                  'maxrss_mb': resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM: the peak resident memory of this program (ru_maxrss would include the parent's, inherited over exec)
+peak = next(int(line.split()[1]) for line in open('/proc/self/status') if line.startswith('VmHWM:'))
+print(json.dumps({'seconds': took, 'outcome': outcome, 'maxrss_mb': peak / 1024}))
 '''
 
 
 def measure(kind, text, timeout, memory_mb, work):
+    """Run one input in a child; its time, peak RSS (MB) and outcome. A child past ``timeout`` is killed, its peak
+    RSS read from /proc just before."""
     path = work / f'input-{kind}.txt'
     path.write_text(text)
     began = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, '-c', _CHILD, kind, str(memory_mb), str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        proc = subprocess.run([sys.executable, '-c', _CHILD, kind, str(memory_mb), str(path)],
-                              capture_output=True, text=True, timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {'seconds': time.perf_counter() - began, 'outcome': f'killed after {timeout} s', 'maxrss_mb': None}
+        peak = _peak_rss(proc.pid)
+        proc.kill()
+        proc.communicate()
+        return {'seconds': time.perf_counter() - began, 'outcome': f'killed after {timeout:g} s', 'maxrss_mb': peak}
     if proc.returncode:
-        return {'seconds': time.perf_counter() - began, 'outcome': f'exit {proc.returncode}: {proc.stderr[-200:]}',
+        return {'seconds': time.perf_counter() - began, 'outcome': f'exit {proc.returncode}: {err[-200:]}',
                 'maxrss_mb': None}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _peak_rss(pid):
+    try:
+        for line in Path(f'/proc/{pid}/status').read_text().splitlines():
+            if line.startswith('VmHWM:'):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
 
 
 def _load():

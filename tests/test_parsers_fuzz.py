@@ -182,7 +182,8 @@ def test_mutated_outputs_never_crash_hang_or_yield_impossible_values():
     ('imb/2021.8/IMB-MPI1-PingPong-2.txt', '\n            1         1000         0.34',
      '\n            1         1000        -0.34', 't[usec] = -0.34 at 1 B'),
     ('imb/2021.8/IMB-MPI1-PingPong-2.txt', '\n            1         1000 ', '\n           -1         1000 ',
-     "imb PingPong processes=2: #bytes = -1, printed '-1         1000         0.34         2.92': a message size must be an integer from 0 to 2^50"),
+     "imb PingPong processes=2: #bytes = -1, printed '-1         1000         0.34         2.92': "
+     'a message size must be an integer from 0 to 2^50'),
 ])
 def test_an_impossible_value_is_a_named_failure(fixture, pattern, replacement, message):
     text = (FIXTURES / fixture).read_text()

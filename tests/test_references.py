@@ -249,7 +249,8 @@ def _alias_bomb():
 
 @pytest.mark.parametrize('text, reason, line', [
     (_alias_bomb(), 'YAML anchors and aliases are not accepted (&a0)', 1),    # 9^9 leaves once expanded
-    ('IMBPointToPoint:\n  $index: &idx [$partition, $environ]\n', 'YAML anchors and aliases are not accepted (&idx)', 2),
+    ('IMBPointToPoint:\n  $index: &idx [$partition, $environ]\n', 'YAML anchors and aliases are not accepted (&idx)',
+     2),
     ('a: 1\nb: *nothing\n', 'YAML anchors and aliases are not accepted (*nothing)', 2),
     ('a: ' + '[' * 100000 + ']' * 100000 + '\n', 'nested deeper than 64 levels', 1),   # libyaml would crash
 ])

@@ -115,6 +115,14 @@ def test_a_database_directory_we_cannot_write_puts_the_index_in_the_data_home(tm
     assert not Path(f'{db}.values').exists()
 
 
+def test_without_a_writable_index_the_report_reads_every_session(tmp_path, runner):
+    db = _history(tmp_path / 'results.db', 10, values=50)
+    Path(f'{db}.values').mkdir()   # where the index would be: no file can be written there
+    proc = run_report(runner, '--db', str(db), '--min-history', '5')
+    assert proc.returncode == 0 and 'cannot write the values index' in proc.stderr, output(proc)
+    assert 'reading every session' in proc.stderr and '10 run(s)' in written(proc)[0]
+
+
 # -- impossible values already stored ---------------------------------------------------------------------
 
 @pytest.fixture(scope='module')

@@ -1,7 +1,8 @@
 """``ibrepro report``: this system beside the papers, its own history and its link limit.
 
 Reads sessions from ReFrame's results database (default: the latest; ``--sessions``, ``--last``, ``--since``) or
-JSON run reports (``--report``), and writes, per system, ``reports/<system>/<timestamp>/index.html`` (one
+JSON run reports (``--report``): the selected sessions' whole reports, and the history's values from the values
+index beside the database (``ibrepro results``: each session extracted once). It writes, per system, ``reports/<system>/<timestamp>/index.html`` (one
 self-contained page: inline CSS, PNG figures as data URIs, nothing fetched when viewed) and ``summary.md`` (for CI
 job summaries and merge-request comments). The page has
 
@@ -11,7 +12,11 @@ job summaries and merge-request comments). The page has
 * regressions: ReFrame's verdict against the system's references, and the history test of every variable and
   test case (``ibrepro.stats``: the selected sessions against the ``--window`` sessions before them), with trends;
 * provenance: system, partitions, environments, topology and limits, software versions, ibrepro commit, ReFrame
-  version, dates, failures, and the check families this system did not run with the reason.
+  version, dates, failures, and the check families this system did not run with the reason (from the platforms
+  the sessions recorded, or the configuration given with ``-C``: never the file a session names).
+
+What cannot be read (a session that is not a run report, a malformed test case or field, a value outside its
+metric's domain such as a stored ``inf``) is left out with one line naming the session, test case and field.
 
 ``--nightly`` also prints the regressions (variable, change, interval, confidence) and exits 1 when there is one,
 0 when there is none (2: nothing to report on, or the system's references file cannot be read).

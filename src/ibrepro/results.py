@@ -390,11 +390,14 @@ class ValueIndex:
         self.close()
 
     def _open_index(self):
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        memory = str(self.path) == ':memory:'
+        if not memory:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
         for attempt in range(2):
             try:
-                conn = sqlite3.connect(self.path, timeout=60)
-                conn.execute('PRAGMA journal_mode=WAL')
+                conn = sqlite3.connect(':memory:' if memory else self.path, timeout=60)
+                if not memory:
+                    conn.execute('PRAGMA journal_mode=WAL')
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 if not tables:
                     with conn:
@@ -413,6 +416,8 @@ class ValueIndex:
         raise ResultsError(f'{self.path}: cannot create the values index')
 
     def remove(self):
+        if str(self.path) == ':memory:':
+            return
         for suffix in ('', '-wal', '-shm'):
             Path(f'{self.path}{suffix}').unlink(missing_ok=True)
 
@@ -535,12 +540,15 @@ class ValueIndex:
 
 
 def open_index(db=None):
-    """The ValueIndex of a database, in step with it; ResultsError if the database cannot be read."""
+    """The ValueIndex of a database, in step with it; ResultsError if the database cannot be read. Where the index
+    cannot be written (no space, no permission), one in memory for this process."""
     index = ValueIndex(db)
     try:
         return index.open()
-    except (OSError, sqlite3.Error) as err:   # our files: no space, no permission
-        raise ResultsError(f'{index.path}: cannot write the values index ({err})') from None
+    except (OSError, sqlite3.Error) as err:   # our files
+        print(f'ibrepro: {index.path}: cannot write the values index ({err}): reading every session', file=sys.stderr)
+        index.close()
+        return ValueIndex(db, path=':memory:').open()
 
 
 # -- the sessions of a database ------------------------------------------------------------------------
