@@ -204,6 +204,7 @@ def test_zero_bandwidth_of_empty_messages_stays_legal():
     ('bw_0', 0.0, None), ('bw_1024', -5, 'bw must be >= 0'), ('time', 1e308, 'time must be > 0 and <= 8.64e+08 s'),
     ('rdma_ports', 2, None), ('rdma_ports', -1, 'rdma_ports must be >= 0'), ('mops', 'x', 'not a number (str)'),
     ('msgrate_64', True, 'not a number (bool)'), ('link_gbps', float('nan'), 'not a finite number'),
+    ('lat_8', 10 ** 400, 'lat must be > 0 and <= 8.64e+10 us'), ('rdma_ports', -10 ** 400, 'rdma_ports must be >= 0'),
 ])
 def test_value_domains(variable, value, problem):
     found = parsers.value_problem(variable, value)

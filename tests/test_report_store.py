@@ -10,11 +10,12 @@ import copy
 import json
 import re
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, ReFrameRunner, output
+from conftest import VENV_BIN, ReFrameRunner, output
 from ibrepro import report, results
 from test_report import FIXTURE, MAKE_RUN, _script, run_report, written
 
@@ -101,6 +102,19 @@ def test_index_follows_sessions_stored_and_deleted(tmp_path):
         assert len(index.sessions()[0]) == 12
     proc = ReFrameRunner(tmp_path / 'home').ibrepro('results', 'reindex', '--db', str(db))
     assert proc.returncode == 0 and '12 session(s) indexed, 0 unreadable' in proc.stdout, output(proc)
+
+
+def test_two_processes_bring_the_index_in_step_at_once(tmp_path, runner):
+    db = _history(tmp_path / 'results.db', 30, values=100)
+    env = {**runner.env, 'RFM_SQLITE_DB_FILE': str(db)}
+    procs = [subprocess.Popen([str(VENV_BIN / 'ibrepro'), 'where'], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and 'stored sessions:    30' in out, (out, err)
+    with results.ValueIndex(db) as index:
+        assert len(index.sessions()[0]) == 30
+        assert index.conn.execute('SELECT COUNT(*) FROM vals').fetchone()[0] == 30 * bench.template(100)[1]
 
 
 def test_a_database_directory_we_cannot_write_puts_the_index_in_the_data_home(tmp_path, monkeypatch):

@@ -158,10 +158,14 @@ def _param(value):
 
 
 def _number(value):
-    """A finite number, or None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    """A finite number as a float, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        value = float(value)
+    except OverflowError:   # an integer of hundreds of digits
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _values(info, case, problems):
@@ -450,22 +454,28 @@ class ValueIndex:
                 gc.enable()
 
     def _ingest(self, uuid, blob, series):
+        """Extract one stored session. (Another process may be doing the same: what it stored first stays.)"""
         try:
             report = decode(blob, f'session {uuid}')
         except ResultsError as err:
-            self.conn.execute('INSERT INTO sessions(uuid, unreadable) VALUES(?, ?)', (uuid, str(err)))
+            self.conn.execute('INSERT OR IGNORE INTO sessions(uuid, unreadable) VALUES(?, ?)', (uuid, str(err)))
             return
         row, values, problems = extract(report, uuid)
-        sid = self.conn.execute('INSERT INTO sessions(uuid, start, run, cases, failures, systems, problems) '
-                                'VALUES(?, ?, ?, ?, ?, ?, ?)',
-                                (uuid, row.start, row.run, row.cases, row.failures, json.dumps(row.systems),
-                                 json.dumps(problems))).lastrowid
+        cursor = self.conn.execute('INSERT OR IGNORE INTO sessions(uuid, start, run, cases, failures, systems, '
+                                   'problems) VALUES(?, ?, ?, ?, ?, ?, ?)',
+                                   (uuid, row.start, row.run, row.cases, row.failures, json.dumps(row.systems),
+                                    json.dumps(problems)))
+        if not cursor.rowcount:
+            return
+        sid = cursor.lastrowid
         rows = {}
         for key, value, ref, lower, upper, result in values:
             if key not in series:
-                series[key] = self.conn.execute('INSERT INTO series(system, partition, environ, check_name, name, '
-                                                'params, variable, unit) VALUES(?, ?, ?, ?, ?, ?, ?, ?)',
-                                                key).lastrowid
+                self.conn.execute('INSERT OR IGNORE INTO series(system, partition, environ, check_name, name, params, '
+                                  'variable, unit) VALUES(?, ?, ?, ?, ?, ?, ?, ?)', key)
+                series[key] = self.conn.execute(
+                    'SELECT id FROM series WHERE system = ? AND partition = ? AND environ = ? AND check_name = ? AND '
+                    'name = ? AND params = ? AND variable = ? AND unit = ?', key).fetchone()[0]
             rows[series[key]] = (sid, series[key], value, ref, lower, upper, result)
         self.conn.executemany('INSERT INTO vals VALUES(?, ?, ?, ?, ?, ?, ?)', rows.values())
 

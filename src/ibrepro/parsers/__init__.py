@@ -236,7 +236,7 @@ def value_problem(variable, value):
     metric = variable.rpartition('_')[0] if variable.rpartition('_')[2].isdigit() else variable
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return f'not a number ({type(value).__name__})'
-    if not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):   # (an int is finite, and may not fit a float)
         return 'not a finite number'
     low, low_ok, high = METRIC_DOMAIN.get(metric, (0.0, True, OTHER_MAX))
     if value < low or (value == low and not low_ok) or value > high:
