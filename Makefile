@@ -7,17 +7,17 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 SPACK_ENV ?= generic
 # The MPI-level families across the two CI nodes: the papers' inter-node layouts with short sweeps (TCP over
 # veth on shared cores: plumbing, not performance), IMB and our own benchmarks.
-CLUSTER_SMOKE := -t '^(imb|bench|system)$$' -S msglog=0:16 -S iterations=100 -S time_per_sample=5 -S sizes=1:65536 \
+CLUSTER_SMOKE := -t '^(imb|bench|system)$$' -S message_sizes=1:64K -S iterations=100 -S time_per_sample=5 \
                  -S BufferReuse.max_memory=64
 # The verbs families in soft-RoCE guests (emulated: plumbing, not performance): one small size, few iterations.
 SOFTROCE_SMOKE := -n 'PerftestLatency%operation=(send|rdma_write)' -n PerftestBandwidth \
                   -n 'PerftestBinding%case=bidir-1proc' -n 'PerftestMultiPair%program=ib_write_bw%pairs=2' \
                   -n 'VerbsTwoPort%case=(stripe-uni-1proc|bind-bi-1proc)' -n RdmaTopology \
-                  -S all_sizes=false -S message_size=4096 -S iterations=100 -S pair_timeout=240 \
-                  -S VerbsTwoPort.sizes=2:16K -S VerbsTwoPort.iterations=5 -S VerbsTwoPort.window=4
+                  -S message_sizes=4096 -S iterations=100 -S pair_timeout=240 \
+                  -S VerbsTwoPort.message_sizes=2:16K -S VerbsTwoPort.iterations=5 -S VerbsTwoPort.window=4
 # ... and every verbs family, a few sizes each (nightly; about an hour of TCG time)
-SOFTROCE_FULL := -t '^(verbs|multirail|system)$$' -S all_sizes=false -S message_size=65536 -S iterations=200 \
-                 -S VerbsTwoPort.sizes=2:64K -S VerbsTwoPort.iterations=10 -S VerbsTwoPort.window=16
+SOFTROCE_FULL := -t '^(verbs|multirail|system)$$' -S message_sizes=65536 -S iterations=200 \
+                 -S VerbsTwoPort.message_sizes=2:64K -S VerbsTwoPort.iterations=10 -S VerbsTwoPort.window=16
 SOFTROCE_RUN = $(BIN)/ibrepro softroce run --nodes 2 --extra build/bench-verbs -- \
                $(BIN)/reframe -C configs/softroce.py --system softroce -c reframe-checks \
                --exec-policy=serial --max-retries=2 -r
@@ -46,10 +46,10 @@ setup:
 test:
 	$(BIN)/pytest
 
-# The main job. Exit status: reframe's (non-zero when a check fails); where the results are is printed anyway.
+# The main job: reframe -C $(CONFIG) -c reframe-checks -r, then where the results are and what did not run here.
+# Exit status: reframe's (non-zero when a check fails), non-zero too when the session was not stored.
 run:
-	@$(BIN)/reframe -C $(CONFIG) -c reframe-checks -r; status=$$?; \
-	 echo; $(BIN)/ibrepro where; exit $$status
+	@scripts/run-checks.sh $(CONFIG)
 
 # This system beside the papers, its history and its link limits: reports/<system>/<timestamp>/
 report:
@@ -57,7 +57,7 @@ report:
 
 # The nightly mode: run, store, compare with the history; non-zero on a failed check or a regression.
 nightly:
-	@$(BIN)/reframe -C $(CONFIG) -c reframe-checks -r --mode nightly; status=$$?; \
+	@status=0; scripts/run-checks.sh $(CONFIG) --mode nightly || status=$$?; \
 	 $(BIN)/ibrepro report --nightly || status=$$?; exit $$status
 
 where:

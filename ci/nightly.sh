@@ -34,20 +34,33 @@ run() {
 generate() {
   local file=${1:?usage: nightly.sh generate FILE}
   reframe -C "$CONFIG" -c "$CHECKS" -R --mode=nightly --ci-generate="$file"
+  # the nodes each test case needs (its layout), so that each child job asks Slurm for exactly those
+  local described
+  described=$(mktemp)
+  reframe -C "$CONFIG" -c "$CHECKS" -R --mode=nightly --describe > "$described"
   # ReFrame writes the config's absolute path into every job, and no runner settings: make the
-  # jobs use their own checkout, give them runner tags, the set-up of a fresh checkout and the
-  # id of this night.
-  "$PYTHON" - "$file" "$REPO" "${IBREPRO_CHILD_TAGS:-ibrepro-batch}" "$IBREPRO_NIGHTLY" <<'PY'
+  # jobs use their own checkout, give them runner tags, the set-up of a fresh checkout, the id of
+  # this night and an allocation of the nodes their test needs.
+  "$PYTHON" - "$file" "$REPO" "${IBREPRO_CHILD_TAGS:-ibrepro-batch}" "$IBREPRO_NIGHTLY" "$described" <<'PY'
+import json
+import re
 import sys
 import yaml
 
-path, repo, tags, nightly = sys.argv[1:]
+path, repo, tags, nightly, described = sys.argv[1:]
 with open(path) as f:
     pipeline = yaml.safe_load(f)
+with open(described) as f:
+    text = f.read()
+nodes = {t['hashcode']: t.get('job_nodes') or 1 for t in json.loads(text[text.index('['):])}
 
 for name, job in pipeline.items():
     if isinstance(job, dict) and 'script' in job:
         job['script'] = [line.replace(f'{repo}/', '${CI_PROJECT_DIR}/') for line in job['script']]
+        hashes = re.findall(r'-n /([0-9a-f]{8})\b', ' '.join(job['script']))
+        need = max((nodes.get(h, 1) for h in hashes), default=1)
+        # Jacamar makes each child job's allocation from SCHEDULER_PARAMETERS (whole nodes: performance runs)
+        job['variables'] = {'SCHEDULER_PARAMETERS': f'--nodes={need} --exclusive ${{IBREPRO_SCHEDULER_OPTIONS}}'}
 
 pipeline = {
     'variables': {'IBREPRO_NIGHTLY': nightly},      # the sessions' `nightly` extra (--mode=nightly)
@@ -60,6 +73,7 @@ pipeline = {
 with open(path, 'w') as f:
     yaml.safe_dump(pipeline, f, sort_keys=False, width=10**6)
 PY
+  rm -f "$described"
   echo "child pipeline: $file"
 }
 

@@ -1,93 +1,108 @@
-"""ReFrame configuration of ``example-cluster``: the papers' testbeds as Slurm partitions (a template for sites).
+"""ReFrame configuration of ``example-cluster``: a Slurm + InfiniBand site, and the papers' testbeds as partitions.
 
-Its host names match no real host, so it is selected explicitly; with ``--dry-run`` ReFrame writes every job
-script without submitting anything (no Slurm needed: srun's version probe fails quietly)::
+Its host names match no real host, so it is selected explicitly; with ``--dry-run`` ReFrame writes every job script
+without submitting anything (no Slurm needed)::
 
     reframe -C configs/example-cluster.py --system example-cluster -c reframe-checks --dry-run
 
-To adapt it: set ``hostnames`` to your login nodes, ``access`` to your Slurm partitions, the extras to your
-nodes (the checks read ``nodes`` and ``cores_per_node`` to skip layouts that do not fit), and give each
-environment what puts its MPI and benchmarks on PATH (``modules`` with ``modules_system: 'lmod'``, or
-``env_vars``/``prepare_cmds`` for a Spack view). Features are what the checks select on:
+This is the template docs/site-setup.md walks through. A site copies it and changes what is marked SITE:
 
-* partitions: ``mpi``, ``shm``, ``ib``, ``ib-sdr``/``ib-qdr`` (link rate), ``dual-port`` (two connected ports
-  per HCA, for the multi-rail runs), ``nodes<N>`` (at least N nodes), ``pcie``/``pcix``/``pci`` (HCA bus);
-* environments: ``mpi``, the MPI library (``mvapich2``, ``openmpi``) and the benchmark tools installed with
-  it (``osu``, ``npb``, ``imb``); ``perftest`` for the verbs-level families.
+* ``hostnames``: your login nodes; ``access``: your Slurm partition (and account); ``time_limit``.
+* per partition, what the checks read: ``nodes`` / ``cores_per_node`` (and the ``nodes<N>`` / ``cores<P>`` features
+  :func:`ibrepro.rfmconfig.layout_features` derives from them: the papers' layouts select on them),
+  ``rdma_devices`` x ``ib_ports`` (the rails of a node: ``['mlx5_0', 'mlx5_1']`` x 1 for two single-port
+  ConnectX adapters or the two ports of one ConnectX-4 and later, which Linux shows as two devices;
+  ``['mlx4_0']`` x 2 for a dual-port ConnectX-3), ``hca_numa_node`` (the NUMA node of the HCA: ranks and perftest
+  sides are bound near it), ``python`` (the interpreter that runs the stdlib-only pair runner on compute nodes);
+  features ``ib`` (or ``roce``) and ``dual-port`` (two connected rails per node).
+* per environment (:func:`ibrepro.rfmconfig.site_environment`): the install prefix (a Spack view from
+  ``make spack``, or any prefix: its ``bin/`` and OSU's ``libexec/osu-micro-benchmarks/mpi/...`` directories, OMB 5
+  and 7 layouts, go on PATH) and/or ``modules`` (with ``modules_system: 'lmod'`` or ``'tmod4'``), the MPI family
+  (how ranks are bound), the tools it has, and ``slurm_mpi_type`` (``srun --mpi``).
 
-Extras the checks read: ``nodes``, ``cores_per_node`` (layouts), ``rdma_devices`` and ``ib_ports`` (verbs
-families; ``mthca0`` is the Linux name of an InfiniHost/InfiniHost III HCA, ``mlx4_0`` of a ConnectX).
+Every feature declared here is read by something: ``mpi`` (the MPI families), ``ib``/``roce`` (the verbs families),
+``dual-port`` (two-port families), ``nodes<N>``/``cores<P>`` (layouts); environments: the MPI family and the tools.
 
-Testbeds (extras ``testbed`` names the paper): 000/003 Sec. IV.A, 001 Sec. 4, 002 Sec. 3 and 4.2/4.7.
+Partitions: ``hdr`` is a site's partition of today (the template); the others are the papers' testbeds
+(000/003 Sec. IV.A, 001 Sec. 4, 002 Sec. 3 and 4.2/4.7: extras ``testbed`` names the paper), judged against the
+papers' own numbers (reference-data/systems/example-cluster/references.yaml).
 """
 
 from ibrepro import paths, rfmconfig
 
 
-def _partition(name, descr, *, nodes, cores_per_node, features, **extras):
+def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, features=(), **extras):
     return {
         'name': name,
         'descr': descr,
         'scheduler': 'slurm',
         'launcher': 'srun',
-        'access': [f'--partition={name}'],
+        'access': [f'--partition={name}'],                 # SITE: your Slurm partition (and --account=...)
         'sched_options': {'use_nodes_option': True},    # emit --nodes: layouts are nodes x processes
-        'environs': ['mvapich2', 'openmpi', 'perftest'],
+        'time_limit': '30m',
+        'environs': ['openmpi', 'mvapich2', 'verbs'],
         'max_jobs': 1,                                   # performance runs never share the fabric
-        'features': ['mpi', 'shm', *features] + [f'nodes{n}' for n in (2, 4, 8, 16) if n <= nodes],
-        'extras': {'nodes': nodes, 'cores_per_node': cores_per_node, **extras},
+        'features': ['mpi', 'ib', *features, *rfmconfig.layout_features(nodes, cores_per_node)],
+        'extras': {'nodes': nodes, 'cores_per_node': cores_per_node, 'rdma_devices': rdma_devices,
+                   'ib_ports': ib_ports, 'python': 'python3', **extras},
     }
 
 
-#: IPoIB addresses of the two ports of the first two nodes (ibrepro_rdma connects through RDMA CM);
-#: documentation ranges here, your IPoIB subnets on a real cluster.
-IPOIB = [['192.0.2.1', '198.51.100.1'], ['192.0.2.2', '198.51.100.2']]
-
 EXAMPLE_CLUSTER = {
     'name': 'example-cluster',
-    'descr': "the seed papers' testbeds as partitions of one Slurm cluster (template)",
-    'hostnames': [r'^example-login\d+$'],
-    'modules_system': 'nomod',
+    'descr': 'a Slurm + InfiniBand site (template) and the seed papers\' testbeds as partitions',
+    'hostnames': [r'^example-login\d+$'],                # SITE: your login nodes
+    'modules_system': 'nomod',                           # SITE: 'lmod' or 'tmod4' if environments use modules
     'prefix': str(paths.data_home() / 'rfm'),
     'partitions': [
+        # SITE: a partition of today's nodes: two single-port ConnectX-6 HDR adapters per node (two rails)
+        _partition('hdr', 'site template: 2x AMD EPYC 64 cores, 2x ConnectX-6 HDR 200 Gb/s (mlx5_0, mlx5_1) on '
+                          'PCIe 4.0 x16, one leaf switch',
+                   nodes=16, cores_per_node=128, rdma_devices=['mlx5_0', 'mlx5_1'], ib_ports=1,
+                   features=['dual-port'], hca_numa_node=1, link='4X HDR', bus='PCIe 4.0 x16'),
+        # the papers' testbeds
         _partition('pcie-sdr', '000/003: 4 nodes, 2 Xeon 3.4 GHz, MT25208 on PCIe x8, dual-port 4X SDR, '
                                'InfiniScale switch',
-                   nodes=4, cores_per_node=2, features=['ib', 'ib-sdr', 'dual-port', 'pcie'],
-                   hca='MT25208 InfiniHost III Ex', rdma_devices=['mthca0'], ib_ports=2, link='4X SDR',
-                   bus='PCIe x8', testbed='000/003', rdma_addresses=IPOIB),
+                   nodes=4, cores_per_node=2, rdma_devices=['mthca0'], ib_ports=2, features=['dual-port'],
+                   hca='MT25208 InfiniHost III Ex', link='4X SDR', bus='PCIe x8', testbed='000/003'),
         _partition('pcix-sdr', '000/003: the same 4 nodes with MT23108 on PCI-X 64 bit/133 MHz, dual-port',
-                   nodes=4, cores_per_node=2, features=['ib', 'ib-sdr', 'dual-port', 'pcix'],
-                   hca='MT23108 InfiniHost', rdma_devices=['mthca0'], ib_ports=2, link='4X SDR',
-                   bus='PCI-X 64 bit/133 MHz', testbed='000/003', rdma_addresses=IPOIB),
+                   nodes=4, cores_per_node=2, rdma_devices=['mthca0'], ib_ports=2, features=['dual-port'],
+                   hca='MT23108 InfiniHost', link='4X SDR', bus='PCI-X 64 bit/133 MHz', testbed='000/003'),
         _partition('connectx-qdr', '001: 2 nodes back to back, 2 quad-core Xeon 2.83 GHz, ConnectX QDR '
                                    'firmware on PCIe 2.0 x8',
-                   nodes=2, cores_per_node=8, features=['ib', 'ib-qdr', 'dual-port', 'pcie'],
-                   hca='ConnectX', rdma_devices=['mlx4_0'], ib_ports=2, link='4X QDR', bus='PCIe 2.0 x8',
-                   testbed='001', rdma_addresses=IPOIB),
+                   nodes=2, cores_per_node=8, rdma_devices=['mlx4_0'], ib_ports=2, features=['dual-port'],
+                   hca='ConnectX', link='4X QDR', bus='PCIe 2.0 x8', testbed='001'),
         _partition('ib-pcix-8node', '002: 8 nodes, 2 Xeon 2.4 GHz, MT23108 on PCI-X 64 bit/133 MHz, '
                                     'InfiniScale 8-port switch',
-                   nodes=8, cores_per_node=2, features=['ib', 'ib-sdr', 'pcix'],
-                   hca='MT23108 InfiniHost', rdma_devices=['mthca0'], ib_ports=1, link='4X SDR',
-                   bus='PCI-X 64 bit/133 MHz', testbed='002'),
+                   nodes=8, cores_per_node=2, rdma_devices=['mthca0'], ib_ports=1,
+                   hca='MT23108 InfiniHost', link='4X SDR', bus='PCI-X 64 bit/133 MHz', testbed='002'),
         _partition('ib-pci-8node', '002 Sec. 4.7: the same 8 nodes with the HCA forced to a 66 MHz PCI bus',
-                   nodes=8, cores_per_node=2, features=['ib', 'ib-sdr', 'pci'],
-                   hca='MT23108 InfiniHost', rdma_devices=['mthca0'], ib_ports=1, link='4X SDR',
-                   bus='PCI 64 bit/66 MHz', testbed='002'),
+                   nodes=8, cores_per_node=2, rdma_devices=['mthca0'], ib_ports=1,
+                   hca='MT23108 InfiniHost', link='4X SDR', bus='PCI 64 bit/66 MHz', testbed='002'),
     ],
 }
 
+# SITE: where your builds are. `make spack SPACK_ENV=generic` / `ib-mvapich` build these views; any install
+# prefix works the same way, and modules=[...] can provide (part of) an environment instead.
+VIEWS = '/opt/ibrepro/views'
+
 ENVIRONMENTS = [
-    {'name': 'mvapich2', 'cc': 'mpicc',
-     'features': ['mpi', 'mvapich2', 'osu', 'npb', 'imb', 'ibrepro-bench', 'ibrepro-rdma'],
-     'extras': {'about': 'MVAPICH2 (mrail) with OSU Micro-Benchmarks, NPB 3.4, IMB and ibrepro-benchmarks '
-                         '(e.g. the Spack view of configs/spack/ib-mvapich)'},
-     'target_systems': ['example-cluster']},
-    {'name': 'openmpi', 'cc': 'mpicc', 'features': ['mpi', 'openmpi', 'osu', 'npb', 'imb'],
-     'extras': {'about': 'Open MPI with OSU Micro-Benchmarks, NPB 3.4 and IMB'},
-     'target_systems': ['example-cluster']},
-    {'name': 'perftest', 'features': ['perftest'],
-     'extras': {'about': 'perftest (rdma-core tools) for the verbs-level families, run by ibrepro pair'},
-     'target_systems': ['example-cluster']},
+    rfmconfig.site_environment(
+        'openmpi', descr='Open MPI 5 with OSU Micro-Benchmarks, NPB, IMB, perftest and ibrepro-benchmarks '
+                         '(the Spack view of configs/spack/generic)',
+        prefix=f'{VIEWS}/generic', mpi='openmpi', slurm_mpi_type='pmix',
+        tools=['osu', 'npb', 'imb', 'ibrepro-bench'], target_systems=['example-cluster']),
+    rfmconfig.site_environment(
+        'mvapich2', descr='MVAPICH2 2.3.7 (mrail, two-port striping patch) with OSU Micro-Benchmarks, NPB, IMB, '
+                          'perftest and ibrepro-benchmarks (the Spack view of configs/spack/ib-mvapich)',
+        prefix=f'{VIEWS}/ib-mvapich', mpi='mvapich2', slurm_mpi_type='pmi2',
+        tools=['osu', 'npb', 'imb', 'ibrepro-bench'], target_systems=['example-cluster']),
+    # the verbs-level tools need no MPI: one environment, so each verbs case runs once
+    rfmconfig.site_environment(
+        'verbs', descr='perftest (upstream, MOFED or DOCA) and ibrepro_rdma, run by the pair runner',
+        prefix=f'{VIEWS}/generic', tools=['perftest', 'ibrepro-rdma'], target_systems=['example-cluster']),
 ]
 
-site_configuration = rfmconfig.site_configuration(systems=[EXAMPLE_CLUSTER], environments=ENVIRONMENTS)
+# --mode nightly: the `nightly` subset (every figure of the papers once, ~26 min on two nodes: nightly.yaml)
+site_configuration = rfmconfig.site_configuration(systems=[EXAMPLE_CLUSTER], environments=ENVIRONMENTS,
+                                                  nightly_subset=True)

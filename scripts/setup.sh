@@ -16,6 +16,22 @@ started=$(date +%s)
 
 say() { printf '[setup] %s\n' "$*"; }
 
+# A checkout under a path with white space: the MPI wheels' compiler wrapper and launchers do not quote their own
+# install path, so their prefixes go where there is none (the user's cache), and .deps points there.
+if [ -z "${IBREPRO_DEPS:-}" ] && [[ $PWD =~ [[:space:]] ]]; then
+    DEPS="${XDG_CACHE_HOME:-$HOME/.cache}/ibrepro/deps-$(printf %s "$PWD" | sha1sum | cut -c1-12)"
+    if [[ $DEPS =~ [[:space:]] ]]; then
+        echo "[setup] this checkout's path has white space, and so has $DEPS: set IBREPRO_DEPS to a directory" \
+             "without any" >&2
+        exit 1
+    fi
+    mkdir -p "$DEPS"
+    if [ "$(readlink .deps 2>/dev/null)" != "$DEPS" ]; then
+        rm -rf .deps && ln -s "$DEPS" .deps
+    fi
+    say "the checkout's path has white space: the MPI prefixes go to $DEPS (.deps points there)"
+fi
+
 # The exact version pinned for a package in constraints.txt.
 pinned() { sed -n "s/^$1==//p" constraints.txt; }
 
@@ -59,6 +75,8 @@ install_prefix mpich mpich bin/mpicc
 # Our own benchmarks (benchmarks/), built with the mpich wheel's mpicc; the verbs program only where the
 # rdma-core headers are (the Makefile says so otherwise). make's own timestamps keep a second run instant.
 say "building our benchmarks into build/bench/bin (benchmarks/Makefile)"
-make -s -C benchmarks BUILD=../build/bench MPICC="$PWD/$DEPS/mpich/bin/mpicc" all
+mpicc=$DEPS/mpich/bin/mpicc
+case $mpicc in /*) ;; *) mpicc=../$mpicc ;; esac       # relative to benchmarks/
+make -s -C benchmarks BUILD=../build/bench MPICC="$mpicc" all
 
 say "done in $(( $(date +%s) - started )) s. Next: make test, then make run"

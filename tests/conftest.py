@@ -13,7 +13,7 @@ REFRAME = VENV_BIN / 'reframe'
 IMPI = ROOT / '.deps' / 'impi' / 'bin' / 'IMB-MPI1'
 
 #: A short IMB sweep: the real binaries and pipeline, seconds instead of minutes.
-SHORT_IMB = ['-S', 'msglog=0:6', '-S', 'iterations=50', '-S', 'time_per_sample=2']
+SHORT_IMB = ['-S', 'message_sizes=1:64', '-S', 'iterations=50', '-S', 'time_per_sample=2']
 
 needs_impi = pytest.mark.skipif(not IMPI.exists(), reason=f'{IMPI} missing: run `make setup`')
 

@@ -129,7 +129,9 @@ def test_gitlab_template_is_valid():
     assert gitlab_problems(pipeline) == []
     trigger = pipeline['run-checks']['trigger']
     assert trigger['strategy'] == 'depend'               # the parent fails when a check fails
-    assert 'SCHEDULER_PARAMETERS' in pipeline['run-checks']['variables']
+    # per-job allocations come from the generated child pipeline; a trigger variable would override them
+    assert 'SCHEDULER_PARAMETERS' not in pipeline['run-checks']['variables']
+    assert 'IBREPRO_SCHEDULER_OPTIONS' in pipeline['run-checks']['variables']
     assert pipeline['nightly-report']['when'] == 'always'  # the report also of a failed night
     assert pipeline['nightly-report']['artifacts']['when'] == 'always'
     assert 'ci/nightly.sh report' in pipeline['nightly-report']['script']
@@ -189,3 +191,11 @@ def test_generated_child_pipeline(tmp_path, checks):
         assert '--mode=nightly' in command and ' -r' in command
         assert f'--report-file={name}-report.json' in command
         assert job['artifacts']['paths'][0] == f'{name}-report.json'
+        # each child job's allocation is exactly the nodes its test needs (2x1: 2, 1x2: 1), whole nodes
+        scheduler = job['variables']['SCHEDULER_PARAMETERS']
+        assert scheduler.endswith(' --exclusive ${IBREPRO_SCHEDULER_OPTIONS}')
+        if '%layout=1x2' in name.replace('_', ' ') or 'layout=1x2' in command:
+            assert scheduler.startswith('--nodes=1 ')
+    layouts = {job['variables']['SCHEDULER_PARAMETERS'].split()[0] for job in jobs.values()}
+    if checks == 'reframe-checks':
+        assert layouts == {'--nodes=1', '--nodes=2'}         # the ci-cluster has two nodes: 1x2 and 2x1 cases

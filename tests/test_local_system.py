@@ -3,13 +3,15 @@
 import collections
 import json
 import math
+import shutil
 import statistics
+import subprocess
 
 import pytest
 import yaml
 
-from conftest import SHORT_IMB, needs_impi, output
-from ibrepro import results, stats
+from conftest import ROOT, SHORT_IMB, needs_impi, output
+from ibrepro import results, rfmconfig, stats
 from ibrepro.rfm.imb import expected_sizes
 
 PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2']
@@ -20,13 +22,32 @@ def stored_values(db):
     return [pv for report in results.stored_sessions(db) for pv in results.perf_values(report)]
 
 
-def test_every_check_file_loads(reframe):
-    proc = reframe('-l')
+def test_every_check_file_loads_and_only_what_runs_here_is_listed(reframe):
+    proc = reframe('-l')        # --warn-as-error: a check file that does not load fails this
     assert proc.returncode == 0, output(proc)
-    for check in ('IMBPointToPoint %benchmark=PingPong %layout=1x2', 'IMBPointToPoint %benchmark=Biband %layout=2x1',
-                  'IMBCollective %benchmark=Alltoall %layout=4x1', 'IMBCollective %benchmark=Allreduce %layout=1x2',
-                  'HostOverhead %layout=1x2', 'PerftestLatency %operation=send', 'RdmaTopology'):
+    for check in ('IMBPointToPoint %benchmark=PingPong %layout=1x2', 'IMBCollective %benchmark=Allreduce %layout=1x2',
+                  'HostOverhead %layout=1x2', 'RdmaTopology', 'SoftwareVersions'):
         assert check in proc.stdout
+    # hard requirements this one-node machine lacks select nothing (nodes, an RDMA port): no case only to skip
+    for check in ('IMBPointToPoint %benchmark=Biband %layout=2x1', 'IMBCollective %benchmark=Alltoall %layout=4x1'):
+        assert check not in proc.stdout
+    rdma = {'ib', 'roce'} & set(rfmconfig.local_partition()[0])
+    assert ('PerftestLatency %operation=send' in proc.stdout) == bool(rdma and shutil.which('ib_write_lat'))
+
+
+def test_make_run_says_what_did_not_run_here_and_why(reframe):
+    proc = reframe.ibrepro('catalog', '--not-run')
+    assert proc.returncode == 0, output(proc)
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith('Not run on local, and why')
+    row = next(line for line in lines if line.split()[:1] == ['IMBPointToPoint'])
+    assert row.split()[1] == '5' and 'needs 2 nodes (has 1)' in row       # the papers' 2x1 layouts
+    step = row.split()[-1].strip('[]')
+    assert f'  [{step}] a Slurm partition with that many nodes (docs/site-setup.md)' in lines
+    if not shutil.which('osu_latency'):
+        osu = next(line for line in lines if line.split()[:1] == ['OSUIntraNode'])
+        assert 'no OSU Micro-Benchmarks' in osu
+        assert any('IBREPRO_PREFIXES=<your OSU install>' in line for line in lines)
 
 
 def test_local_system_describes_this_machine(reframe):
@@ -37,7 +58,9 @@ def test_local_system_describes_this_machine(reframe):
     part, = system['partitions']
     assert {'mpi', 'shm'} <= set(part['features'])
     assert 'ib' not in part['features']       # no RDMA device here
-    assert part['environs'] == ['impi', 'mpich', 'system']
+    # the make setup wheels; `system` only where PATH has an MPI launcher or a benchmark
+    has_system = rfmconfig.system_environment() is not None
+    assert part['environs'] == ['impi', 'mpich'] + (['system'] if has_system else [])
 
 
 def test_selection_by_paper_figure(reframe):
@@ -66,7 +89,7 @@ def test_two_runs_store_two_sessions_with_one_value_per_size(reframe):
     allreduce = [v for v in values if v.params == (('benchmark', 'Allreduce'), ('layout', '1x2'))]
     sizes = expected_sizes('0:6', 'PingPong')
     assert sorted(v.variable for v in pingpong) == sorted(
-        [f'lat_{s}' for s in sizes] + [f'bw_{s}' for s in sizes if s])
+        [f'lat_{s}' for s in sizes] + [f'bw_{s}' for s in sizes if s] + ['bw_peak'])
     assert sorted(v.variable for v in allreduce) == sorted(
         f'lat_{s}' for s in expected_sizes('0:6', 'Allreduce'))
     assert all(v.environ == 'impi' and v.system == 'local' for v in pingpong)
@@ -133,13 +156,20 @@ def test_references_from_own_runs_judge_later_runs(reframe, tmp_path):
 
 @needs_impi
 @pytest.mark.integration
+def test_a_program_the_environment_lacks_is_skipped_with_the_reason(reframe):
+    proc = reframe('-r', *SHORT_IMB, *PINGPONG, '-S', 'imb_binary=IMB-MPI1-missing')
+    assert proc.returncode == 0, output(proc)
+    assert "'IMB-MPI1-missing' is not installed in environment 'impi' (its imb programs: IMB-MPI1" in proc.stdout
+
+
+@needs_impi
+@pytest.mark.integration
 @pytest.mark.parametrize('args, reason', [
     (['-n', 'IMBPointToPoint', '-P', 'benchmark=PingPongX', '-P', 'layout=1x2'],
      "invalid-benchmark: IMB: invalid benchmark name(s) 'pingpongx'"),
     (['-n', 'IMBPointToPoint', '-P', 'benchmark=PingPong', '-P', 'layout=1x1'],
      'invalid-ranks: IMB: benchmark invalid: PingPong with 1 processes'),
-    ([*PINGPONG, '-S', 'imb_binary=IMB-MPI1-missing'], "'IMB-MPI1-missing' not found in this environment"),
-    ([*PINGPONG, '-S', 'time_per_sample=0.000001', '-S', 'msglog=0:16'], 'timeout: IMB PingPong: time-out at'),
+    ([*PINGPONG, '-S', 'time_per_sample=0.000001', '-S', 'message_sizes=1:64K'], 'timeout: IMB PingPong: time-out at'),
 ])
 def test_failures_are_diagnosed(reframe, args, reason):
     proc = reframe('-r', *SHORT_IMB, *args)
@@ -148,3 +178,80 @@ def test_failures_are_diagnosed(reframe, args, reason):
     # the failed session is stored too: a failure is a result
     (report,) = results.stored_sessions(reframe.db)
     assert report['session_info']['num_failures'] >= 1
+
+
+@needs_impi
+@pytest.mark.integration
+def test_a_session_reframe_could_not_store_fails_the_run(reframe):
+    """A corrupted results database: ReFrame only warns; `make run` (scripts/run-checks.sh) exits non-zero."""
+    reframe.home.mkdir(parents=True)
+    reframe.db.write_bytes(b'\x00not a database' * 1000)
+    proc = subprocess.run([str(ROOT / 'scripts' / 'run-checks.sh'), 'configs/local.py', *PINGPONG, *SHORT_IMB],
+                          cwd=ROOT, env=reframe.env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 3, output(proc)
+    assert 'ReFrame did not store this session in the results database' in proc.stderr
+    assert 'Not run on local, and why' in proc.stdout           # what did not run here is still said
+
+
+@needs_impi
+@pytest.mark.integration
+@pytest.mark.parametrize('text, reason', [
+    ('IMBPointToPoint:\n  $index: [$partition\n', 'line 3'),                     # a typo: unclosed list
+    ('x: !!python/object/apply:os.system ["true"]\n', "could not determine a constructor for the tag"),
+    ('a: &a [1, 2]\nb: *a\n', 'line 1: YAML anchors and aliases are not allowed in references'),
+])
+def test_a_references_file_that_cannot_be_read_fails_the_run(reframe, tmp_path, text, reason):
+    """ReFrame itself would warn and skip every benchmark: the regression test would switch itself off."""
+    (tmp_path / 'references.yaml').write_text(text)
+    proc = reframe('-r', *PINGPONG, *SHORT_IMB, env={'RFM_REFERENCE_PREFIX': str(tmp_path)})
+    assert proc.returncode == 1, output(proc)
+    assert f'references file {tmp_path}/references.yaml' in proc.stdout and reason in proc.stdout, output(proc)
+
+
+def test_one_name_for_one_knob_across_families(reframe):
+    """message_sizes / iterations / warmup mean the same in every family; each maps them to its tool."""
+    proc = reframe('--describe', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-n', 'HostOverhead%layout=1x2',
+                   '-S', 'message_sizes=4:4K', '-S', 'iterations=77', '-S', 'HostOverhead.warmup=5')
+    assert proc.returncode == 0, output(proc)
+    described = {d['display_name']: d for d in json.loads(proc.stdout[proc.stdout.index('['):])}
+    for case in described.values():
+        assert (case['message_sizes'], case['iterations']) == ('4:4K', 77)
+    assert described['HostOverhead %layout=1x2']['warmup'] == 5
+    from ibrepro.rfm import expand_sizes
+    assert expand_sizes('4:4K') == [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+    assert expand_sizes('0:4') == [0, 1, 2, 4] and expand_sizes('8,64K') == [8, 65536]
+
+
+@needs_impi
+@pytest.mark.integration
+def test_the_knobs_reach_the_tools(reframe):
+    proc = reframe('-r', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-n', 'HostOverhead%layout=1x2',
+                   '-S', 'message_sizes=4:64', '-S', 'iterations=20', '-S', 'IMBPointToPoint.time_per_sample=60')
+    assert proc.returncode == 0, output(proc)
+    (report,) = results.stored_sessions(reframe.db)
+    cases = {c['display_name'].split()[0]: c for c in report['runs'][0]['testcases']}
+    assert cases['IMBPointToPoint']['executable_opts'][:3] == ['PingPong', '-msglog', '2:6']
+    assert '-iter' in cases['IMBPointToPoint']['executable_opts']
+    assert cases['HostOverhead']['executable_opts'][:4] == ['-m', '4:64', '-i', '20']
+    sizes = {pv.variable for pv in results.perf_values(report) if pv.check == 'HostOverhead'}
+    assert {'lat_4', 'lat_64', 'overhead_4', 'overhead_64'} <= sizes and 'lat_128' not in sizes
+
+
+@pytest.mark.parametrize('args, name', [
+    (['-S', 'IMBPointToPoint.imb_binary=IMB-MPI1;touch pwned'], 'imb_binary'),
+    (['-S', 'IMBPointToPoint.imb_binary=$(touch pwned)'], 'imb_binary'),
+    (['-S', 'HostOverhead.program=ibrepro_overhead\ntouch pwned'], 'program'),
+])
+def test_names_that_reach_job_scripts_refuse_shell_syntax(reframe, tmp_path, args, name):
+    proc = reframe('--dry-run', '--nocolor', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2',
+                   '-n', 'HostOverhead%layout=1x2', *args)
+    assert f'{name}=' in proc.stdout and 'a program or directory name may not contain' in proc.stdout, output(proc)
+    assert not list(reframe.home.rglob('pwned')) and not (ROOT / 'pwned').exists()
+
+
+def test_options_reach_job_scripts_as_single_words(reframe):
+    proc = reframe('--dry-run', '--nocolor', '-n', 'HostOverhead%layout=1x2',
+                   '-S', 'HostOverhead.extra_options=-v,$(touch pwned) `id`')
+    assert proc.returncode == 0, output(proc)
+    (script,) = reframe.home.rglob('HostOverhead_*/rfm_job.sh')
+    assert script.read_text().splitlines()[-1].endswith("ibrepro_overhead -v '$(touch pwned) `id`'")

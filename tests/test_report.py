@@ -29,7 +29,7 @@ FIXTURES = ROOT / 'tests' / 'data' / 'run-reports'
 MAKE_RUN = FIXTURES / 'run-report.local_make_run_short.json'
 FIXTURE = FIXTURES / 'run-report.local_imb_short.json'   # before the IMB layouts: inter-node figure tags
 
-PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong', '-p', 'impi', '-S', 'IMBPointToPoint.msglog=0:4',
+PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong', '-p', 'impi', '-S', 'IMBPointToPoint.message_sizes=1:16',
             '-S', 'IMBPointToPoint.iterations=1000']
 PROVENANCE = ['-n', 'IMBPointToPoint%benchmark=Uniband', '-n', 'RdmaTopology', '-n', 'SoftwareVersions']
 #: Intel MPI through libfabric's TCP provider (loopback) instead of shared memory: 50x and more slower

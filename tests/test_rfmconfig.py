@@ -25,9 +25,10 @@ def test_spack_views_become_environments_with_their_tools(tmp_path, monkeypatch)
 
     (env,) = rfmconfig.spack_environments()
     assert env['name'] == 'spack-ib-mvapich'
-    assert {'mpi', 'spack', 'mvapich2', 'imb', 'osu'} <= set(env['features'])
+    assert {'mpi', 'spack', 'imb', 'osu'} <= set(env['features'])
+    assert env['extras']['programs'] == ['IMB-MPI1', 'osu_latency']     # exactly the programs it has
     path = dict(env['env_vars'])['PATH']
-    assert str(view / 'bin') in path and str(osu) in path
+    assert f'"{view / "bin"}"' in path and f'"{osu}"' in path
     local = rfmconfig.local_system(rfmconfig.local_environments())
     assert 'spack-ib-mvapich' in local['partitions'][0]['environs']
 
@@ -35,3 +36,27 @@ def test_spack_views_become_environments_with_their_tools(tmp_path, monkeypatch)
 def test_no_views_no_spack_environments(tmp_path, monkeypatch):
     monkeypatch.setattr(rfmconfig, 'SPACK_VIEWS', tmp_path / 'absent')
     assert rfmconfig.spack_environments() == []
+
+
+@needs_impi
+def test_the_mpi_of_an_environment_is_known_from_its_launcher_directory():
+    """The wheels of make setup: Intel MPI and MPICH (what binding options and Open MPI settings follow from)."""
+    deps = IMPI.parents[2]
+    assert rfmconfig.mpi_family([deps / 'impi' / 'bin']) == 'impi'
+    assert rfmconfig.mpi_family([deps / 'mpich' / 'bin']) == 'mpich'
+    assert rfmconfig.mpi_family([deps]) is None           # no launcher there
+    mpich = rfmconfig.mpich_environment()
+    assert 'mpich' in mpich['features'] and 'OMPI_ALLOW_RUN_AS_ROOT' not in dict(mpich['env_vars'])
+
+
+def test_paths_in_job_scripts_are_quoted(tmp_path):
+    """A checkout under a path with a space, or one naming a command substitution, stays one word."""
+    prefix = tmp_path / 'my stacks' / '$(touch pwned)'
+    (prefix / 'bin').mkdir(parents=True)
+    env = rfmconfig.prefix_environment('odd', prefix, descr='odd path')
+    path = dict(env['env_vars'])['PATH']
+    assert path == f'"{tmp_path}/my stacks/\\$(touch pwned)/bin":${{PATH:-}}'
+    import subprocess
+    out = subprocess.run(['bash', '-c', f'export PATH={path}; echo "$PATH"'], capture_output=True, text=True,
+                         cwd=tmp_path, env={'PATH': '/usr/bin:/bin'})
+    assert out.stdout.split(':')[0] == f'{prefix}/bin' and not (tmp_path / 'pwned').exists()

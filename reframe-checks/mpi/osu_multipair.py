@@ -7,7 +7,7 @@ of osu_mbw_mr is OMB's default (64): 001 states none.
 """
 
 import reframe as rfm
-from reframe.core.builtins import parameter, run_after
+from reframe.core.builtins import parameter, run_after, variable
 
 from ibrepro.rfm.osu import OSUBenchmark
 
@@ -25,6 +25,9 @@ class OSUMultiPair(OSUBenchmark):
 
     #: Pairs communicating at once, one process of each pair per node.
     pairs = parameter([2, 4, 8], type=int)
+
+    #: Messages in flight of osu_mbw_mr (OMB ``-W``); None: OMB's 64 (001 states none).
+    window = variable(int, type(None), value=None)
 
     num_nodes = 2
 

@@ -11,7 +11,7 @@ the window of every run whose paper states none (000/003, 001). Other windows: `
 """
 
 import reframe as rfm
-from reframe.core.builtins import parameter, run_after
+from reframe.core.builtins import parameter, run_after, variable
 
 from ibrepro.rfm.osu import OSUBenchmark
 
@@ -79,6 +79,9 @@ class OSUIntraNode(OSUBenchmark):
 
     #: The OMB program: latency (002 Fig. 9) or bandwidth (002 Fig. 10, OMB's default window).
     benchmark = parameter(['osu_latency', 'osu_bw'], type=str)
+
+    #: Messages in flight of osu_bw (OMB ``-W``); None: OMB's 64.
+    window = variable(int, type(None), value=None)
 
     num_nodes = 1
     ranks_per_node = 2

@@ -3,15 +3,16 @@
 000/003 Sec. IV.C.1 (Figs. 12-14): osu_latency, osu_bw, osu_bibw with the original one-port MVAPICH and the
 MVAPICH that stripes large messages over both ports of the HCA; striping threshold 8192 B (Sec. IV.B.3); 000
 Sec. IV.C.2 (Figs. 15-17): MPI_Alltoall, MPI_Bcast, MPI_Allgather at 4x1 with one and two ports. Today
-this is MVAPICH2's multi-rail support (``ibrepro.rfm.mvapich2.RAILS``); with one process per node MVAPICH2
+this is MVAPICH2's multi-rail support over the partition's two rails, two ports of one HCA or two single-port
+HCAs (``ibrepro.rfm.mvapich2.rail_settings``); with one process per node MVAPICH2
 always spreads over its rails, so striping vs binding differs only with several processes per node:
 ``MVAPICH2RailPolicy`` runs osu_mbw_mr with 2 pairs (2 processes per node), the MPI-level counterpart of
 000/003's Fig. 10 ("two processes", striping vs binding). The 2-port osu_bw/osu_bibw runs are likewise the
 MPI-level counterparts of the two-port verbs tests of Figs. 8-9 (striping, one process per node), which no
 public verbs tool can run; they carry those figures' tags too.
 
-001 Sec. 5.1 (Fig. 2): MVAPICH inlines messages up to 128 B (MV2_MAX_INLINE_SIZE) in the latency and
-bandwidth tests of its ConnectX configurations.
+001 Sec. 5.1 (Fig. 2): MVAPICH inlines messages up to 128 B of payload in the latency and bandwidth tests of its
+ConnectX configurations (MV2_MAX_INLINE_SIZE=168: MVAPICH2 counts its 40-byte packet header in it).
 
 All need an environment with feature ``mvapich2`` (MVAPICH2's OFA-IB-CH3 device reads these variables; other
 MPIs ignore them silently) and InfiniBand; the rail runs need two ports per HCA (``dual-port``). An MVAPICH2
@@ -63,7 +64,7 @@ class MVAPICH2MultiRail(MVAPICH2Benchmark):
     @run_after('init')
     def describe(self):
         self.osu_benchmark = self.benchmark
-        self.env_vars = {**self.env_vars, **mvapich2.RAILS['1-port' if self.ports == 1 else '2-port-striping']}
+        self.rail_policy = '1-port' if self.ports == 1 else '2-port-striping'
         rows, figures = RAIL_BENCHMARKS.get(self.benchmark, ([], []))
         if self.ports == 2:
             more_rows, more_figures = TWO_PORT_COUNTERPARTS.get(self.benchmark, ([], []))
@@ -89,7 +90,7 @@ class MVAPICH2MultiRailCollective(MVAPICH2Benchmark):
     @run_after('init')
     def describe(self):
         self.osu_benchmark = self.benchmark
-        self.env_vars = {**self.env_vars, **mvapich2.RAILS['1-port' if self.ports == 1 else '2-port-striping']}
+        self.rail_policy = '1-port' if self.ports == 1 else '2-port-striping'
         self.experiments, self.figures = [14], [RAIL_COLLECTIVES.get(self.benchmark, '000')]
         self.descr = f'MVAPICH2 {self.benchmark} on {self.ports} HCA port(s), 4x1'
 
@@ -109,7 +110,7 @@ class MVAPICH2RailPolicy(MVAPICH2Benchmark):
 
     @run_after('init')
     def describe(self):
-        self.env_vars = {**self.env_vars, **mvapich2.RAILS[f'2-port-{self.policy}']}
+        self.rail_policy = f'2-port-{self.policy}'
         self.experiments, self.figures = [9], ['000-fig10', '003-fig10']
         self.descr = f'MVAPICH2 osu_mbw_mr, 2 ports by {self.policy}, 2 pairs on 2 nodes'
 
@@ -121,7 +122,8 @@ class MVAPICH2Inline(MVAPICH2Benchmark):
     #: The OMB program.
     benchmark = parameter(list(INLINE_BENCHMARKS), type=str)
 
-    #: MV2_MAX_INLINE_SIZE in bytes: 128 in 001.
+    #: MV2_MAX_INLINE_SIZE in bytes: 168, which inlines 128 B of payload as 001's MVAPICH did
+    #: (MVAPICH2 counts a 40-byte header in it; see :mod:`ibrepro.rfm.mvapich2`).
     inline_size = variable(int, value=mvapich2.PAPER_INLINE_SIZE)
 
     @run_after('init')

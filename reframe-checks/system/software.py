@@ -8,10 +8,12 @@ the configuration described them (``platform``: descriptions, features, extras; 
 
 import json
 import os
+import shlex
 import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+from reframe.core.backends import getlauncher
 from reframe.core.exceptions import SanityError
 
 
@@ -22,15 +24,20 @@ class SoftwareVersions(rfm.RunOnlyRegressionTest):
     valid_prog_environs = ['*']
     num_tasks = 1
     # The interpreter running ReFrame has ibrepro installed; the job runs it with the environment's paths.
-    executable = sys.executable
+    executable = shlex.quote(sys.executable)     # a checkout path may have a space
     executable_opts = ['-m', 'ibrepro.cli', 'software', '--json']
-    tags = {'system', 'software'}
+    tags = {'system', 'software', 'nightly'}
 
     #: `ibrepro software --json` in this environment (set after the run)
     software = variable(dict, value={}, loggable=True)
 
     #: the system, partition and environment as configured: descr, features, extras (set before the run)
     platform = variable(dict, value={}, loggable=True)
+
+    @run_before('run')
+    def run_in_the_job_itself(self):
+        # one process, no MPI launcher needed (an environment whose MPI is broken still says what it has)
+        self.job.launcher = getlauncher('local')()
 
     @run_before('run')
     def describe_platform(self):

@@ -7,6 +7,7 @@ features it supports (:func:`ibrepro.topology.partition_features`).
 """
 
 import os
+import shlex
 import sys
 
 import reframe as rfm
@@ -26,8 +27,8 @@ class RdmaTopology(rfm.RunOnlyRegressionTest):
     valid_prog_environs = ['*']
     num_tasks = 1
     # The interpreter running ReFrame has ibrepro installed; the job runs it on the node.
-    executable = sys.executable
-    tags = {'system', 'topology'}
+    executable = shlex.quote(sys.executable)     # a checkout path may have a space
+    tags = {'system', 'topology', 'nightly'}
 
     #: sysfs root to read on the node (another root only for tests or containers)
     sysfs_root = variable(str, value='/sys')
@@ -44,12 +45,13 @@ class RdmaTopology(rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def set_options(self):
+        # one process on the job's node; no MPI launcher needed
+        if self.current_partition.launcher_type.registered_name != 'softroce':
+            self.job.launcher = getlauncher('local')()
         self.probe = self.current_partition.extras.get('topology_probe', self.probe)
         if self.probe == 'ibv_devinfo':
             # a partition whose nodes are reached through a prefix (emulated nodes): from here, node 0
             prefix = [a.replace('{node}', '0') for a in self.current_partition.extras.get('node_exec') or []]
-            if prefix:
-                self.job.launcher = getlauncher('local')()
             self.executable, *self.executable_opts = [*prefix, 'ibv_devinfo', '-v']
         else:
             self.executable_opts = ['-m', 'ibrepro.cli', 'topology', '--json', '--sysfs', self.sysfs_root]

@@ -1,6 +1,7 @@
 """Many pairs at once: multi-pair RDMA write/read latency and RDMA write bandwidth (004, ConnectX slides).
 
-N concurrent perftest pairs between two nodes, each on its own TCP port, one process of each pair per node.
+N concurrent perftest pairs between two nodes, each on its own TCP port, one process of each pair per node, all
+measuring the same message size at the same time (duration mode, one size per round).
 004 compares ConnectX and InfiniHost III up to 8 pairs (the PIO/inline limit is crossed at 256 B; ConnectX
 issues up to 16 concurrent RDMA reads: perftest ``-o`` sets the outstanding reads). Latency is the mean over the
 pairs, bandwidth their sum. Concurrent perftest pairs express this directly, so no program of our own is needed.

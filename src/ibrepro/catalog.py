@@ -3,11 +3,16 @@ tags that name them.
 
 Each experiment (a row of the papers' checklist, identified by its number) lists the check families that
 encode it (``checks``: display-name prefixes such as ``PerftestLatency %operation=send``), or says it is out of
-scope and why (``status: out-of-scope``, ``reason``). ``ibrepro catalog`` prints the table and, for the current
-system, which families it can run: it asks ReFrame for a dry run (``--dry-run``: every test case is set up, none
-is run), so a case is runnable unless it was skipped (its ``skip_reason`` says why); a family with no test case
-at all on the system lacks the partition or environment features its ``valid_systems`` /
-``valid_prog_environs`` select (typically: no environment provides its benchmark binaries).
+scope and why (``status: out-of-scope``, ``reason``). ``ibrepro catalog`` prints the table and, for a system
+(its ReFrame configuration given explicitly with ``-C``), which families it can run:
+
+* a test variant whose hard requirements (``valid_systems`` / ``valid_prog_environs`` features: an RDMA port, the
+  layout's nodes and cores, the tool, MVAPICH2) no partition and environment of the system meets has no test
+  case there; :func:`why_not_here` names the missing feature and the one step that would provide it;
+* the test cases that exist are set up by a ReFrame dry run (``--dry-run``, nothing runs), and a case is runnable
+  unless it was skipped (its ``skip_reason`` says why, e.g. a program a partial install lacks).
+
+:func:`not_run_table` condenses both into the short "not run here, and why" table ``make run`` ends with.
 """
 
 import functools
@@ -15,8 +20,6 @@ import importlib.util
 import json
 import os
 import re
-import runpy
-import socket
 import subprocess
 import sys
 import tempfile
@@ -90,7 +93,105 @@ def check_classes(checks_dir=paths.CHECKS_DIR):
     return classes
 
 
-# -- runnable on the current system ------------------------------------------------------------------
+# -- runnable on a system -------------------------------------------------------------------------------
+
+#: What a missing feature means, and the one step that provides it (partition features, then environment ones).
+ENABLE = {
+    'rdma': ('no RDMA device', 'make softroce-test (emulated RDMA guests, root); on a cluster, a partition with '
+                               'feature ib or roce (docs/site-setup.md)'),
+    'nodes': ('needs {n} nodes (has {have})', 'a Slurm partition with that many nodes (docs/site-setup.md)'),
+    'cores': ('needs {n} cores/node (has {have})', 'a partition with that many cores per node'),
+    'dual-port': ('needs two rails per node', 'a partition with two connected rails: two ports or two HCAs '
+                                              '(feature dual-port)'),
+    'ib_ports': ('needs a dual-port HCA (perftest -O)', 'a partition of dual-port HCAs (extras ib_ports: 2)'),
+    'osu': ('no OSU Micro-Benchmarks', 'make spack SPACK_ENV=generic, or IBREPRO_PREFIXES=<your OSU install> '
+                                       '(README: bring your own benchmarks)'),
+    'npb': ('no NPB', 'make spack SPACK_ENV=generic, or IBREPRO_PREFIXES=<your NPB install> (README: bring your '
+                      'own benchmarks)'),
+    'imb': ('no IMB', 'make setup (Intel MPI + IMB wheel)'),
+    'perftest': ('no perftest', 'apt-get install perftest, or make spack SPACK_ENV=generic'),
+    'mvapich2': ('no MVAPICH2', 'make spack SPACK_ENV=ib-mvapich (docs/spack.md)'),
+    'ibrepro-bench': ('our MPI benchmarks not built', 'make setup'),
+    'ibrepro-rdma': ('our verbs benchmark not built', 'apt-get install libibverbs-dev librdmacm-dev, then make setup'),
+}
+
+
+def load_system(config, system=None):
+    """ReFrame's runtime for ``config`` (given explicitly, never taken from stored data) and its selected system
+    as a dict. Initialises ReFrame's runtime in this process (check classes can then be instantiated)."""
+    import reframe.core.runtime as rt
+    from reframe.core import config as rfm_config
+
+    try:
+        site = rfm_config.load_config(str(config))
+        site.select_subconfig(system.split(':')[0] if system else None)
+        rt.init_runtime(site)
+    except Exception as err:     # ReFrame raises its own error types for a bad or non-matching file
+        raise CatalogError(f'{config}: {err}') from None
+    name = site.get('systems/0/name')
+    sysconf = {'name': name, 'partitions': []}
+    for part in rt.runtime().system.partitions:
+        sysconf['partitions'].append({'name': part.name, 'features': list(part.features), 'extras': dict(part.extras),
+                                      'environs': [{'name': e.name, 'features': list(e.features),
+                                                    'extras': dict(e.extras)} for e in part.environs]})
+    return sysconf
+
+
+def variants(checks_dir=paths.CHECKS_DIR):
+    """[(family, display name, valid_systems, valid_prog_environs)] of every test variant, as its init hooks
+    left them (needs the runtime of :func:`load_system`)."""
+    found = []
+    for family, cls in check_classes(checks_dir).items():
+        for i in range(cls.num_variants):
+            test = cls(variant_num=i)
+            found.append((family, test.display_name, list(test.valid_systems), list(test.valid_prog_environs)))
+    return found
+
+
+def _features(entity):
+    return {**dict.fromkeys(entity.get('features', [])), **entity.get('extras', {})}
+
+
+def _missing(spec, entity):
+    """The tokens of one valid_systems/valid_prog_environs entry that ``entity`` does not meet."""
+    return [token for token in spec.split() if token != '*' and not _matches(token, _features(entity), [])]
+
+
+def why_not_here(valid_systems, valid_prog_environs, sysconf):
+    """[] if some partition and environment of ``sysconf`` meet the requirements; else [(reason, how to
+    enable)] for what the system lacks: the partition features of the partition that comes closest, and the
+    environment features no environment of the system has."""
+    part_gaps, env_gaps = [], []
+    for part in sysconf['partitions']:
+        for spec in valid_systems:
+            missing = _missing(spec, part)
+            if not missing and any(not _missing(es, e) for es in valid_prog_environs for e in part['environs']):
+                return []
+            part_gaps.append((missing, part))
+    envs = [e for part in sysconf['partitions'] for e in part['environs']] or [{}]
+    env_gaps = min(([tuple(_missing(es, e)) for es in valid_prog_environs for e in envs]), key=len, default=())
+    missing, part = min(part_gaps, key=lambda g: len(g[0]), default=([], None))
+    if not part:
+        return [('the system has no partition', '')]
+    reasons = [_explain(token, part, sysconf) for token in missing]
+    reasons += [_explain(token, part, sysconf) for token in env_gaps]
+    return list(dict.fromkeys(reasons)) or [('no partition has an environment for it', '')]
+
+
+def _explain(token, part, sysconf):
+    name = token.lstrip('+-%')
+    key = name.split('=')[0]
+    if token in ('+ib', '+roce'):
+        key = 'rdma'
+    m = re.fullmatch(r'(nodes|cores)(\d+)', name)
+    if m:
+        have = part['extras'].get('nodes' if m.group(1) == 'nodes' else 'cores_per_node', '?')
+        why, how = ENABLE[m.group(1)]
+        return why.format(n=m.group(2), have=have), how
+    if key in ENABLE:
+        return ENABLE[key]
+    return f'lacks feature {name!r}', ''
+
 
 def dry_run_cases(config, system=None, checks_dir=paths.CHECKS_DIR):
     """[(display name, 'sys:part+env', skip reason or '')] of every test case on the system (a dry run)."""
@@ -132,37 +233,20 @@ def _matches(spec, features, names):
     return True
 
 
-def why_not(cls, system):
-    """Why a check family has no test case on ``system`` (a ReFrame system config dict)."""
-    partitions = system.get('partitions', [])
-    fit = [p for p in partitions
-           if any(_matches(spec, {**dict.fromkeys(p.get('features', [])), **p.get('extras', {})},
-                           [system['name'], f"{system['name']}:{p['name']}"])
-                  for spec in cls.valid_systems)]
-    if not fit:
-        have = '; '.join(f"{p['name']}: {' '.join(p.get('features', [])) or 'no features'}" for p in partitions)
-        return f'needs a partition with {" or ".join(cls.valid_systems)} (has {have})'
-
-    return (f'needs an environment with {" or ".join(cls.valid_prog_environs)} on '
-            f'{", ".join(p["name"] for p in fit)} (its binaries are not installed here)')
-
-
-def selected_system(config, system=None):
-    cfg = runpy.run_path(str(config))['site_configuration']
-    host = socket.gethostname()
-    for sysconf in cfg['systems']:
-        if system and sysconf['name'] == system.split(':')[0]:
-            return sysconf
-        if not system and any(re.match(h, host) for h in sysconf.get('hostnames', [])):
-            return sysconf
-    raise CatalogError(f'{config}: no system matches {system or host}')
+def system_view(config, system=None):
+    """What ``config``'s system can run: {display name: reason it cannot (or '' if it can)}, and the system."""
+    sysconf = load_system(config, system)
+    verdicts = {}
+    for family, name, vsys, venv in variants():
+        why = why_not_here(vsys, venv, sysconf)
+        verdicts[name] = (family, why)
+    return verdicts, sysconf
 
 
 def rows(config=None, system=None):
     """The catalog: one dict per experiment with its checks and, given a config, what runs here."""
-    classes = check_classes()
     cases = dry_run_cases(config, system) if config else []
-    sysconf = selected_system(config, system) if config else None
+    verdicts = system_view(config, system)[0] if config else {}
     table = []
     for exp in experiments().values():
         entry = {'id': exp['id'], 'seeds': exp['seeds'], 'where': exp['where'],
@@ -182,12 +266,63 @@ def rows(config=None, system=None):
                     reasons.append(f'{check}: skipped: {why[0]}' + (f' (and {len(why) - 1} other reasons)'
                                                                     if len(why) > 1 else ''))
                 else:
-                    cls = classes.get(check.split()[0])
-                    reasons.append(f'{check}: ' + (why_not(cls, sysconf) if cls else 'no such check'))
+                    whys = list(dict.fromkeys(w for n, v in verdicts.items() if _normal(n).startswith(_normal(check))
+                                              for w in v[1]))
+                    reasons.append(f'{check}: ' + ('; '.join(f'{why} (to enable: {how})' if how else why
+                                                             for why, how in whys[:3]) if whys else 'no such check'))
             entry['runnable'] = runnable
             entry['not_runnable'] = reasons
         table.append(entry)
     return table
+
+
+def not_run_table(config, system=None):
+    """[(family, cases, [reasons], [how to enable])]: the papers' families (and layouts) this system does not run."""
+    verdicts, _ = system_view(config, system)
+    families = {}
+    for name, (family, whys) in verdicts.items():
+        if whys:
+            entry = families.setdefault(family, [0, {}, {}])
+            entry[0] += 1
+            for why, how in whys:
+                entry[1][re.sub(r'needs (\d+) (nodes|cores)', r'needs N \2', why)] = None
+                entry[1].setdefault(('numbers', why), None)
+                if how:
+                    entry[2][how] = None
+    table = []
+    for family, (cases, whys, hows) in sorted(families.items()):
+        numbers = {}
+        for key in whys:
+            if isinstance(key, tuple):
+                m = re.match(r'needs (\d+) (nodes|cores)', key[1])
+                if m:
+                    numbers.setdefault(m.group(2), set()).add(int(m.group(1)))
+        reasons = []
+        for key in whys:
+            if isinstance(key, str):
+                m = re.match(r'needs N (nodes|cores)', key)
+                if m:
+                    ns = sorted(numbers.get(m.group(1), ()))
+                    span = f'{ns[0]}' if len(ns) == 1 else f'{ns[0]}-{ns[-1]}'
+                    key = key.replace('needs N', f'needs {span}')
+                reasons.append(key)
+        table.append((family, cases, reasons, list(hows)))
+    return table
+
+
+def format_not_run(table, system):
+    """The "not run here, and why" table as text: one line per family, each step to enable it once below."""
+    if not table:
+        return f'Every family of the papers has test cases on {system}.'
+    steps = list(dict.fromkeys(h for *_, hows in table for h in hows))
+    width = max(len(f) for f, *_ in table)
+    lines = [f'Not run on {system}, and why (`ibrepro catalog` has the details):',
+             f'  {"family":<{width}}  cases  why  [to enable]']
+    for family, cases, reasons, hows in table:
+        marks = ' '.join(f'[{steps.index(h) + 1}]' for h in hows)
+        lines.append(f'  {family:<{width}}  {cases:>5}  {"; ".join(reasons)}  {marks}')
+    lines += [f'  [{i}] {step}' for i, step in enumerate(steps, 1)]
+    return '\n'.join(lines)
 
 
 def validate(checks_dir=paths.CHECKS_DIR):
@@ -222,6 +357,8 @@ def add_cli(subparsers):
     p.add_argument('--system', help='system[:partition] (default: the one matching this host)')
     p.add_argument('--no-system', action='store_true', help='do not check what this system can run')
     p.add_argument('--validate', action='store_true', help='check the catalog against the check files')
+    p.add_argument('--not-run', action='store_true', help='only the families (and layouts) this system does not '
+                   'run, why, and the step that would enable each')
     p.set_defaults(func=_cli)
 
 
@@ -232,6 +369,16 @@ def _cli(args):
             print(f'ibrepro catalog: {problem}', file=sys.stderr)
         print(f'{len(experiments())} experiments, {len(problems)} problem(s)')
         return 1 if problems else 0
+
+    if args.not_run:
+        try:
+            table = not_run_table(args.config, args.system)
+            system = load_system(args.config, args.system)['name']
+        except CatalogError as err:
+            print(f'ibrepro catalog: {err}', file=sys.stderr)
+            return 1
+        print(format_not_run(table, system))
+        return 0
 
     try:
         table = rows(None if args.no_system else args.config, args.system)

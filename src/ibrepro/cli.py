@@ -1,4 +1,8 @@
-"""The ``ibrepro`` command: one subcommand per concern, each defined next to the code it drives."""
+"""The ``ibrepro`` command: one subcommand per concern, each defined next to the code it drives.
+
+Only the module of the subcommand being run is imported (``ibrepro pair`` must not pay for matplotlib); the
+whole list is imported for ``--help``.
+"""
 
 import argparse
 import importlib
@@ -6,37 +10,40 @@ import sys
 
 from . import __version__
 
-# Modules that define a subcommand with add_cli(subparsers); the order is the order of --help.
-_COMMAND_MODULES = [
-    'ibrepro.parsers',
-    'ibrepro.results',
-    'ibrepro.baseline',
-    'ibrepro.references',
-    'ibrepro.limits',
-    'ibrepro.topology',
-    'ibrepro.pair',
-    'ibrepro.catalog',
-    'ibrepro.softroce',
-    'ibrepro.software',
-    'ibrepro.report',
-]
+# Subcommand -> the module that defines it with add_cli(subparsers); the order is the order of --help.
+COMMANDS = {
+    'parse': 'ibrepro.parsers',
+    'where': 'ibrepro.results',
+    'baseline': 'ibrepro.baseline',
+    'refs': 'ibrepro.references',
+    'limits': 'ibrepro.limits',
+    'topology': 'ibrepro.topology',
+    'pair': 'ibrepro.pair',
+    'catalog': 'ibrepro.catalog',
+    'softroce': 'ibrepro.softroce',
+    'software': 'ibrepro.software',
+    'report': 'ibrepro.report',
+}
 
 
-def build_parser():
+def build_parser(command=None):
+    """The argument parser; with ``command`` (a known subcommand) only its module is imported."""
     parser = argparse.ArgumentParser(
         prog='ibrepro',
         description='Reproduce the Ohio State InfiniBand / PCIe / MPI studies: parse benchmark '
                     'output, show the papers\' reference data and link limits, and report.')
     parser.add_argument('--version', action='version', version=f'ibrepro {__version__}')
     subparsers = parser.add_subparsers(dest='command', metavar='COMMAND')
-    for module in _COMMAND_MODULES:
+    modules = [COMMANDS[command]] if command in COMMANDS else list(dict.fromkeys(COMMANDS.values()))
+    for module in modules:
         importlib.import_module(module).add_cli(subparsers)
 
     return parser
 
 
 def main(argv=None):
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(next((a for a in argv if not a.startswith('-')), None))
     args = parser.parse_args(argv)
     if not getattr(args, 'func', None):
         parser.print_help()

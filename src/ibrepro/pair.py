@@ -1,86 +1,375 @@
-"""``ibrepro pair``: run perftest client/server flows across the nodes of one job.
+"""``ibrepro pair``: run client/server flows (perftest, ``ibrepro_rdma``) across the nodes of one job.
 
 perftest is a client/server pair, and the papers' verbs experiments need several pairs at once (two ports bound
-to two directions, N concurrent pairs). A ReFrame check describes the *flows* in a JSON spec; this runner is
-started once per node by whatever launcher the partition uses (``srun``, ``mpirun``, PBS ``mpiexec``) and
-takes its node index from the launcher's rank variable. On a single node (no rank variable, or one task) one
-runner plays every node, e.g. a server on device/port 1 and a client on device/port 2 of the same HCA.
+to two directions, N concurrent pairs). A ReFrame check describes the *flows* in a JSON spec; the partition's
+launcher (``srun``, ``mpirun``, PBS ``mpiexec``) starts this runner once per node, and each runner takes its node
+index from the launcher's rank variables. With one task (one node) the runner plays every node, e.g. a server on
+rail 0 and its client on rail 1 of the same node.
 
-Per node: start the servers of the flows it hosts, wait until they listen, publish this node's address in the
-rendezvous directory (the job's stage directory, shared by the nodes), wait for the peers' addresses, start the
-clients, and wait for everything, with a time limit. Every flow writes ``flow-<id>.client.out`` (what the
-check parses), ``flow-<id>.server.out`` and ``flow-<id>.status.json``; a summary goes to stdout. The exit status
-is non-zero if a process of this node failed or timed out.
+This module is the compute-node side: it imports the Python standard library only and runs as a script. The
+checks copy it into the stage directory and the job runs ``<python> ibrepro_pair.py flows.json`` with the
+interpreter the partition names (extras ``python``), so compute nodes need no ibrepro installation.
 
-Spec (JSON)::
+Per node:
 
-    {"command": ["ib_write_bw", "-a", "-F"],          # common options; -d/-i/-p and the host are added
-     "flows": [{"id": 0, "port": 18515,
-                "server": {"node": 0, "device": "mlx5_0", "ib_port": 1},
-                "client": {"node": 1, "device": "mlx5_0", "ib_port": 1}}],
-     "addresses": [null, null],                         # how clients reach each node's servers (null: hostname)
-     "node_exec": null,                                 # optional command prefix running a side on a node,
-                                                        # e.g. ["guest-exec", "{node}"] for emulated nodes
-     "timeout": 600}
+1. **Probe**: each rail (``[device, port]`` of the spec) gets the IPv4 address the fabric knows it by (RoCE: the
+   IPv4-mapped RoCE v2 GID; InfiniBand: the address of its IPoIB interface) and the CPUs near its device (its
+   PCI function's NUMA node, within the CPUs the launcher gave this task). Published as ``node-<i>.json`` in the
+   work directory (the job's stage directory, shared by the nodes). No address is fixed in advance: whatever
+   nodes the scheduler picked, clients connect to the rail their server really listens on.
+2. **Placement**: once every node has published, a spec with ``distinct_hosts`` fails unless each node index
+   runs on its own host (a 2x1 layout measured within one host would measure loopback under the same name).
+3. **Rounds**: one round per message size of ``sizes`` (perftest's duration mode ``-D`` cannot sweep ``-a``), or
+   one round when the command sweeps by itself. In a round, a node starts its servers (each pinned to one CPU
+   near its rail) and waits until they listen, says it is ready, waits until every node is ready (a barrier),
+   then starts all its clients at once: concurrent flows measure the same size at the same time, and each
+   side's start and end are recorded, so the check can verify that the measurement windows overlapped.
+4. **Failure**: a side that fails (a server that exits before its client came, a missing program, a timeout, a
+   peer that never shows up) writes ``failed-<i>.json`` with the reason; every node polls for it while waiting
+   and stops what it started within a second or two. The launcher's own kill-on-bad-exit (``srun
+   --kill-on-bad-exit``) ends the rest of the job step.
 
-A side may instead carry its whole command line, ``"argv": [...]`` (``{server_addr}`` is replaced by the
-address the server's node published), for client/server programs other than perftest; with
-``"wait_listen": false`` the runner does not wait for a TCP listener (the client retries by itself).
+Files per flow: ``flow-<id>[.s<size>].<side>.out`` (what the tool printed, after one ``#`` line with the
+command and one with the CPU binding) and ``flow-<id>[.s<size>].<side>.status.json`` (node, host, CPU, start and
+end time, exit status). A summary goes to stdout; the exit status is non-zero when anything of this node failed.
+
+Spec (JSON, version 2)::
+
+    {"version": 2,
+     "program": "ib_write_bw", "options": ["-F", "-D", "4"],   # perftest: -d/-i/-p/-s and the host are added
+     "rails": [["mlx5_0", 1], ["mlx5_1", 1]],                  # a node's rails; flows name them by index
+     "nodes": 2, "distinct_hosts": true,
+     "flows": [{"id": 0, "port": 18515, "server": {"node": 1, "rail": 0}, "client": {"node": 0, "rail": 0}}],
+     "sizes": [65536, 1048576],                                 # null: one round (e.g. perftest -a)
+     "timeout": 900, "connect_timeout": 60, "pin": true,
+     "node_exec": null, "python": "python3"}
+
+A side may carry its own command line instead, ``"argv": [...]``, for client/server programs other than
+perftest; ``{server_addr}`` (the server rail's address), ``{server_rails}`` / ``{client_rails}`` (all rails of
+that node, comma-separated), ``{addr:<node>:<rail>}`` (one rail of one node) and ``{size}`` are replaced. With ``"wait_listen": false`` the runner does not wait
+for a TCP listener (the client retries by itself). ``node_exec`` (emulated nodes only) is a command prefix that
+runs a side, or this script's ``--probe``, on node ``{node}`` from one runner process.
 """
 
+import argparse
 import json
 import os
+import re
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-#: Launcher variables that hold the rank of a task, in the order we trust them.
-RANK_VARIABLES = ['SLURM_PROCID', 'PMIX_RANK', 'PMI_RANK', 'OMPI_COMM_WORLD_RANK', 'PALS_RANKID',
-                  'MPI_LOCALRANKID']
+SPEC_VERSION = 2
+
+#: Launcher variables that hold the rank of a task, and the number of tasks, in the order we trust them.
+RANK_VARIABLES = [('SLURM_PROCID', 'SLURM_NTASKS'), ('PMIX_RANK', 'PMIX_SIZE'), ('PMI_RANK', 'PMI_SIZE'),
+                  ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE'), ('PALS_RANKID', 'PALS_SIZE'),
+                  ('IBREPRO_NODE_RANK', 'IBREPRO_NODES')]
 
 #: Client output that means "the server is not listening yet": worth a retry.
 _NOT_READY = ("Couldn't connect to", 'Unable to open file descriptor for socket connection',
               'Connection refused', 'Failed to establish connection')
 
+#: How often waiting loops look at the shared directory (seconds): also the start skew of concurrent flows.
+POLL = 0.02
+
+#: ``{addr:<node>:<rail>}`` in a side's argv: the address rail <rail> of node <node> published.
+_ADDR = re.compile(r'\{addr:(\d+):(\d+)\}')
+
+_IPV4_MAPPED = re.compile(r'^0000:0000:0000:0000:0000:ffff:([0-9a-f]{4}):([0-9a-f]{4})$')
+
 
 class SpecError(ValueError):
-    pass
+    """The spec file is not a usable spec; the message names the file and the field."""
+
+
+class PairFailed(RuntimeError):
+    """This node cannot go on; the message is the reason written for the peers."""
+
+
+# -- the spec -----------------------------------------------------------------------------------------
+
+def _field(spec, key, kind, path, default=...):
+    if key not in spec:
+        if default is ...:
+            raise SpecError(f'{path}: missing field {key!r}')
+        return default
+    value = spec[key]
+    if not isinstance(value, kind) or isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple)
+                                                                               else (kind,)):
+        names = ' or '.join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise SpecError(f'{path}: field {key!r} must be {names}, not {type(value).__name__}')
+    return value
+
+
+def check_spec(spec, path='<spec>'):
+    """Validate a parsed spec (SpecError naming the field) and fill in the defaults."""
+    if not isinstance(spec, dict):
+        raise SpecError(f'{path}: a spec is a JSON object, not {type(spec).__name__}')
+    if spec.get('version') != SPEC_VERSION:
+        raise SpecError(f'{path}: field \'version\' must be {SPEC_VERSION} (written by an ibrepro check of '
+                        'the same version)')
+    flows = _field(spec, 'flows', list, path)
+    if not flows:
+        raise SpecError(f'{path}: field \'flows\' is empty')
+    rails = _field(spec, 'rails', list, path, [[None, None]])
+    for rail in rails:
+        if not (isinstance(rail, list) and len(rail) == 2 and isinstance(rail[0], (str, type(None)))
+                and isinstance(rail[1], (int, type(None)))):
+            raise SpecError(f'{path}: each of \'rails\' must be [device, port], not {rail!r}')
+    nodes = _field(spec, 'nodes', int, path, None)
+    ids = set()
+    for flow in flows:
+        where = f'{path}: flow {flow.get("id") if isinstance(flow, dict) else flow!r}'
+        if not isinstance(flow, dict) or not isinstance(flow.get('id'), int) or flow['id'] in ids:
+            raise SpecError(f'{where}: a flow needs a unique integer \'id\'')
+        ids.add(flow['id'])
+        _field(flow, 'port', int, where)
+        for side in ('server', 'client'):
+            end = _field(flow, side, dict, where)
+            if not isinstance(end.get('node'), int) or end['node'] < 0:
+                raise SpecError(f'{where}: {side} needs a node index \'node\'')
+            if not isinstance(end.get('rail', 0), int) or not 0 <= end.get('rail', 0) < len(rails):
+                raise SpecError(f'{where}: {side} rail {end.get("rail")!r} is not an index of \'rails\'')
+            if 'argv' in end and not (isinstance(end['argv'], list) and end['argv']
+                                      and all(isinstance(a, str) for a in end['argv'])):
+                raise SpecError(f'{where}: {side} \'argv\' must be a non-empty list of strings')
+    used = {f[side]['node'] for f in flows for side in ('server', 'client')}
+    spec['nodes'] = nodes if nodes is not None else max(used) + 1
+    if max(used) >= spec['nodes']:
+        raise SpecError(f'{path}: a flow names node {max(used)}, but \'nodes\' is {spec["nodes"]}')
+    if not isinstance(spec.get('program'), str) and not all('argv' in f[s] for f in flows
+                                                            for s in ('server', 'client')):
+        raise SpecError(f'{path}: missing field \'program\' (or an "argv" for every side)')
+    _field(spec, 'options', list, path, [])
+    sizes = _field(spec, 'sizes', (list, type(None)), path, None)
+    if sizes is not None and (not sizes or not all(isinstance(s, int) and s > 0 for s in sizes)):
+        raise SpecError(f'{path}: field \'sizes\' must be a non-empty list of positive integers, or null')
+    for key, default in (('timeout', 600), ('connect_timeout', 60)):
+        value = _field(spec, key, (int, float), path, default)
+        if value <= 0:
+            raise SpecError(f'{path}: field {key!r} must be positive')
+    node_exec = _field(spec, 'node_exec', (list, type(None)), path, None)
+    if node_exec is not None and not all(isinstance(a, str) for a in node_exec):
+        raise SpecError(f'{path}: field \'node_exec\' must be a list of strings')
+    spec.setdefault('options', [])
+    spec.setdefault('rails', rails)
+    spec.setdefault('sizes', None)
+    spec.setdefault('timeout', 600)
+    spec.setdefault('connect_timeout', 60)
+    spec.setdefault('distinct_hosts', False)
+    spec.setdefault('pin', True)
+    spec.setdefault('python', 'python3')
+    spec.setdefault('wait_listen', True)
+    return spec
 
 
 def load_spec(path):
     try:
         spec = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise SpecError(f'{path}: {err}') from None
-
-    if not spec.get('flows'):
-        raise SpecError(f'{path}: missing \'flows\'')
-    if 'command' not in spec and not all('argv' in f[side] for f in spec['flows'] for side in ('server', 'client')):
-        raise SpecError(f'{path}: missing \'command\' (or an "argv" for every side)')
-    spec.setdefault('command', [])
-    nodes = {f[side]['node'] for f in spec['flows'] for side in ('server', 'client')}
-    spec.setdefault('addresses', [None] * (max(nodes) + 1))
-    spec.setdefault('timeout', 600)
-    return spec
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError(f'{path}: cannot read: {err}') from None
+    except json.JSONDecodeError as err:
+        raise SpecError(f'{path}: not JSON: {err}') from None
+    return check_spec(spec, path)
 
 
 def my_nodes(spec, env=os.environ):
     """Node indices this process plays: its rank, or all of them when it is the only task."""
-    nodes = sorted({f[side]['node'] for f in spec['flows'] for side in ('server', 'client')})
-    for var in RANK_VARIABLES:
-        if env.get(var, '').isdigit():
-            ntasks = next((int(env[v]) for v in ('SLURM_NTASKS', 'PMI_SIZE', 'OMPI_COMM_WORLD_SIZE')
-                           if env.get(v, '').isdigit()), None)
-            if ntasks == 1:
+    for rank_var, size_var in RANK_VARIABLES:
+        if env.get(rank_var, '').isdigit():
+            size = env.get(size_var, '')
+            if size.isdigit() and int(size) == 1:
                 break
-            return [int(env[var])]
+            rank = int(env[rank_var])
+            if rank >= spec['nodes']:
+                raise PairFailed(f'this task has rank {rank} ({rank_var}), but the flows span {spec["nodes"]} '
+                                 'node(s): the launcher started more tasks than the check asked for')
+            return [rank]
 
-    return nodes
+    return list(range(spec['nodes']))
 
+
+# -- what a node has: rail addresses and CPUs near the device ----------------------------------------
+
+def _read(path):
+    try:
+        return Path(path).read_text().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _cpulist(text):
+    """'0-3,8,10-11' -> [0, 1, 2, 3, 8, 10, 11]."""
+    cpus = []
+    for part in (text or '').split(','):
+        lo, _, hi = part.strip().partition('-')
+        if lo.isdigit():
+            cpus += range(int(lo), int(hi) + 1) if hi.isdigit() else [int(lo)]
+    return cpus
+
+
+def _ipv4_of_netdev(netdev):
+    """The first IPv4 address of a network interface, or None (ioctl SIOCGIFADDR, then iproute2)."""
+    try:
+        import fcntl
+        import struct
+
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack('256s', netdev.encode()[:15]))
+            return socket.inet_ntoa(packed[20:24])
+    except (ImportError, OSError):
+        pass
+    ip = shutil.which('ip')
+    if ip:
+        out = subprocess.run([ip, '-4', '-o', 'addr', 'show', 'dev', netdev], capture_output=True, text=True)
+        m = re.search(r'\binet (\d+\.\d+\.\d+\.\d+)/', out.stdout)
+        if m:
+            return m.group(1)
+    return None
+
+
+def rail_address(device, port, sysfs='/sys'):
+    """The IPv4 address a peer reaches rail (device, port) at, and how it was found: (address, how).
+
+    RoCE: the IPv4-mapped GID of type RoCE v2 (the address RDMA CM and the out-of-band exchange resolve to this
+    port). InfiniBand: the address of the IPoIB interface of the same PCI function and port.
+    """
+    if not device:
+        return None, 'no device named: the host name is used'
+    port_dir = Path(sysfs) / 'class' / 'infiniband' / device / 'ports' / str(port or 1)
+    if not port_dir.is_dir():
+        return None, f'{port_dir} does not exist'
+    link_layer = _read(port_dir / 'link_layer')
+    if link_layer == 'Ethernet':
+        found = []
+        gids = port_dir / 'gids'
+        for entry in sorted((p for p in gids.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)) \
+                if gids.is_dir() else []:
+            m = _IPV4_MAPPED.match(_read(entry) or '')
+            if m:
+                kind = _read(port_dir / 'gid_attrs' / 'types' / entry.name) or ''
+                address = socket.inet_ntoa(bytes.fromhex(m.group(1) + m.group(2)))
+                found.append((0 if 'v2' in kind else 1, address, f'RoCE GID {entry.name} ({kind or "?"})'))
+        if found:
+            _, address, how = min(found)
+            return address, how
+        return None, f'{device} port {port} has no IPv4 GID (no IPv4 address on its network interface?)'
+    net_dir = Path(sysfs) / 'class' / 'infiniband' / device / 'device' / 'net'
+    for netdev in sorted(p.name for p in net_dir.iterdir()) if net_dir.is_dir() else []:
+        dev_port = _read(net_dir / netdev / 'dev_port')
+        if dev_port is not None and dev_port.isdigit() and int(dev_port) != int(port or 1) - 1:
+            continue
+        address = _ipv4_of_netdev(netdev)
+        if address:
+            return address, f'IPoIB interface {netdev}'
+    return None, f'{device} port {port} has no IPoIB interface with an IPv4 address'
+
+
+def near_cpus(device, allowed, sysfs='/sys'):
+    """(CPUs of ``allowed`` on the NUMA node of ``device``'s PCI function, NUMA node or None)."""
+    dev = Path(sysfs) / 'class' / 'infiniband' / (device or '') / 'device'
+    numa = _read(dev / 'numa_node') if device else None
+    local = _cpulist(_read(dev / 'local_cpulist')) if device else []
+    near = [c for c in local if c in allowed]
+    numa = int(numa) if numa is not None and numa.lstrip('-').isdigit() and int(numa) >= 0 else None
+    return (near or sorted(allowed)), numa
+
+
+def probe(rails, sysfs='/sys'):
+    """What this node says about itself: host, allowed CPUs and per rail its address and near CPUs."""
+    try:
+        allowed = set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = set(range(os.cpu_count() or 1))
+    info = {'host': socket.gethostname(), 'pid': os.getpid(), 'cpus': sorted(allowed), 'rails': []}
+    for device, port in rails:
+        address, how = rail_address(device, port, sysfs)
+        cpus, numa = near_cpus(device, allowed, sysfs)
+        info['rails'].append({'device': device, 'port': port, 'address': address, 'address_from': how,
+                              'numa_node': numa, 'near_cpus': cpus})
+    return info
+
+
+# -- the shared directory: what nodes say to each other ----------------------------------------------
+
+def _write_json(path, data):
+    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+    tmp.write_text(json.dumps(data))
+    tmp.rename(path)     # atomic: a reader sees all of it or nothing
+
+
+def _read_json(path, what):
+    try:
+        text = path.read_text()
+    except IsADirectoryError:
+        raise PairFailed(f'{path} ({what}) is a directory, not a file') from None
+    except OSError:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise PairFailed(f'{path} ({what}) is not JSON ({err}): written by something else?') from None
+    if not isinstance(data, dict):
+        raise PairFailed(f'{path} ({what}) is not a JSON object')
+    return data
+
+
+class Rendezvous:
+    """Files in the work directory through which the nodes of one job find and wait for each other."""
+
+    def __init__(self, workdir, nodes, deadline):
+        self.dir = Path(workdir)
+        self.nodes = nodes
+        self.deadline = deadline
+
+    def publish(self, node, info):
+        _write_json(self.dir / f'node-{node}.json', info)
+
+    def fail(self, node, reason):
+        path = self.dir / f'failed-{node}.json'
+        if not path.exists():
+            _write_json(path, {'node': node, 'host': socket.gethostname(), 'reason': reason,
+                               'time': time.time()})
+
+    def failure(self):
+        """The reason of the first node that failed, or None."""
+        for node in range(self.nodes):
+            data = _read_json(self.dir / f'failed-{node}.json', 'a failure report')
+            if data:
+                return f'node {node} ({data.get("host", "?")}) failed: {data.get("reason", "?")}'
+        return None
+
+    def wait(self, names, what, limit=None):
+        """Wait until the files ``names`` exist; PairFailed when a node fails or at the deadline."""
+        deadline = min(self.deadline, time.monotonic() + limit) if limit else self.deadline
+        missing = list(names)
+        while True:
+            missing = [n for n in missing if not (self.dir / n).exists()]
+            if not missing:
+                return
+            failure = self.failure()
+            if failure:
+                raise PairFailed(failure)
+            if time.monotonic() > deadline:
+                raise PairFailed(f'{what}: no {", ".join(missing)} after '
+                                 f'{limit or "the whole time limit of"} s')
+            time.sleep(POLL)
+
+    def node_info(self, node):
+        info = _read_json(self.dir / f'node-{node}.json', f'what node {node} published')
+        if not info or not isinstance(info.get('host'), str) or not info['host'] \
+                or not isinstance(info.get('rails'), list):
+            raise PairFailed(f'{self.dir / f"node-{node}.json"}: no host and rails in what node {node} published')
+        return info
+
+
+# -- running the sides -------------------------------------------------------------------------------
 
 def _listening_ports():
     ports = set()
@@ -96,183 +385,360 @@ def _listening_ports():
     return ports
 
 
-def _side_command(spec, flow, side, server_addr=None):
-    end = flow[side]
-    prefix = [arg.replace('{node}', str(end['node'])) for arg in spec.get('node_exec') or []]
-    if 'argv' in end:
-        return prefix + [arg.replace('{server_addr}', server_addr or '') for arg in end['argv']]
-
-    cmd = prefix + list(spec['command'])
-    if end.get('device'):
-        cmd += ['-d', str(end['device'])]
-    if end.get('ib_port'):
-        cmd += ['-i', str(end['ib_port'])]
-    cmd += ['-p', str(flow['port'])]
-    if side == 'client':
-        cmd.append(server_addr)
-    return cmd
-
-
 class Runner:
-    def __init__(self, spec, workdir='.', log=print):
+    def __init__(self, spec, workdir='.', nodes=None, log=print, script=None):
         self.spec = spec
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir).resolve()
         self.log = log
+        self.nodes = my_nodes(spec) if nodes is None else nodes
         self.deadline = time.monotonic() + float(spec['timeout'])
-        self.procs = {}        # (flow id, side) -> (Popen, output file)
-        self.status = {}       # (flow id, side) -> return code or 'timeout'
+        self.rdv = Rendezvous(self.workdir, spec['nodes'], self.deadline)
+        self.script = script or os.path.abspath(__file__)
+        self.info = {}         # node -> what it published
+        self.procs = {}        # (flow id, side) -> (Popen, output file, status dict)
+        self.failed = False
 
-    def _file(self, flow, side, suffix='out'):
-        return self.workdir / f'flow-{flow["id"]}.{side}.{suffix}'
+    # which node does what
+    def _flows(self, side):
+        return [f for f in self.spec['flows'] if f[side]['node'] in self.nodes]
 
-    def _start(self, flow, side, cmd):
-        out = open(self._file(flow, side), 'w')
-        out.write(f'# {side}: {shlex.join(cmd)}\n')
-        out.flush()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir)
-        self.procs[(flow['id'], side)] = (proc, out)
-        self.log(f'flow {flow["id"]}: {side} started on {socket.gethostname()}: {shlex.join(cmd)}')
-        return proc
+    def _exec_prefix(self, node):
+        return [a.replace('{node}', str(node)) for a in self.spec.get('node_exec') or []]
 
-    def _remaining(self):
+    def _python(self):
+        return self.spec['python'] if self.spec.get('node_exec') else sys.executable
+
+    def probe_nodes(self):
+        for node in self.nodes:
+            if self.spec.get('node_exec'):
+                cmd = self._exec_prefix(node) + [self._python(), self.script, '--probe', json.dumps(self.spec['rails'])]
+                out = subprocess.run(cmd, capture_output=True, text=True, cwd=self.workdir,
+                                     timeout=max(5.0, self._left()))
+                try:
+                    info = json.loads(out.stdout)
+                except json.JSONDecodeError:
+                    raise PairFailed(f'probing node {node} ({shlex.join(cmd)}) failed with {out.returncode}: '
+                                     f'{(out.stderr or out.stdout).strip()[-300:]}') from None
+            else:
+                info = probe(self.spec['rails'])
+            info['node'] = node
+            self.rdv.publish(node, info)
+            self.info[node] = info
+            self.log(f'node {node} on {info["host"]}: ' + ', '.join(
+                f'{r["device"] or "default device"}:{r["port"] or 1} {r["address"] or "(host name)"}'
+                for r in info['rails']))
+
+    def check_placement(self):
+        nodes = range(self.spec['nodes'])
+        self.rdv.wait([f'node-{n}.json' for n in nodes], 'waiting for the other nodes to start',
+                      self.spec['connect_timeout'])
+        for node in nodes:
+            self.info[node] = self.rdv.node_info(node)
+        if self.spec['distinct_hosts'] and not self.spec.get('node_exec'):
+            hosts = {}
+            for node in nodes:
+                hosts.setdefault(self.info[node]['host'], []).append(node)
+            shared = {h: n for h, n in hosts.items() if len(n) > 1}
+            if shared:
+                host, which = next(iter(shared.items()))
+                raise PairFailed(f'nodes {" and ".join(map(str, which))} both run on host {host}, but the layout '
+                                 'puts each on its own host (launcher: one task per node, e.g. srun '
+                                 '--ntasks-per-node=1)')
+
+    def _address(self, node, rail):
+        info = self.info[node]
+        try:
+            return info['rails'][rail]['address'] or info['host']
+        except (IndexError, KeyError, TypeError):
+            raise PairFailed(f'node {node} published no rail {rail}') from None
+
+    def _rails(self, node):
+        return ','.join(r.get('address') or self.info[node]['host'] for r in self.info[node]['rails'])
+
+    def side_command(self, flow, side, size=None):
+        end = flow[side]
+        if 'argv' in end:
+            values = {'{server_addr}': self._address(flow['server']['node'], flow['server'].get('rail', 0)),
+                      '{server_rails}': self._rails(flow['server']['node']),
+                      '{client_rails}': self._rails(flow['client']['node']), '{size}': str(size or '')}
+            cmd = list(end['argv'])
+            for key, value in values.items():
+                cmd = [arg.replace(key, value) for arg in cmd]
+            return [_ADDR.sub(lambda m: self._address(int(m.group(1)), int(m.group(2))), arg) for arg in cmd]
+
+        device, port = self.spec['rails'][end.get('rail', 0)]
+        cmd = [self.spec['program'], *self.spec['options']]
+        if device:
+            cmd += ['-d', device]
+        if port:
+            cmd += ['-i', str(port)]
+        cmd += ['-p', str(flow['port'])]
+        if size:
+            cmd += ['-s', str(size)]
+        if side == 'client':
+            cmd.append(self._address(flow['server']['node'], flow['server'].get('rail', 0)))
+        return cmd
+
+    def _cpu_for(self, node, rail, taken):
+        """One CPU near ``rail``'s device for a new process of ``node``, preferring one no process holds."""
+        if not self.spec['pin']:
+            return None
+        rails = self.info[node]['rails']
+        near = rails[rail]['near_cpus'] if rail < len(rails) else self.info[node]['cpus']
+        free = [c for c in near if c not in taken] or [c for c in self.info[node]['cpus'] if c not in taken]
+        cpu = (free or near)[0]
+        taken.add(cpu)
+        return cpu
+
+    def _file(self, flow, side, size, suffix):
+        tag = f'.s{size}' if size else ''
+        return self.workdir / f'flow-{flow["id"]}{tag}.{side}.{suffix}'
+
+    def _left(self):
         return max(0.0, self.deadline - time.monotonic())
 
-    def start_servers(self, nodes):
-        flows = [f for f in self.spec['flows'] if f['server']['node'] in nodes]
-        for flow in flows:
-            self._start(flow, 'server', _side_command(self.spec, flow, 'server'))
+    def start(self, flow, side, size, cpu):
+        node = flow[side]['node']
+        tool = self.side_command(flow, side, size)
+        cmd = self._exec_prefix(node)
+        if cpu is not None:
+            cmd += [self._python(), self.script, '--pin', str(cpu), '--']
+        cmd += tool
+        out = open(self._file(flow, side, size, 'out'), 'w')
+        out.write(f'# {side}: {shlex.join(tool)}\n')
+        out.flush()
+        status = {'flow': flow['id'], 'side': side, 'node': node, 'host': self.info[node]['host'],
+                  'device': self.spec['rails'][flow[side].get('rail', 0)][0], 'size': size, 'cpu': cpu,
+                  'command': tool, 'start': time.time(), 'end': None, 'returncode': None}
+        try:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
+                                    start_new_session=True)
+        except OSError as err:
+            out.close()
+            raise PairFailed(f'flow {flow["id"]}: cannot start the {side} ({shlex.join(cmd)}): {err}') from None
+        self.procs[(flow['id'], side)] = (proc, out, status)
+        self.log(f'flow {flow["id"]}: {side} started on {status["host"]}' + (f' cpu {cpu}' if cpu is not None
+                                                                             else '') + f': {shlex.join(tool)}')
+        return proc
 
-        # Ready when listening on the TCP port of the out-of-band exchange (rdma_cm servers listen
-        # through the CM instead: give those a moment).
-        waiting = {f['port'] for f in flows}
-        uses_cm = '-R' in self.spec['command'] or '--rdma_cm' in self.spec['command']
-        remote = bool(self.spec.get('node_exec'))     # not our /proc: clients retry instead
-        if not self.spec.get('wait_listen', True):
-            waiting = set()
-        grace = time.monotonic() + (1.0 if uses_cm or remote else 30.0)
-        while waiting and time.monotonic() < min(grace, self.deadline):
+    def start_servers(self, round_, size, taken):
+        flows = self._flows('server')
+        for flow in flows:
+            cpu = self._cpu_for(flow['server']['node'], flow['server'].get('rail', 0), taken)
+            self.start(flow, 'server', size, cpu)
+
+        # Ready when listening on the TCP port of perftest's out-of-band exchange. rdma_cm servers listen
+        # through the CM, remote ones (node_exec) in another kernel: those get a moment to fail early, and their
+        # clients retry until the server answers.
+        cm = '-R' in self.spec['options'] or '--rdma_cm' in self.spec['options']
+        watch = self.spec['wait_listen'] and not cm and not self.spec.get('node_exec')
+        waiting = {f['port'] for f in flows} if watch else set()
+        ready_by = time.monotonic() + (30.0 if watch else 1.0)
+        while True:
             waiting -= _listening_ports()
             for flow in flows:
-                proc, _ = self.procs[(flow['id'], 'server')]
+                proc, _, status = self.procs[(flow['id'], 'server')]
                 if proc.poll() is not None:
-                    self.status[(flow['id'], 'server')] = proc.returncode
-                    raise RuntimeError(f'flow {flow["id"]}: server exited with {proc.returncode} before '
-                                       f'a client connected (see {self._file(flow, "server")})')
-            time.sleep(0.05)
+                    self._finish(flow, 'server', proc.returncode)
+                    raise PairFailed(f'flow {flow["id"]}: server on {status["host"]} exited with {proc.returncode} '
+                                     f'before a client connected: {self._tail(flow, "server", size)}')
+            failure = self.rdv.failure()
+            if failure:
+                raise PairFailed(failure)
+            if (watch and not waiting) or time.monotonic() > min(ready_by, self.deadline):
+                return      # listening, or not seen listening in time: the clients retry
+            time.sleep(POLL)
 
-    def publish(self, nodes):
-        for node in nodes:
-            address = self.spec['addresses'][node] or socket.gethostname()
-            tmp = self.workdir / f'.node-{node}.tmp'
-            tmp.write_text(address)
-            tmp.rename(self.workdir / f'node-{node}.ready')
+    def _tail(self, flow, side, size):
+        try:
+            lines = self._file(flow, side, size, 'out').read_text(errors='replace').splitlines()[1:]
+        except OSError:
+            return '(no output)'
+        text = ' | '.join(line.strip() for line in lines if line.strip() and not line.startswith('#'))
+        return text[-400:] or '(no output)'
 
-    def peer_address(self, node):
-        marker = self.workdir / f'node-{node}.ready'
-        while not marker.exists():
-            if not self._remaining():
-                raise TimeoutError(f'node {node} never published its address ({marker} missing): '
-                                   'its servers did not start')
-            time.sleep(0.1)
-        return marker.read_text().strip()
+    def _finish(self, flow, side, returncode):
+        proc, out, status = self.procs[(flow['id'], side)]
+        status['end'] = status['end'] or time.time()
+        status['returncode'] = returncode
+        if not out.closed:
+            out.close()
+        _write_json(self._file(flow, side, status['size'], 'status.json'), status)
 
-    def run_clients(self, nodes):
-        for flow in [f for f in self.spec['flows'] if f['client']['node'] in nodes]:
-            address = self.peer_address(flow['server']['node'])
-            self._start(flow, 'client', _side_command(self.spec, flow, 'client', address))
+    def run_clients(self, size, taken):
+        flows = self._flows('client')
+        for flow in flows:
+            cpu = self._cpu_for(flow['client']['node'], flow['client'].get('rail', 0), taken)
+            self.start(flow, 'client', size, cpu)
+        for flow in flows:
+            self._wait(flow, 'client', size, retry=True)
 
-        for (flow_id, side), (proc, out) in list(self.procs.items()):
-            if side == 'client':
-                self._wait(flow_id, side, proc, out, retry=True)
-
-    def _wait(self, flow_id, side, proc, out, retry=False):
-        flow = next(f for f in self.spec['flows'] if f['id'] == flow_id)
+    def _wait(self, flow, side, size, retry=False):
         while True:
-            try:
-                rc = proc.wait(timeout=self._remaining() or 0.001)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                out.write(f'\n# ibrepro pair: {side} killed after the {self.spec["timeout"]} s time limit\n')
-                out.close()
-                self.status[(flow_id, side)] = 'timeout'
-                return
-
-            text = self._file(flow, side).read_text(errors='replace')
-            if retry and rc and any(s in text for s in _NOT_READY) and self._remaining() > 1:
+            proc, out, status = self.procs[(flow['id'], side)]
+            while proc.poll() is None:
+                failure = self.rdv.failure()
+                if failure:
+                    raise PairFailed(failure)
+                if not self._left():
+                    out.write(f'\n# ibrepro pair: {side} killed after the {self.spec["timeout"]} s time limit\n')
+                    self._kill(proc)
+                    self._finish(flow, side, 'timeout')
+                    raise PairFailed(f'flow {flow["id"]}: {side} on {status["host"]} still running after the '
+                                     f'{self.spec["timeout"]} s time limit')
+                time.sleep(POLL * 5)
+            status['end'] = time.time()
+            rc = proc.returncode
+            text = self._file(flow, side, size, 'out').read_text(errors='replace')
+            if retry and rc and any(s in text for s in _NOT_READY) and self._left() > 1:
                 time.sleep(0.5)   # the server is not listening yet: start the client again
                 out.close()
-                proc = self._start(flow, side, _side_command(
-                    self.spec, flow, side, self.peer_address(flow['server']['node'])))
-                out = self.procs[(flow_id, side)][1]
+                self.start(flow, side, size, status['cpu'])
                 continue
-
-            out.close()
-            self.status[(flow_id, side)] = rc
+            self._finish(flow, side, rc)
+            if rc:
+                raise PairFailed(f'flow {flow["id"]}: {side} on {status["host"]} exited with {rc}: '
+                                 f'{self._tail(flow, side, size)}')
             return
 
-    def wait_servers(self):
-        for (flow_id, side), (proc, out) in list(self.procs.items()):
-            if side == 'server':
-                self._wait(flow_id, side, proc, out)
+    def wait_servers(self, size):
+        for flow in self._flows('server'):
+            self._wait(flow, 'server', size)
+
+    @staticmethod
+    def _kill(proc):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
 
     def stop_all(self):
         """Kill what still runs (after an error); their status says so."""
-        for key, (proc, out) in self.procs.items():
+        for (flow_id, side), (proc, out, status) in list(self.procs.items()):
             if proc.poll() is None:
-                proc.kill()
-                proc.wait()
-                self.status.setdefault(key, 'killed')
-            self.status.setdefault(key, proc.returncode)
-            out.close()
+                self._kill(proc)
+                flow = next(f for f in self.spec['flows'] if f['id'] == flow_id)
+                self._finish(flow, side, 'killed')
+            elif status['returncode'] is None:
+                flow = next(f for f in self.spec['flows'] if f['id'] == flow_id)
+                self._finish(flow, side, proc.returncode)
 
-    def write_status(self):
-        for (flow_id, side), rc in sorted(self.status.items()):
-            path = self.workdir / f'flow-{flow_id}.{side}.status.json'
-            path.write_text(json.dumps({'flow': flow_id, 'side': side, 'returncode': rc,
-                                        'host': socket.gethostname()}))
-            self.log(f'flow {flow_id}: {side} ' + (f'{rc}' if isinstance(rc, str) else f'exit {rc}'))
+    def run(self):
+        program = self.spec.get('program') or self.spec['flows'][0]['server']['argv'][0]
+        if not self.spec.get('node_exec') and not shutil.which(program):
+            raise PairFailed(f'{program!r} not found on PATH of {socket.gethostname()} (install it, or load the '
+                             'module / Spack view that provides it)')
+        self.probe_nodes()
+        self.check_placement()
+        sizes = self.spec['sizes'] or [None]
+        for round_, size in enumerate(sizes):
+            taken = set()
+            self.procs = {}
+            self.start_servers(round_, size, taken)
+            for node in self.nodes:
+                (self.workdir / f'ready-r{round_}-n{node}').touch()
+            # every node's servers listen: start every client at once
+            self.rdv.wait([f'ready-r{round_}-n{n}' for n in range(self.spec['nodes'])],
+                          f'round {round_}: waiting for the other nodes\' servers')
+            self.run_clients(size, taken)
+            self.wait_servers(size)
+            failure = self.rdv.failure()       # a peer may have failed while this node's sides ended cleanly
+            if failure:
+                raise PairFailed(failure)
 
 
 def run(spec, workdir='.', nodes=None, log=print):
     """Run this node's share of the flows; return 0 if all its processes succeeded."""
-    nodes = my_nodes(spec) if nodes is None else nodes
-    runner = Runner(spec, workdir, log)
-    program = (spec['command'] or spec['flows'][0]['server']['argv'])[0]
-    if not spec.get('node_exec') and not shutil.which(program):
-        log(f'ibrepro pair: {program!r} not found on PATH of {socket.gethostname()} '
-            '(install perftest, or load the module / Spack view that provides it)')
+    try:
+        runner = Runner(spec, workdir, nodes, log)
+    except PairFailed as err:
+        log(f'ibrepro pair: {err}')
+        return 2
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        runner.run()
+        return 0
+    except (PairFailed, _Terminated) as err:
+        log(f'ibrepro pair: {err}')
+        for node in runner.nodes:
+            runner.rdv.fail(node, str(err))
+        return 127 if 'not found on PATH' in str(err) else 1
+    finally:
+        runner.stop_all()
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _terminated(signum, frame):
+    raise _Terminated(f'terminated by signal {signum} (the job was cancelled, or a peer failed and the '
+                      'launcher stopped the job)')
+
+
+def pin_and_exec(cpu, argv):
+    """``--pin CPU -- cmd``: run ``cmd`` bound to one CPU, saying so on the first line of its output."""
+    try:
+        os.sched_setaffinity(0, {cpu})
+        print(f'# ibrepro pair: pinned to cpu {cpu} on {socket.gethostname()}', flush=True)
+    except (AttributeError, OSError) as err:
+        print(f'# ibrepro pair: could not pin to cpu {cpu}: {err}', flush=True)
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as err:
+        print(f'ibrepro pair: cannot run {argv[0]!r}: {err.strerror}', flush=True)
         return 127
 
-    try:
-        runner.start_servers(nodes)
-        runner.publish(nodes)
-        runner.run_clients(nodes)
-        runner.wait_servers()
-    except (RuntimeError, TimeoutError) as err:
-        log(f'ibrepro pair: {err}')
-        runner.stop_all()
-        runner.write_status()
-        return 1
 
-    runner.write_status()
-    return 0 if all(rc == 0 for rc in runner.status.values()) else 1
-
-
-def add_cli(subparsers):
-    p = subparsers.add_parser('pair', help='run perftest client/server flows of a job (used by the checks)',
-                              description=__doc__, formatter_class=__import__('argparse').RawDescriptionHelpFormatter)
-    p.add_argument('spec', help='JSON spec of the flows')
-    p.add_argument('--workdir', default='.', help='rendezvous and output directory (shared by the nodes)')
-    p.add_argument('--nodes', type=int, nargs='+', help='node indices to play (default: from the rank)')
-    p.set_defaults(func=_cli)
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ['--pin']:         # --pin CPU -- command...: kept out of argparse, which would eat the command
+        if len(argv) < 4 or argv[2] != '--' or not argv[1].isdigit():
+            print('ibrepro pair: usage: --pin CPU -- command [args...]', file=sys.stderr)
+            return 2
+        return pin_and_exec(int(argv[1]), argv[3:])
+    parser = argparse.ArgumentParser(prog='ibrepro pair', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    return cli(parser.parse_args(argv))
 
 
-def _cli(args):
+def add_arguments(parser):
+    parser.add_argument('spec', nargs='?', help='JSON spec of the flows')
+    parser.add_argument('--workdir', default='.', help='rendezvous and output directory (shared by the nodes)')
+    parser.add_argument('--nodes', type=int, nargs='+', help='node indices to play (default: from the rank)')
+    parser.add_argument('--probe', metavar='RAILS', help='print what this node has for RAILS (JSON list of '
+                        '[device, port]) and exit')
+
+
+def cli(args):
+    if args.probe:
+        try:
+            rails = json.loads(args.probe)
+        except json.JSONDecodeError as err:
+            print(f'ibrepro pair: --probe: not JSON: {err}', file=sys.stderr)
+            return 2
+        print(json.dumps(probe(rails)))
+        return 0
+    if not args.spec:
+        print('ibrepro pair: a spec file is needed', file=sys.stderr)
+        return 2
     try:
         spec = load_spec(args.spec)
     except SpecError as err:
         print(f'ibrepro pair: {err}', file=sys.stderr)
         return 2
-
     return run(spec, args.workdir, args.nodes, log=lambda msg: print(msg, flush=True))
+
+
+def add_cli(subparsers):
+    p = subparsers.add_parser('pair', help='run perftest client/server flows of a job (used by the checks)',
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(p)
+    p.set_defaults(func=cli)
+
+
+if __name__ == '__main__':
+    sys.exit(main())

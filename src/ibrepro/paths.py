@@ -10,7 +10,8 @@ REPO_ROOT = Path(os.environ.get('IBREPRO_ROOT', Path(__file__).resolve().parents
 REFERENCE_DATA = REPO_ROOT / 'reference-data'
 CHECKS_DIR = REPO_ROOT / 'reframe-checks'
 CONFIGS_DIR = REPO_ROOT / 'configs'
-DEPS_DIR = Path(os.environ.get('IBREPRO_DEPS', REPO_ROOT / '.deps'))
+# resolved: under a checkout path with white space, make setup puts the MPI prefixes elsewhere and links .deps there
+DEPS_DIR = Path(os.environ.get('IBREPRO_DEPS', REPO_ROOT / '.deps')).resolve()
 
 
 def data_home() -> Path:

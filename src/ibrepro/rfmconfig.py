@@ -12,6 +12,7 @@ with ``valid_prog_environs = ['+imb']`` and is skipped, with its reason, where t
 """
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -40,45 +41,158 @@ BIN_SUBDIRS = [
     'libexec/osu-micro-benchmarks/mpi/collective/non_blocking',
 ]
 
-#: Open MPI refuses to run as root or to oversubscribe unless told; harmless for other MPIs.
+#: Open MPI refuses to run as root or to oversubscribe unless told (given to Open MPI environments only).
 OPENMPI_ENV = [['OMPI_ALLOW_RUN_AS_ROOT', '1'], ['OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1'],
                ['OMPI_MCA_rmaps_base_oversubscribe', '1'], ['PRTE_MCA_rmaps_default_mapping_policy', ':oversubscribe']]
 
 
+def layout_features(nodes, cores_per_node, oversubscribe=False):
+    """Partition features the layouts select on: ``nodes<N>`` and ``cores<P>`` for every power of two up to the
+    partition's nodes and cores per node (``nodes1`` always), and ``oversubscribe`` where the scheduler lets a job
+    run more processes than cores (:mod:`ibrepro.rfm.layout`)."""
+    features = [f'nodes{n}' for n in _powers_of_two(nodes)]
+    features += [f'cores{c}' for c in _powers_of_two(cores_per_node) if c > 1]
+    return features + (['oversubscribe'] if oversubscribe else [])
+
+
+def _powers_of_two(upto):
+    n, found = 1, []
+    while n <= int(upto):
+        found.append(n)
+        n *= 2
+    return found
+
+
+#: Tool feature -> the names of its programs (an environment provides exactly the programs it has).
+TOOL_PROGRAMS = {
+    'imb': re.compile(r'IMB-(?:MPI1|EXT|IO|NBC|RMA|MT|P2P)'),
+    'osu': re.compile(r'osu_[a-z0-9_]+'),
+    'perftest': re.compile(r'ib_(?:write|read|send|atomic)_(?:lat|bw)|raw_ethernet_\w+'),
+    'npb': re.compile(r'(?:bt|cg|ep|ft|is|lu|mg|sp)\.[SWABCDEF]\.(?:x|\d+)'),
+    'ibrepro-bench': re.compile(r'ibrepro_(?:overhead|bilat|bibw|overlap|reuse|memory)'),
+    'ibrepro-rdma': re.compile(r'ibrepro_rdma'),
+}
+
+#: Where an MPI family's launcher directory gives itself away (a program only that MPI installs beside it).
+MPI_MARKERS = [('mvapich2', 'mpiname'), ('impi', 'impi_info'), ('openmpi', 'ompi_info'),
+               ('mpich', 'mpichversion')]
+
+
+def find_programs(bin_dirs):
+    """{tool: sorted program names} of the benchmark programs in ``bin_dirs`` (None: the directories of PATH)."""
+    dirs = os.environ.get('PATH', '').split(os.pathsep) if bin_dirs is None else bin_dirs
+    found = {}
+    for directory in dirs:
+        try:
+            names = [e.name for e in os.scandir(directory or '.') if os.access(e.path, os.X_OK) and not e.is_dir()]
+        except OSError:
+            continue
+        for tool, pattern in TOOL_PROGRAMS.items():
+            found.setdefault(tool, set()).update(n for n in names if pattern.fullmatch(n))
+    return {tool: sorted(names) for tool, names in found.items() if names}
+
+
 def tool_features(bin_dirs):
-    """The tool features whose executables exist in ``bin_dirs`` (None: search $PATH)."""
+    """The tool features with at least one program in ``bin_dirs`` (None: search $PATH)."""
+    return list(find_programs(bin_dirs))
+
+
+def mpi_family(bin_dirs=None):
+    """The MPI library whose launcher comes first in ``bin_dirs`` (None: PATH): a feature of
+    :data:`ibrepro.rfm.launch.MPI_BINDING`, or None."""
     search = None if bin_dirs is None else os.pathsep.join(str(d) for d in bin_dirs)
-    return [tool for tool, exes in TOOL_BINARIES.items()
-            if any(shutil.which(exe, path=search) for exe in exes)]
+    launcher = shutil.which('mpirun', path=search) or shutil.which('mpiexec', path=search)
+    if not launcher:
+        return None
+    real = Path(launcher).resolve()
+    for family, marker in MPI_MARKERS:
+        if (Path(launcher).parent / marker).exists() or (real.parent / marker).exists():
+            return family
+    # Debian's alternatives: mpirun -> mpirun.openmpi / mpirun.mpich
+    name = real.name
+    return 'openmpi' if name in ('orterun', 'prterun') or name.endswith('openmpi') else \
+        'mpich' if name.endswith('mpich') or name.startswith('mpiexec.hydra') else None
 
 
-def prefix_bin_dirs(prefix):
+def shell_word(path):
+    """``path`` double-quoted for a job script (ReFrame writes ``export NAME=value`` as it is given)."""
+    return '"' + re.sub(r'(["\\$`])', r'\\\1', str(path)) + '"'
+
+
+def path_value(dirs, variable):
+    """``"dir1":"dir2":$VARIABLE``: directories prepended to a search path, each quoted."""
+    return ':'.join(shell_word(d) for d in dirs) + f':${{{variable}:-}}'
+
+
+def prefix_bin_dirs(prefix, existing=True):
+    """The directories under ``prefix`` that hold programs: bin/ and OMB 5/7's libexec directories."""
     prefix = Path(prefix)
-    return [prefix / sub for sub in BIN_SUBDIRS if (prefix / sub).is_dir()]
+    return [prefix / sub for sub in BIN_SUBDIRS if not existing or (prefix / sub).is_dir()]
+
+
+def _mpi_settings(family):
+    # Open MPI refuses root and oversubscription unless told; the others need nothing here
+    return [list(v) for v in OPENMPI_ENV] if family in ('openmpi', None) else []
 
 
 def prefix_environment(name, prefix, *, descr, features=(), extra_lib_dirs=(), env_vars=(), cc=None,
-                       extra_bin_dirs=()):
-    """A programming environment for an MPI stack installed in ``prefix``; featureless when absent."""
+                       extra_bin_dirs=(), extra_prefixes=()):
+    """A programming environment for an MPI stack (and benchmarks) installed in ``prefix``, plus the benchmarks
+    of ``extra_prefixes``; featureless when ``prefix`` is absent.
+
+    Its features are what is really there: ``mpi``, the MPI family (``openmpi``, ``mpich``, ``impi``,
+    ``mvapich2``), ``features``, and each tool with at least one program; extras ``programs`` lists every
+    benchmark program found, so a case whose program is missing skips with the reason.
+    """
     prefix = Path(prefix)
     bins = prefix_bin_dirs(prefix)
-    if bins:
-        bins += [Path(d) for d in extra_bin_dirs if Path(d).is_dir()]
     env = {'name': name, 'features': [], 'env_vars': [], 'extras': {'about': descr}}
     if not bins:
         env['extras']['about'] += f' [not installed: {prefix} missing; run `make setup`]'
         return env
 
+    bins += [Path(d) for d in extra_bin_dirs if Path(d).is_dir()]
+    bins += [d for p in extra_prefixes for d in prefix_bin_dirs(p)]
     lib_dirs = [prefix / 'lib', *(prefix / d for d in extra_lib_dirs)]
-    env['env_vars'] = [
-        ['PATH', os.pathsep.join(str(d) for d in bins) + os.pathsep + '$PATH'],
-        ['LD_LIBRARY_PATH', os.pathsep.join(str(d) for d in lib_dirs) + os.pathsep + '${LD_LIBRARY_PATH:-}'],
-        *env_vars,
-    ]
-    env['features'] = ['mpi', *features, *tool_features(bins)]
+    family = mpi_family(bins)
+    programs = find_programs(bins)
+    env['env_vars'] = [['PATH', path_value(bins, 'PATH')], ['LD_LIBRARY_PATH', path_value(lib_dirs, 'LD_LIBRARY_PATH')],
+                       *_mpi_settings(family), *env_vars]
+    env['features'] = list(dict.fromkeys(['mpi', *([family] if family else []), *features, *programs]))
+    env['extras']['programs'] = sorted(p for names in programs.values() for p in names)
     if cc:
         env['cc'] = cc
 
+    return env
+
+
+def site_environment(name, *, descr, tools, mpi=None, prefix=None, modules=(), slurm_mpi_type=None, env_vars=(),
+                     cc='mpicc', target_systems=None):
+    """A site's programming environment: an MPI library and the benchmarks built with it, from ``modules`` and/or
+    an install ``prefix`` (a Spack view, or any prefix: its bin/ and OSU's libexec directories, OMB 5 and 7
+    layouts, go on PATH). ``mpi`` is the MPI family (a binding vocabulary: openmpi, mpich, impi, mvapich2), None
+    for tools that need no MPI (perftest);
+    ``tools`` what it provides (osu, npb, imb, perftest, ibrepro-bench, ibrepro-rdma): when this host sees the
+    prefix, the tools and programs found there replace the declared ones. ``slurm_mpi_type`` is srun's
+    ``--mpi`` (pmix for Open MPI 5 / PMIx builds, pmi2 for MPICH and Intel MPI).
+    """
+    mpi_features = ['mpi', mpi] if mpi else []
+    env = {'name': name, 'cc': cc, 'modules': list(modules), 'extras': {'about': descr},
+           'features': [*mpi_features, *tools], 'env_vars': []}
+    if prefix:
+        seen = Path(prefix).is_dir()
+        bins = prefix_bin_dirs(prefix, existing=seen)
+        env['env_vars'].append(['PATH', path_value(bins, 'PATH')])
+        env['env_vars'].append(['LD_LIBRARY_PATH', path_value([Path(prefix) / 'lib'], 'LD_LIBRARY_PATH')])
+        if seen:
+            programs = find_programs(bins)
+            env['features'] = [*mpi_features, *programs]
+            env['extras']['programs'] = sorted(p for names in programs.values() for p in names)
+    if slurm_mpi_type:
+        env['env_vars'].append(['SLURM_MPI_TYPE', slurm_mpi_type])
+    env['env_vars'] += list(env_vars)     # no Open MPI root/oversubscription allowances on a site's nodes
+    if target_systems:
+        env['target_systems'] = list(target_systems)
     return env
 
 
@@ -88,7 +202,7 @@ def impi_environment(env_vars=()):
     return prefix_environment(
         'impi', prefix, descr='Intel MPI 2021.14 + IMB 2021.8 (PyPI impi-rt, make setup)',
         features=['impi'], extra_lib_dirs=['lib/libfabric'],
-        env_vars=[['FI_PROVIDER_PATH', str(prefix / 'lib/libfabric/prov')], *env_vars])
+        env_vars=[['FI_PROVIDER_PATH', shell_word(prefix / 'lib/libfabric/prov')], *env_vars])
 
 
 def mpich_environment(env_vars=()):
@@ -101,31 +215,41 @@ def mpich_environment(env_vars=()):
 #: Spack views written by ``make spack SPACK_ENV=<env>`` (configs/spack/<env>/spack.yaml).
 SPACK_VIEWS = paths.REPO_ROOT / '.deps' / 'spack-view'
 
-#: MPI-library features of the Spack environments we ship.
-SPACK_ENV_FEATURES = {'ib-mvapich': ['mvapich2']}
-
 
 def spack_environments():
     """One programming environment per Spack view that exists (``spack-<env>``): its benchmarks and MPI."""
     envs = []
     for view in sorted(SPACK_VIEWS.glob('*')) if SPACK_VIEWS.is_dir() else []:
         env = prefix_environment(f'spack-{view.name}', view, descr=f'Spack view of configs/spack/{view.name}',
-                                 features=['spack', *SPACK_ENV_FEATURES.get(view.name, [])], cc='mpicc')
+                                 features=['spack'], cc='mpicc')
         if env['features']:
             envs.append(env)
     return envs
 
 
-def system_environment():
-    """Whatever MPI and benchmarks the user's PATH, modules or Spack view provide."""
-    features = tool_features(None)
-    if shutil.which('mpirun') or shutil.which('mpiexec'):
-        features.insert(0, 'mpi')
+def user_prefixes(environ=os.environ):
+    """Install prefixes of your own benchmark builds: ``$IBREPRO_PREFIXES`` (colon-separated)."""
+    return [Path(p) for p in environ.get('IBREPRO_PREFIXES', '').split(os.pathsep) if p.strip()]
+
+
+def system_environment(extra_prefixes=None):
+    """The MPI on PATH (modules, a Spack view) with the benchmarks on PATH and under ``extra_prefixes``
+    (default: ``$IBREPRO_PREFIXES``); None when there is neither an MPI launcher nor a benchmark."""
+    extra = [d for p in (user_prefixes() if extra_prefixes is None else extra_prefixes)
+             for d in prefix_bin_dirs(p)]
+    launcher = shutil.which('mpirun') or shutil.which('mpiexec')
+    family = mpi_family([*extra, *os.environ.get('PATH', '').split(os.pathsep)]) if launcher else None
+    programs = find_programs([*extra, *os.environ.get('PATH', '').split(os.pathsep)])
+    if not launcher and not programs:
+        return None
+    features = [*(['mpi'] if launcher else []), *([family] if family else []), *programs]
     if shutil.which('mpicc'):
         features.append('mpicc')
-
-    env = {'name': 'system', 'features': features, 'env_vars': OPENMPI_ENV,
-           'extras': {'about': 'the MPI and benchmarks found on PATH (modules, Spack view)'}}
+    env_vars = ([['PATH', path_value(extra, 'PATH')]] if extra else []) + _mpi_settings(family)
+    env = {'name': 'system', 'features': features, 'env_vars': env_vars,
+           'extras': {'about': 'the MPI and benchmarks found on PATH (modules, Spack view) and in '
+                               '$IBREPRO_PREFIXES',
+                      'programs': sorted(p for names in programs.values() for p in names)}}
     if shutil.which('mpicc'):
         env['cc'] = 'mpicc'
 
@@ -136,18 +260,22 @@ def local_partition():
     """Features and extras of this machine, from what is really there (ibrepro.topology)."""
     topo = topology.read_sysfs()
     summary = topology.summary(topo)
-    extras = {'nodes': 1, 'cores_per_node': os.cpu_count() or 1, 'interconnect': 'shared memory (one node)',
+    cores = os.cpu_count() or 1
+    extras = {'nodes': 1, 'cores_per_node': cores, 'interconnect': 'shared memory (one node)',
               'oversubscribe': True}    # the local launcher starts any number of processes
     if summary['hcas']:
         extras.update(rdma_devices=summary['hcas'],
                       ib_ports=max(len(ports) for ports in summary['hca_ports'].values()),
                       link_gbps=summary['link_gbps'], bus=summary['bus'])
-    return ['mpi', 'shm', 'nodes1', *topology.partition_features(topo)], extras
+    return ['mpi', 'shm', *layout_features(1, cores, oversubscribe=True), *topology.partition_features(topo)], extras
 
 
 def local_environments():
-    """The embedded default's programming environments: the wheels of make setup, PATH, Spack views."""
-    return [impi_environment(), mpich_environment(), system_environment(), *spack_environments()]
+    """The embedded default's programming environments: the wheels of make setup, the MPI on PATH (with your own
+    benchmark prefixes, ``$IBREPRO_PREFIXES``), Spack views; each only when it is really there."""
+    envs = [impi_environment(), mpich_environment(), system_environment(), *spack_environments()]
+    present = [env for env in envs if env and env['features']]
+    return present or [env for env in envs if env][:1]     # ReFrame needs one; make setup has not run yet
 
 
 def local_system(environments=None):
@@ -174,9 +302,17 @@ def local_system(environments=None):
     }
 
 
-def site_configuration(systems, environments, *, modes=()):
-    """A complete ReFrame configuration for ``systems``, with ibrepro's storage, reports and references."""
+def site_configuration(systems, environments, *, modes=(), nightly_subset=False):
+    """A complete ReFrame configuration for ``systems``, with ibrepro's storage, reports and references.
+
+    ``--mode nightly`` runs serially with one retry; with ``nightly_subset`` it selects the ``nightly`` tag too (every
+    figure of the papers once, reference-data/nightly.yaml): what a cluster runs every night.
+    """
     home = paths.data_home()
+    if any(c.isspace() for c in str(home)):
+        # ReFrame's job scripts and local scheduler split the stage directory's path at white space
+        raise ValueError(f'the ibrepro data directory {str(home)!r} has white space in its path, which ReFrame '
+                         'cannot run jobs in: set IBREPRO_HOME to a directory without')
     for sub in ('logs', 'perflogs', paths.run_reports_dir().name):
         (home / sub).mkdir(parents=True, exist_ok=True)
 
@@ -191,8 +327,8 @@ def site_configuration(systems, environments, *, modes=()):
         'general': general,
         'storage': [{'enable': True, 'sqlite_db_file': str(paths.results_db())}],
         'modes': [
-            {'name': 'nightly', 'options': ['--exec-policy=serial', '--max-retries=1',
-                                            '--performance-report']},
+            {'name': 'nightly', 'options': ['--exec-policy=serial', '--max-retries=1', '--performance-report',
+                                            *(['--tag=nightly'] if nightly_subset else [])]},
             *modes,
         ],
         'logging': [{

@@ -28,6 +28,9 @@ OSU = {
     'osu/7.4/osu_allreduce.validate-2.txt': ('osu_allreduce', 2, 1, '1:4096'),
     'osu/7.4/osu_allreduce.mpich_timeout-4.txt': ('osu_allreduce', 4, 1, ''),
     'osu/7.4/osu_latency.m8192-2.txt': ('osu_latency', 2, 1, ''),          # stops at 8 KiB
+    # the launcher failed before any benchmark ran (tests/fixtures/mpi-failures)
+    'mpi-failures/openmpi-4.1.4.root-refusal-2.txt': ('osu_latency', 2, 1, ''),
+    'mpi-failures/openmpi-4.1.4.launches-mpich-5.0.2-2.txt': ('osu_latency', 2, 1, ''),
 }
 
 # fixture -> NPB case it is replayed as
@@ -44,9 +47,17 @@ class Replay(rfm.RegressionTestPlugin):
     """``cat`` the fixture once with the local launcher. First among the bases: its hooks replace the
     family's."""
 
+    @run_after('init', always_last=True)
+    def select_by_features(self):
+        """The fixtures need no nodes, tools or features: any partition, the environment make setup gives."""
+        self.valid_systems, self.valid_prog_environs = ['*'], ['mpich']
+
     @run_after('setup')
     def skip_unless_layout_fits(self):
         """The fixtures need no nodes, tools or features."""
+
+    def program_name(self):
+        return None             # the program is `cat`
 
     @run_before('run')
     def replay(self):
@@ -60,8 +71,6 @@ class OSUReplay(Replay, OSUBenchmark):
     #: The OSU output to replay.
     fixture_file = parameter(list(OSU), type=str)
 
-    valid_systems = ['*']
-    valid_prog_environs = ['system']
 
     @run_after('init')
     def describe(self):
@@ -73,8 +82,6 @@ class NPBReplay(Replay, NPBBenchmark):
     #: The NPB output to replay.
     fixture_file = parameter(list(NPB), type=str)
 
-    valid_systems = ['*']
-    valid_prog_environs = ['system']
 
     @run_after('init')
     def describe(self):

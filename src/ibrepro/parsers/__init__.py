@@ -162,8 +162,15 @@ class ParsedOutput:
         return dataclasses.asdict(self)
 
 
-# What MPI launchers and schedulers print when a job dies; shared by every MPI tool's parser.
+# What MPI launchers and schedulers print when a job dies; shared by every MPI tool's parser. The launcher's
+# own refusals come first: they explain the aborts that follow them.
 _ABORTS = [
+    (r'(\S+) has detected an attempt to run as root',
+     'Open MPI ({0}) refuses to run as root: the environment needs OMPI_ALLOW_RUN_AS_ROOT=1 and '
+     'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (ibrepro sets them in its Open MPI environments), or run as another user'),
+    (r'Runtime environment uses unsupported PMI version (\S+?)\.',
+     'the program was built with MPICH but started by a launcher that speaks {0} (another MPI\'s mpirun, or srun '
+     '--mpi=pmix): run it with the mpirun of the MPI it was built with (PATH), or srun --mpi=pmi2'),
     (r'MPI_ABORT was invoked on rank (\d+)[^\n]*\n\s*with errorcode (\d+)',
      'MPI_ABORT on rank {0}, error code {1}'),
     (r'application called MPI_Abort\(\S+, (\d+)\)', 'MPI_Abort with error code {0}'),
@@ -176,6 +183,8 @@ _ABORTS = [
      'rank {0} on {1} exited on signal {2} ({3})'),
     (r'srun: error: (\S+): tasks? ([\d,-]+): (Killed|Terminated|Exited with exit code \d+)',
      'srun: {0} task {1}: {2}'),
+    (r'detected that one or more processes exited with non-zero status[^\n]*\n(?:[^\n]*\n){0,3}?\s*Process name: '
+     r'(\S+)\s*\n\s*Exit code:\s*(\d+)', 'rank {0} exited with code {1} (Open MPI)'),
 ]
 
 

@@ -12,7 +12,9 @@ An output is a settings block, the QP addresses, then one result table::
 
 Units. perftest's "MB/sec" is 2^20 bytes/s and its "Gb/sec" 10^9 bit/s: the report divides by
 ``format_factor = (user_param->report_fmt == MBS) ? 0x100000 : 125000000`` (src/perftest_parameters.c
-line 3377 in tag v4.5-0.17, whose binary prints "Version: 6.06"; unchanged on master, line 4766).
+line 3377 in tag v4.5-0.17, whose binary prints "Version: 6.06"; unchanged on master, line 4766). Later releases
+(MOFED/DOCA builds, upstream 25.x and 26.x) print the same 2^20 unit as "MiB/sec" (``RESULT_FMT`` in
+src/perftest_parameters.h, tag 26.04.17: "BW peak[MiB/sec] BW average[MiB/sec] MsgRate[Mpps]").
 The printed columns keep the printed values (units 'MiB/s', 'Gb/s', 'Mpps'); derived ``*_si``
 columns hold them in ibrepro's MB/s (10^6 B/s) and msg/s, and feed the ``bw``/``msgrate`` metrics.
 ``lat`` is t_avg where printed (the papers report the average of the measured iterations, 003
@@ -56,6 +58,7 @@ _WARNING = re.compile(r'^(Correlation coefficient[^\n]*|Device not recognized[^\
 _UNITS = {
     'usec': ('us', None, None),
     'MB/sec': ('MiB/s', 1048576 / 1e6, 'MB/s'),    # 0x100000 bytes, see the module docstring
+    'MiB/sec': ('MiB/s', 1048576 / 1e6, 'MB/s'),   # the same unit, as perftest >= 4.5-0.20 spells it
     'Gb/sec': ('Gb/s', 125000000 / 1e6, 'MB/s'),   # 10^9 bit = 125000000 bytes
     'Mpps': ('Mpps', 1e6, 'msg/s'),
 }

@@ -3,30 +3,71 @@
 A check says which experiments of the papers it reproduces, which tool prints its output and which table of
 that output it reports; :class:`PaperExperiment` then
 
-* tags it (``exp11``, ``s000``, ``s000-fig12``, the tool and the level),
+* tags it (``exp11``, ``s000``, ``s000-fig12``, the tool and the level; ``nightly`` for the subset that covers
+  every figure of the papers once, reference-data/nightly.yaml),
 * judges it against ``reference-data/systems/<system>/references.yaml`` when that file exists (ReFrame's
   ``$ref`` references, indexed by partition, environment and the check's parameters),
 * fails sanity with the parser's diagnosis (the tool's own failure report, an MPI abort, an incomplete sweep,
-  a missing binary) instead of a bare "pattern not found",
-* and records one performance variable per message size and metric (``lat_1024``, ``bw_1048576``).
+  a missing binary, a metric the check reports that the output lacks) instead of a bare "pattern not found",
+* asks for whole nodes and binds its ranks (:mod:`ibrepro.rfm.launch`), recording the binding it got,
+* and, in the performance stage, records one performance variable per message size and metric (``lat_1024``,
+  ``bw_1048576``) plus the peak of each rate (``bw_peak``). References judge only a few representative
+  variables (:attr:`reference_variables`: small-message latency, peak rates, the sizes the papers state), so one
+  noisy size does not fail a night; the whole curve is stored for the report and the history test.
 """
 
+import functools
 import os
+import re
+import shlex
 
 import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
-from reframe.core.exceptions import SanityError
+from reframe.core.exceptions import PerformanceError, SanityError
 
-from .. import catalog, parsers, paths
+from .. import catalog, parsers, paths, rfmconfig
+from . import launch
 
 #: ReFrame reference file name inside a system's reference directory.
 REFERENCES_FILE = 'references.yaml'
 
 #: The time a check may take unless it says otherwise.
 DEFAULT_TIME_LIMIT = '20m'
+
+_SIZE = re.compile(r'(\d+)([KMG]?)', re.I)
+
+#: Test variables that name a program or a directory (they reach job scripts): see ``_refuse_unsafe_names``.
+NAME_VARIABLES = ('imb_binary', 'osu_bin_dir', 'npb_bin_dir', 'npb_binary', 'osu_benchmark', 'program', 'test')
+_SAFE_NAME = re.compile(r'[\w./+@%,:={}-]+')
+_PLAIN_WORD = re.compile(r'[\w./+@%,:=-]+')
+
+
+def size_bytes(text):
+    """'64K' -> 65536 (K, M, G are powers of 2^10, as the papers' axes)."""
+    m = _SIZE.fullmatch(str(text).strip())
+    if not m:
+        raise ValueError(f'invalid message size {text!r}: expected bytes, optionally with K, M or G (64K)')
+    return int(m.group(1)) << {'': 0, 'K': 10, 'M': 20, 'G': 30}[m.group(2).upper()]
+
+
+def expand_sizes(text):
+    """Message sizes from ``MIN:MAX`` (powers of two from MIN to MAX), ``N`` or ``N1,N2,...``: a sorted list."""
+    text = str(text).strip()
+    if ':' in text:
+        lo, _, hi = text.partition(':')
+        lo, hi = size_bytes(lo or 1), size_bytes(hi)
+        if lo > hi:
+            raise ValueError(f'invalid message sizes {text!r}: {lo} > {hi}')
+        sizes, size = [], 1
+        while size <= hi:
+            if size >= lo:
+                sizes.append(size)
+            size *= 2
+        return ([0] if lo == 0 else []) + sizes
+    return sorted({size_bytes(part) for part in text.split(',') if part.strip()})
 
 
 class PaperExperiment(rfm.RegressionTestPlugin):
@@ -57,6 +98,23 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: Message sizes the output must contain; an output missing one fails as an incomplete sweep.
     expected_sizes = variable(typ.List[int], value=[])
 
+    # The knobs every family takes under the same name (``-S message_sizes=1:64K -S iterations=100``); each family
+    # maps them to its tool's options and says in its docstring what its tool cannot take.
+
+    #: Message sizes: empty for the tool's full sweep (which covers the papers' figures), else ``MIN:MAX`` (the
+    #: powers of two between, ``K``/``M``/``G`` = 2^10/2^20/2^30) or ``N1,N2,...``.
+    message_sizes = variable(str, value='')
+
+    #: Timed iterations per message size; None: the family's default (the papers' count where they state one,
+    #: else the tool's).
+    iterations = variable(int, type(None), value=None)
+
+    #: Warm-up iterations per message size; None: the tool's default.
+    warmup = variable(int, type(None), value=None)
+
+    # ``window`` (messages in flight, the papers' W) is the fourth common name: a variable of the bandwidth
+    # families where it is a knob, a parameter where the papers sweep it (OSUBandwidth %window=16).
+
     #: Why the check was skipped on this partition and environment ('' when it ran): kept in the run
     #: report, where ReFrame itself records no skip reason.
     skip_reason = variable(str, value='')
@@ -68,6 +126,24 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: (the check's parameters). Recorded so ``ibrepro baseline`` can write references for this check.
     reference_index = variable(typ.List[str], value=[])
 
+    #: The performance variables references judge (set in the performance stage): the smallest size of each
+    #: time-like metric, the peak of each rate, and the sizes the papers state for this check's figures.
+    reference_variables = variable(typ.List[str], value=[], loggable=True)
+
+    #: The references file this case was judged against ('' when the system has none).
+    references_file = variable(str, value='', loggable=True)
+
+    #: How the job's processes were bound (launcher options and MPI variables), as applied (set before the run).
+    binding = variable(str, value='', loggable=True)
+
+    #: Nodes one job of this case needs (the layout's, two for client/server verbs flows): what a CI job that
+    #: runs only this case asks its scheduler for (ci/nightly.sh generate).
+    job_nodes = variable(int, value=1, loggable=True)
+
+    @run_after('init')
+    def _whole_nodes(self):
+        self.exclusive_access = True     # performance runs get whole nodes (the local scheduler ignores it)
+
     # always_last: the check's own init hooks (which pick experiments per parameter) run first
     @run_after('init', always_last=True)
     def _tag_and_reference(self):
@@ -78,17 +154,55 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             tags = catalog.tags_for(self.experiments)
 
         self.tags |= tags | {self.tool, self.level}
+        if self.display_name in nightly_cases():
+            self.tags.add('nightly')
         self.reference_index = sorted(type(self).param_space.params)
         if not self.reference:
             self._use_system_references()
 
     def _use_system_references(self):
-        """Judge against the system's reference file when it has one; otherwise only record."""
+        """Judge against the system's reference file when it has one; otherwise only record.
+
+        A file that exists but cannot be read (a typo, a refused YAML tag, an alias) fails the case with its
+        name and line: ReFrame itself would only warn and skip the test, switching the regression test off.
+        """
         prefix = (rt.runtime().get_option('general/0/reference_prefix')
                   or paths.system_references_dir(self.current_system.name))
-        path = os.path.join(prefix, REFERENCES_FILE)
-        if os.path.isfile(path):
-            self.reference = {'$ref': os.path.abspath(path)}
+        path = os.path.abspath(os.path.join(prefix, REFERENCES_FILE))
+        self._reference_error = None
+        if os.path.isfile(path) or os.path.exists(path):
+            problem = unreadable_references(path)
+            if problem:
+                self._reference_error = problem
+                return
+            self.reference = {'$ref': path}
+            self.references_file = path
+
+    def program_name(self):
+        """The benchmark program the case runs (families override); None: nothing to look for."""
+        return None
+
+    def deprecated(self, old, new, value, default):
+        """The value of a renamed knob: ``new`` unless only the old name ``old`` was set (with a warning)."""
+        if value == default:
+            return None
+        from reframe.core.logging import getlogger
+        getlogger().warning(f'{self.name}: {old!r} is deprecated and goes in the next release: use {new!r}')
+        return value
+
+    @run_after('setup')
+    def _skip_without_program(self):
+        """An environment provides exactly the programs it has: a partial install (OSU's pt2pt directory only,
+        NPB with IS and FT only) skips the cases of the programs it lacks, with the reason, instead of failing."""
+        self._refuse_unsafe_names()         # before a name is looked up anywhere
+        name = self.program_name()
+        programs = self.current_environ.extras.get('programs')
+        if not name or programs is None or '/' in name or name in programs:
+            return
+        pattern = rfmconfig.TOOL_PROGRAMS.get(self.tool)
+        have = [p for p in programs if pattern and pattern.fullmatch(p)]
+        self.skip_for([f'{name!r} is not installed in environment {self.current_environ.name!r} (its {self.tool} '
+                       f'programs: {", ".join(have[:12]) or "none"}{" ..." if len(have) > 12 else ""})'])
 
     def skip_for(self, reasons):
         """Skip with ``reasons`` (a list of strings) if there are any, recording them in the report."""
@@ -118,10 +232,14 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         try:
             parsed = parsers.parse_text(stdout, source=f'{self.name} stdout', tool=self.tool)
             table = parsed.table(self.table_benchmark or None, **self.table_params)
-        except parsers.ParseError as err:
+        except parsers.BenchmarkFailed as err:
             own = _own_failure(stderr, self.name, self.tool)     # tools that report errors on stderr
             raise SanityError(own or f'{err}' + (f' ({abort})' if abort and abort not in str(err) else '')) \
                 from None
+        except parsers.ParseError as err:
+            # no benchmark output: the launcher's or MPI's own words say why (a refusal, a PMI mismatch)
+            own = _own_failure(stderr, self.name, self.tool)
+            raise SanityError(own or (f'{abort} [{err}]' if abort else str(err))) from None
 
         if abort:
             raise SanityError(f'{self.tool}: {abort}')
@@ -136,9 +254,64 @@ class PaperExperiment(rfm.RegressionTestPlugin):
 
         return parsed, table
 
+    def check_metrics(self, table):
+        """SanityError unless the table has every metric the check reports (a format the parser does not
+        know would otherwise drop the variable, and ReFrame never judges references it does not get)."""
+        missing = [m for m in self.report_metrics if m not in table.metrics]
+        if missing:
+            columns = ', '.join(c.name for c in table.columns)
+            raise SanityError(f'{self.tool} {table.benchmark}: no {" or ".join(repr(m) for m in missing)} in the '
+                              f'output (its columns: {columns}); `ibrepro parse` shows what was read')
+
+    def measured(self):
+        """The parsed output and its reported table, parsed once per run (sanity and performance share it)."""
+        if getattr(self, '_measured', None) is None:
+            self._measured = self.diagnose()
+        return self._measured
+
+    @run_before('run')
+    def _forget_measurement(self):
+        self._measured = None
+
+    @run_before('run', always_last=True)
+    def _bind(self):
+        if not self.binding:
+            self.apply_launch_policy()
+
+    def _refuse_unsafe_names(self):
+        """Variables that name a program or a directory reach the job script: a value given with -S (from a CI
+        variable, a shared configuration) with white space, a newline or shell syntax is refused, named."""
+        for name in NAME_VARIABLES:
+            value = getattr(self, name, None)
+            if isinstance(value, str) and value and not _SAFE_NAME.fullmatch(value):
+                bad = sorted({c for c in value if not _SAFE_NAME.fullmatch(c)})
+                raise ValueError(f'{name}={value!r}: a program or directory name may not contain white space, '
+                                 f'newlines or shell characters ({", ".join(map(repr, bad))})')
+
+    @run_before('run', always_last=True)
+    def _quote_command(self):
+        """The command line as ReFrame writes it into the job script: every word shell-quoted (ReFrame joins
+        them with spaces as given), so a path with a space or an option with shell syntax stays one word."""
+        if self.executable and not _PLAIN_WORD.fullmatch(self.executable):
+            self.executable = shlex.quote(self.executable)
+        self.executable_opts = [o if _PLAIN_WORD.fullmatch(o) else shlex.quote(o) for o in self.executable_opts]
+
+    def apply_launch_policy(self, tasks_per_node=None, kill_on_bad_exit=False, bind=True):
+        """Bind the job's ranks as its launcher and MPI spell it, and record how (:mod:`ibrepro.rfm.launch`)."""
+        extras = self.current_partition.extras
+        options, env, self.binding = launch.policy(
+            self.job.launcher.registered_name, self.current_environ.features,
+            ranks_per_node=tasks_per_node or self.num_tasks_per_node or self.num_tasks or 1,
+            cores_per_node=extras.get('cores_per_node'), hca_numa_node=extras.get('hca_numa_node'),
+            kill_on_bad_exit=kill_on_bad_exit, bind=bind)
+        self.job.launcher.options += [o for o in options if o not in self.job.launcher.options]
+        self.env_vars = {**env, **self.env_vars}
+
     @sanity_function
     def assert_benchmark_output(self):
-        self._parsed, self._table = self.diagnose()
+        if getattr(self, '_reference_error', None):
+            raise SanityError(self._reference_error)
+        self.measured()
         return True
 
     # -- performance -------------------------------------------------------------------------------
@@ -148,10 +321,106 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         if self.is_dry_run():
             return      # --dry-run: nothing ran, nothing was parsed
 
+        try:
+            _, table = self.measured()
+        except SanityError as err:      # sanity was skipped (--skip-sanity-check) and the output is unusable
+            raise PerformanceError(f'no performance values: {err}') from None
+
         wanted = set(self.report_metrics)
-        for name, value, unit in self._table.metric_values():
-            if not wanted or name.rsplit('_', 1)[0] in wanted:
-                self.perf_variables[name] = sn.make_performance_function(sn.defer(value), unit)
+        values = [(n, v, u) for n, v, u in table.metric_values() if not wanted or n.rsplit('_', 1)[0] in wanted]
+        for name, value, unit in values + peaks(values):
+            self.perf_variables[name] = sn.make_performance_function(sn.defer(value), unit)
+        self.reference_variables = representative(values, self.paper_sizes())
+
+    def paper_sizes(self):
+        """{metric prefix: message sizes} the papers state for this check's experiments and figures."""
+        return paper_sizes(tuple(sorted(self.tags)))
+
+
+def peaks(values):
+    """``<metric>_peak`` of every rate among ``(name, value, unit)``: the best value over the sizes."""
+    best = {}
+    for name, value, unit in values:
+        metric, _, size = name.rpartition('_')
+        if size.isdigit() and parsers.METRIC_BETTER.get(metric) == 'higher':
+            if metric not in best or value > best[metric][1]:
+                best[metric] = (f'{metric}_peak', value, unit)
+    return list(best.values())
+
+
+def representative(values, paper_sizes=None):
+    """The variables references judge: the smallest non-zero size of each lower-is-better metric, the peak of
+    each rate, every size-less variable, and the sizes the papers state."""
+    chosen, smallest = [], {}
+    for name, _, _ in values:
+        metric, _, size = name.rpartition('_')
+        if not size.isdigit():
+            chosen.append(name)
+            continue
+        if parsers.METRIC_BETTER.get(metric) == 'higher':
+            chosen.append(f'{metric}_peak')
+        elif int(size) > 0 and (metric not in smallest or int(size) < smallest[metric]):
+            smallest[metric] = int(size)
+        if int(size) in (paper_sizes or {}).get(metric, ()):
+            chosen.append(name)
+    chosen += [f'{m}_{s}' for m, s in smallest.items()]
+    return sorted(set(chosen))
+
+
+@functools.lru_cache(maxsize=None)
+def nightly_cases():
+    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py)."""
+    import yaml
+
+    try:
+        with open(paths.REFERENCE_DATA / 'nightly.yaml') as fp:
+            return frozenset(c['case'] for c in yaml.safe_load(fp)['cases'])
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return frozenset()
+
+
+@functools.lru_cache(maxsize=None)
+def paper_sizes(tags):
+    """{metric prefix: sizes} stated by the papers' results for the figures and experiments in ``tags``."""
+    from .. import compare, references
+
+    found = {}
+    try:
+        entries = references.entries(kind='result')
+    except references.DataError:
+        return {}
+    for entry in entries:
+        size = entry.get('message_size')
+        prefix = compare.METRIC_VARIABLE.get(entry.get('metric'))
+        if prefix and str(size).isdigit() and compare.related(entry, {'tags': tags}):
+            found.setdefault(prefix, set()).add(int(size))
+    return found
+
+
+def unreadable_references(path):
+    """Why the references file at ``path`` cannot judge anything (file and line), or None if it can."""
+    import yaml
+
+    loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
+    try:
+        with open(path, encoding='utf-8') as fp:
+            text = fp.read()
+        # anchors and aliases can expand without bound (a "billion laughs"): refused before anything is built
+        for event in yaml.parse(text, Loader=loader):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, 'anchor', None):
+                return (f'references file {path}, line {event.start_mark.line + 1}: YAML anchors and aliases '
+                        'are not allowed in references')
+        data = yaml.load(text, Loader=loader)
+    except (OSError, UnicodeDecodeError) as err:
+        return f'references file {path} cannot be read: {getattr(err, "strerror", None) or err}'
+    except yaml.YAMLError as err:
+        mark = getattr(err, 'problem_mark', None) or getattr(err, 'context_mark', None)
+        where = f', line {mark.line + 1}' if mark else ''
+        problem = getattr(err, 'problem', None) or str(err).splitlines()[0]
+        return f'references file {path}{where}: {problem}'
+    if not isinstance(data, dict):
+        return f'references file {path}: not a mapping of test names to references'
+    return None
 
 
 def _own_failure(stderr, name, tool):

@@ -2,23 +2,19 @@
 
 MPI programs (002 Sec. 3.2-3.8) run like any MPI benchmark in a layout: ``2x1`` (two nodes, the papers'
 inter-node runs) or ``1x2`` (one node: 002's intra-node comparison). The verbs program ``ibrepro_rdma``
-(000/003 two-port striping and binding) is a client/server pair run by ``ibrepro pair``, addressed through RDMA
-CM: the partition names the IP address of each rail of each node in extras ``rdma_addresses``
-(``[[node0 rail0, node0 rail1], [node1 rail0, node1 rail1]]``; IPoIB addresses on InfiniBand).
+(000/003 two-port striping and binding) is a client/server pair run by the pair runner (:mod:`ibrepro.pair`),
+addressed through RDMA CM: each end publishes the IPv4 address of each of its rails at run time (IPoIB on
+InfiniBand, the RoCE GID's address on Ethernet), and the client connects to the server's rails from its own.
 """
-
-import json
-import os
-import sys
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
-from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 
+from .. import pair
 from . import DEFAULT_TIME_LIMIT, PaperExperiment
 from .layout import NodeLayout, parse_layout
-from .perftest import SPEC_FILE, PerftestFlows
+from .perftest import PerftestFlows, rails
 
 
 def expected_sizes(sizes):
@@ -52,10 +48,13 @@ class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     #: The program (ibrepro_overhead, ibrepro_bilat, ibrepro_bibw, ibrepro_overlap, ibrepro_reuse, ibrepro_memory).
     program = variable(str)
 
-    #: Message sizes ``MIN:MAX`` (``-m``); empty: the program's default sweep.
+    # The common knobs: ``message_sizes`` -> ``-m MIN:MAX`` (empty: the program's default sweep),
+    # ``iterations`` -> ``-i``, ``warmup`` -> ``-x``.
+
+    #: Deprecated (use ``message_sizes``).
     sizes = variable(str, value='')
 
-    #: More options, e.g. ``-i 100`` for a quick run.
+    #: More options, as the program takes them.
     extra_options = variable(typ.List[str], value=[])
 
     #: Whether the program sweeps message sizes (``-m``); the memory program does not.
@@ -65,6 +64,9 @@ class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
         """Options the family adds (window, reuse percentage, ...)."""
         return []
 
+    def program_name(self):
+        return self.program
+
     @run_after('init')
     def set_layout(self):
         self.num_nodes, self.ranks_per_node = parse_layout(self.layout)
@@ -72,11 +74,15 @@ class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     @run_before('run')
     def set_command(self):
         self.executable = self.program
-        sweep = self.sizes and self.sweeps_sizes
-        self.executable_opts = self.program_options() + (['-m', self.sizes] if sweep else [])
+        sizes = self.message_sizes or self.deprecated('sizes', 'message_sizes', self.sizes, '')
+        sweep = sizes and self.sweeps_sizes
+        self.executable_opts = self.program_options() + (['-m', sizes] if sweep else [])
+        for option, value in (('-i', self.iterations), ('-x', self.warmup)):
+            if value is not None:
+                self.executable_opts += [option, str(value)]
         self.executable_opts += self.extra_options
         if sweep:
-            self.expected_sizes = expected_sizes(self.sizes)
+            self.expected_sizes = expected_sizes(sizes)
 
 
 class BenchRDMA(PerftestFlows):
@@ -96,44 +102,53 @@ class BenchRDMA(PerftestFlows):
     #: RDMA CM port of pair 0.
     cm_port = variable(int, value=18620)
 
-    #: Message sizes ``MIN:MAX`` (``-m``); empty: the program's 2 B .. 8 MiB.
+    #: Deprecated (use ``message_sizes``, which this family passes to ``-m MIN:MAX``).
     sizes = variable(str, value='')
 
+    def program_name(self):
+        return 'ibrepro_rdma'
+
     @run_after('setup')
-    def skip_without_rdma(self):
-        super().skip_without_rdma()
-        if not self.current_partition.extras.get('rdma_addresses'):
-            self.skip_for([f'{self.current_partition.fullname} does not name the IP address of each rail '
-                           '(extras rdma_addresses), which RDMA CM needs'])
+    def refuse_a_warmup_count(self):
+        """ibrepro_rdma takes a warm-up count (``-x``): nothing to refuse."""
+
+    @property
+    def concurrent(self):
+        return False        # one process pair; the program drives its ports and pairs itself
+
+    @property
+    def round_sizes(self):
+        return []           # one round: the program sweeps its sizes itself (-m)
 
     @run_before('run')
     def write_spec(self):
         extras = self.current_partition.extras
-        addresses = extras['rdma_addresses']
-        two_nodes = int(extras.get('nodes', 1)) >= 2 and len(addresses) >= 2
-        server_rails = addresses[1] if two_nodes else addresses[0]
+        nrails = len(rails(self.current_partition))
+        two_nodes = int(extras.get('nodes', 1)) >= 2
+        server, client = (1, 0) if two_nodes else (0, 1)
+        # the server's rails, and the client's end of each: on one node the rails are cabled to each other,
+        # so the server's rail i is reached from the client's rail nrails-1-i
+        server_rails = ','.join(f'{{addr:{server}:{i}}}' for i in range(nrails))
+        sources = ','.join(f'{{addr:{client}:{i if two_nodes else nrails - 1 - i}}}' for i in range(nrails))
         common = ['-P', str(self.pairs), '-p', str(self.cm_port), '-T', str(self.pair_timeout)]
-        client = ['ibrepro_rdma', *common, *self.client_options]
-        if self.sizes:
-            client += ['-m', self.sizes]
-            self.expected_sizes = expected_sizes(self.sizes)
+        argv = ['ibrepro_rdma', *common, *self.client_options]
+        sizes = self.message_sizes or self.deprecated('sizes', 'message_sizes', self.sizes, '')
+        if sizes:
+            argv += ['-m', sizes]
+            self.expected_sizes = expected_sizes(sizes)
         if self.iterations is not None:     # timed iterations per size; default: the papers' counts
-            client += ['-i', str(self.iterations), '-I', str(self.iterations)]
-        if not two_nodes and len(addresses) > 1:
-            client += ['--source', ','.join(addresses[1])]
-        spec = {'flows': [{'id': 0, 'port': self.cm_port,
-                           'server': {'node': 1 if two_nodes else 0, 'argv': ['ibrepro_rdma', *common]},
-                           'client': {'node': 0, 'argv': [*client, ','.join(server_rails)]}}],
-                'node_exec': extras.get('node_exec'), 'wait_listen': False, 'timeout': self.pair_timeout}
-        with open(os.path.join(self.stagedir, SPEC_FILE), 'w') as fp:
-            json.dump(spec, fp, indent=2)
-
-        self.placement = 'two nodes' if two_nodes else 'one node'
+            argv += ['-i', str(self.iterations), '-I', str(self.iterations)]
+        if self.warmup is not None:
+            argv += ['-x', str(self.warmup), '-X', str(self.warmup)]
+        if nrails > 1 or not two_nodes:
+            argv += ['--source', sources]
+        flows = [{'id': 0, 'port': self.cm_port,
+                  'server': {'node': server, 'rail': 0, 'argv': ['ibrepro_rdma', *common]},
+                  'client': {'node': client, 'rail': 0, 'argv': [*argv, server_rails]}}]
         self.flow_ids = [0]
-        self.executable = sys.executable
-        self.executable_opts = ['-m', 'ibrepro.cli', 'pair', SPEC_FILE]
-        if two_nodes:
-            self.num_tasks, self.num_tasks_per_node = 2, 1
-        else:
-            self.num_tasks = 1
-            self.job.launcher = getlauncher('local')()
+        self.placement = 'two nodes' if two_nodes else 'one node'
+        spec = {'version': pair.SPEC_VERSION, 'program': 'ibrepro_rdma', 'rails': [list(r) for r in
+                rails(self.current_partition)], 'nodes': 2, 'distinct_hosts': two_nodes, 'flows': flows,
+                'wait_listen': False, 'timeout': self.pair_timeout, 'connect_timeout': self.connect_timeout,
+                'node_exec': extras.get('node_exec'), 'python': self.runner_python()}
+        self.place_runner(spec)

@@ -1,9 +1,14 @@
-"""Intel MPI Benchmarks (the Pallas PMB the papers used) driven by ReFrame."""
+"""Intel MPI Benchmarks (the Pallas PMB the papers used) driven by ReFrame.
+
+The common knobs: ``message_sizes`` (powers of two, given to IMB as ``-msglog``; IMB always adds size 0),
+``iterations`` (``-iter``). IMB fixes its warm-up (and Uniband/Biband's window) inside the benchmark: ``warmup``
+cannot be applied, and a case given one fails at setup, saying so.
+"""
 
 import reframe as rfm
 from reframe.core.builtins import run_after, run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, PaperExperiment
+from . import DEFAULT_TIME_LIMIT, PaperExperiment, expand_sizes
 from .layout import NodeLayout, parse_layout
 
 #: IMB benchmarks whose message sizes start at sizeof(float): IMB sends at least one reduction element.
@@ -33,27 +38,47 @@ class IMBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     #: The IMB-MPI1 executable: from the impi-rt wheel (make setup), a Spack view, modules or PATH.
     imb_binary = variable(str, value='IMB-MPI1')
 
-    #: Message sizes, IMB's ``-msglog [min:]max``: 0 and 2^min..2^max bytes. IMB's default 0:22
-    #: (up to 4 MiB) covers the papers' sweeps (their figures end at 1 MiB or 4 MiB).
+    #: Deprecated (use ``message_sizes``): IMB's ``-msglog [min:]max``. The default 0:22 (0 and 1 B..4 MiB)
+    #: covers the papers' sweeps (their figures end at 1 MiB or 4 MiB).
     msglog = variable(str, value='0:22')
 
-    #: IMB ``-iter``: the most repetitions per message size. The papers state no MPI-level iteration
-    #: count (003 gives 1000 warm-up + 10,000 only for its VAPI tests), so IMB's default of 1000 stands;
+    #: IMB ``-iter`` (``iterations``): the most repetitions per message size. The papers state no MPI-level
+    #: iteration count (003 gives 1000 warm-up + 10,000 only for its VAPI tests), so IMB's default of 1000 stands;
     #: IMB lowers it for large messages (iter_policy dynamic) and its warm-up is fixed inside IMB.
-    iterations = variable(int, value=1000)
+    iterations = 1000
 
     #: IMB ``-time``: the most seconds spent on one message size before IMB prints "time-out".
     time_per_sample = variable(float, value=10.0)
+
+    def program_name(self):
+        return self.imb_binary
 
     @run_after('init')
     def set_layout(self):
         self.num_nodes, self.ranks_per_node = parse_layout(self.layout)
 
+    def imb_msglog(self):
+        """IMB's ``-msglog lo:hi`` for ``message_sizes`` (or the deprecated ``msglog``)."""
+        if not self.message_sizes:
+            return self.msglog
+        sizes = [s for s in expand_sizes(self.message_sizes) if s]
+        logs = [s.bit_length() - 1 for s in sizes]
+        if any(1 << k != s for k, s in zip(logs, sizes)) or logs != list(range(logs[0], logs[-1] + 1)):
+            raise ValueError(f'message_sizes {self.message_sizes!r}: IMB sweeps consecutive powers of two '
+                             '(-msglog); give MIN:MAX')
+        return f'{logs[0]}:{logs[-1]}'
+
+    @run_after('setup')
+    def refuse_what_imb_cannot_take(self):
+        if self.warmup is not None:
+            raise ValueError('IMB fixes its warm-up inside the benchmark: warmup cannot be set for the IMB families')
+
     @run_before('run')
     def set_command(self):
         ranks = self.num_nodes * self.ranks_per_node
+        msglog = self.imb_msglog()
         self.executable = self.imb_binary
-        self.executable_opts = [self.table_benchmark, '-msglog', self.msglog, '-npmin', str(ranks),
+        self.executable_opts = [self.table_benchmark, '-msglog', msglog, '-npmin', str(ranks),
                                 '-iter', str(self.iterations), '-time', f'{self.time_per_sample:g}']
         self.table_params = {'processes': ranks}
-        self.expected_sizes = expected_sizes(self.msglog, self.table_benchmark)
+        self.expected_sizes = expected_sizes(msglog, self.table_benchmark)

@@ -2,10 +2,18 @@
 
 The papers name their layouts "4x1" (four nodes, one process each) and "4x2" (two each). A layout is part of
 the experiment: 4x1 shrunk to 2 processes on one node would measure shared memory, not the network, under
-the same check name and references. So a check whose layout does not fit the partition (extras ``nodes`` and
-``cores_per_node``), or whose tools or MPI library the environment lacks (its ``features``), is SKIPPED with
-the reason, never shrunk. The checks select broadly (``valid_systems = ['+mpi']``) so that ReFrame lists them
-everywhere and says why one does not run, instead of silently leaving it out.
+the same check name and references. Layouts are never shrunk: what a layout needs is a *hard requirement*,
+selected through features, so a partition or environment that cannot run a case is not a candidate for it
+(``reframe -l`` lists only what can run, and a nightly run carries no pile of skipped cases):
+
+* partition features: ``nodes<N>`` for a layout over N >= 2 nodes and ``cores<P>`` for P >= 2 processes per node
+  (P rounded up to a power of two; a partition declares ``nodes2``, ``nodes4``, ... and ``cores2``, ``cores4``, ...
+  up to its size: :func:`ibrepro.rfmconfig.layout_features`), ``oversubscribe`` for a layout allowed to exceed the
+  cores (what is not timed, e.g. memory use), and whatever the experiment needs (``ib``, ``dual-port``);
+* environment features: the tools and MPI library (``osu``, ``mvapich2``).
+
+``ibrepro catalog`` explains, for every family, which of these a system lacks. A partition whose extras say less
+than its features (``nodes``, ``cores_per_node``) still skips the case, with the reason.
 """
 
 import re
@@ -89,6 +97,22 @@ class NodeLayout(rfm.RegressionTestPlugin):
     #: Launcher options for block mapping (ranks 0..n-1 on the first node), by launcher name. Multi-pair
     #: tests pair rank i with rank i + pairs, so block mapping puts each pair across the two nodes.
     block_mapping_options = variable(typ.Dict[str, typ.List[str]], value={'srun': ['--distribution=block']})
+
+    # always_last: after the family's own init hooks have chosen the layout and requirements
+    @run_after('init', always_last=True)
+    def select_by_features(self):
+        """The layout's hard requirements as features of ``valid_systems`` / ``valid_prog_environs``."""
+        self.job_nodes = self.num_nodes
+        needs = [f'+nodes{self.num_nodes}'] if self.num_nodes > 1 else []
+        needs += [f'+{f}' for f in self.required_partition_features]
+        cores = [f'+cores{1 << (self.ranks_per_node - 1).bit_length()}'] if self.ranks_per_node > 1 else []
+        # a layout that may oversubscribe runs where the cores suffice, or where oversubscribing is allowed
+        alternatives = [cores, ['+oversubscribe']] if cores and self.allow_oversubscription else [cores]
+        self.valid_systems = [' '.join(dict.fromkeys([*spec.split(), *needs, *alt]))
+                              for spec in self.valid_systems for alt in alternatives]
+        env_needs = [f'+{f}' for f in self.required_environ_features]
+        self.valid_prog_environs = [' '.join([spec, *(n for n in env_needs if n not in spec.split())])
+                                    for spec in self.valid_prog_environs]
 
     @run_after('setup')
     def skip_unless_layout_fits(self):

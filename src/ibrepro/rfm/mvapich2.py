@@ -14,10 +14,26 @@ MVAPICH 3.x/4.x (CH4). Notes for the striping runs:
   ``MV2_STRIPING_THRESHOLD``, which 2.3.7 still parses but no longer uses to stripe); only rendezvous
   messages are striped, so sizes between 8 KiB and the eager threshold (``MV2_IBA_EAGER_THRESHOLD``,
   HCA dependent) go on one rail.
+
+Rails. The papers' HCA (MT25208) was one device with two ports; ConnectX-4 and later (mlx5) show each port as a
+device of its own, as do soft-RoCE ports. A partition's rails are its ``rdma_devices`` x ``ib_ports``, and
+:func:`rail_settings` spells them for MVAPICH2: ``MV2_NUM_HCAS`` (devices), ``MV2_NUM_PORTS`` (ports per device)
+and ``MV2_IBA_HCA`` (the devices, ``:``-separated, as ibv_param.c tokenizes it). Setting ``MV2_NUM_HCAS``,
+``MV2_IBA_HCA`` or ``MV2_RAIL_SHARING_POLICY`` selects rail sharing (ibv_param.c, 2.3.7), so the binding policy
+sets only ``MV2_NUM_PORTS`` and lets MVAPICH2 open every active device (``rdma_num_req_hcas`` 0), binding local
+processes to rails round robin.
+
+Inline. 001 Sec. 5.1: "at 128 bytes MVAPICH stops using ... inline". MVAPICH2 compares the whole packet with
+``rdma_max_inline_size``, whose default is ``128 + INLINE_THRESHOLD_ADJUST`` (40 bytes of packet header,
+ibv_param.c), so that 128 bytes of *payload* are inlined: ``MV2_MAX_INLINE_SIZE=128`` would inline only 88.
+:data:`PAPER_INLINE_SIZE` is therefore set as 168, the default's value, made explicit so a site's own default
+(some adapters use 64 or 96) does not change the experiment.
 """
 
 import re
 
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import run_before, variable
 from reframe.core.exceptions import SanityError
 
 from .osu import OSUBenchmark
@@ -25,21 +41,43 @@ from .osu import OSUBenchmark
 #: Striping threshold of 000/003 Sec. IV.B.3: messages <= 8192 B are not striped.
 PAPER_STRIPING_THRESHOLD = 8192
 
-#: Inline threshold of 001 Sec. 5.1: MVAPICH inlines messages up to 128 B.
-PAPER_INLINE_SIZE = 128
+#: Inline threshold of 001 Sec. 5.1: MVAPICH inlines messages up to 128 B of payload.
+PAPER_INLINE_PAYLOAD = 128
 
-#: Rail configurations of 000/003: one port, two ports striped, two ports bound to processes.
-RAILS = {
-    # one adapter, one port (2.3.5+ may list each port of a dual-port HCA as an adapter)
-    '1-port': {'MV2_NUM_HCAS': '1', 'MV2_NUM_PORTS': '1'},
-    # the paper's striping: large messages split evenly over both ports, smaller ones on the first port
-    # (USE_FIRST); setting the policy selects MVAPICH2's rail-sharing mode
-    '2-port-striping': {'MV2_NUM_HCAS': '1', 'MV2_NUM_PORTS': '2', 'MV2_RAIL_SHARING_POLICY': 'USE_FIRST',
-                        'MV2_RAIL_SHARING_LARGE_MSG_THRESHOLD': str(PAPER_STRIPING_THRESHOLD)},
-    # MVAPICH2's default rail binding (each process on one port, round robin over a node's processes);
-    # MV2_NUM_HCAS is not set because setting it selects rail sharing
-    '2-port-binding': {'MV2_NUM_PORTS': '2'},
-}
+#: The packet header MVAPICH2 counts in its inline size (``INLINE_THRESHOLD_ADJUST``, ibv_param.c 2.3.7).
+INLINE_HEADER = 40
+
+#: ``MV2_MAX_INLINE_SIZE`` that inlines 128 B of payload, as 001's MVAPICH did (its default, made explicit).
+PAPER_INLINE_SIZE = PAPER_INLINE_PAYLOAD + INLINE_HEADER
+
+#: The rail policies of 000/003: one port, two rails striped, two rails bound to processes.
+RAIL_POLICIES = ('1-port', '2-port-striping', '2-port-binding')
+
+
+def rail_settings(policy, devices, ports):
+    """MVAPICH2 variables for ``policy`` on rails ``devices`` x ``ports`` (a partition's rdma_devices and
+    ib_ports); ValueError if the partition has fewer rails than the policy needs."""
+    devices, ports = [d for d in devices if d], int(ports)
+    if policy == '1-port':
+        env = {'MV2_NUM_HCAS': '1', 'MV2_NUM_PORTS': '1'}
+        return {**env, 'MV2_IBA_HCA': devices[0]} if devices else env
+    if len(devices or [None]) * ports < 2:
+        raise ValueError(f'{policy} needs two rails; the partition has {len(devices or [None]) * ports} '
+                         f'(rdma_devices {devices or "unnamed"} x ib_ports {ports})')
+    if policy == '2-port-binding':
+        # only the port count: naming devices would select rail sharing
+        return {'MV2_NUM_PORTS': str(min(ports, 2))}
+    if policy == '2-port-striping':
+        # the paper's striping: large messages split evenly over both rails, smaller ones on the first rail
+        # (USE_FIRST); setting the policy selects MVAPICH2's rail-sharing mode
+        sharing = {'MV2_RAIL_SHARING_POLICY': 'USE_FIRST',
+                   'MV2_RAIL_SHARING_LARGE_MSG_THRESHOLD': str(PAPER_STRIPING_THRESHOLD)}
+        if ports >= 2:      # one device, two ports (the papers' InfiniHost III, a ConnectX-3)
+            rails = {'MV2_NUM_HCAS': '1', 'MV2_NUM_PORTS': '2'}
+            return {**rails, **({'MV2_IBA_HCA': devices[0]} if devices else {}), **sharing}
+        # two single-port devices (mlx5: each port of a ConnectX-4 and later is a device; soft-RoCE)
+        return {'MV2_NUM_HCAS': '2', 'MV2_NUM_PORTS': '1', 'MV2_IBA_HCA': ':'.join(devices[:2]), **sharing}
+    raise ValueError(f'unknown rail policy {policy!r}; known: {", ".join(RAIL_POLICIES)}')
 
 #: 001's "No-SMP" mode: processes on one node talk through the HCA (network loopback).
 NETWORK_LOOPBACK = {'MV2_USE_SHARED_MEM': '0'}
@@ -72,6 +110,23 @@ class MVAPICH2Benchmark(OSUBenchmark):
     num_nodes = 2
     required_partition_features = ['ib']
     required_environ_features = ['osu', 'mvapich2']
+
+    #: Messages in flight of osu_bw / osu_bibw / osu_mbw_mr (OMB ``-W``); None: OMB's 64.
+    window = variable(int, type(None), value=None)
+
+    #: How MVAPICH2 uses the node's rails (one of :data:`RAIL_POLICIES`); empty: MVAPICH2's defaults.
+    rail_policy = variable(str, value='')
+
+    #: The MVAPICH2 rail variables this case ran with, for the partition's rails (set before the run).
+    rail_env = variable(typ.Dict[str, str], value={}, loggable=True)
+
+    @run_before('run')
+    def set_rails(self):
+        if not self.rail_policy:
+            return
+        extras = self.current_partition.extras
+        self.rail_env = rail_settings(self.rail_policy, extras.get('rdma_devices') or [], extras.get('ib_ports', 1))
+        self.env_vars = {**self.env_vars, **self.rail_env}
 
     def diagnose(self):
         result = super().diagnose()

@@ -55,7 +55,6 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     valid_prog_environs = ['+npb']     # environments without NPB are not candidates (ibrepro catalog says why)
     report_metrics = ['time', 'mops']
     time_limit = DEFAULT_TIME_LIMIT
-    exclusive_access = True    # performance runs get whole nodes
 
     #: The NPB program: bt, cg, ep, ft, is, lu, mg or sp.
     npb_program = variable(str)
@@ -82,9 +81,13 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
             # MV2_USE_SHARED_MEM is MVAPICH2's; other MPIs would silently keep shared memory
             self.required_environ_features += ['mvapich2']
             self.required_partition_features = ['ib']
+        self.select_by_features()     # NodeLayout's always-last hook ran before this one
 
-    @run_before('run')
-    def set_command(self):
+    def program_name(self):
+        return self.binary()
+
+    def binary(self):
+        """The NPB binary of this case: the pattern filled in, in ``npb_bin_dir`` if that is set."""
         ranks = self.num_nodes * self.ranks_per_node
         pattern = self.npb_binary or self.current_environ.extras.get('npb_binary', NPB34_BINARY)
         try:
@@ -92,7 +95,12 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
         except (KeyError, IndexError, ValueError) as err:
             raise ValueError(f'npb_binary {pattern!r}: {err!r}; the placeholders are {{program}}, {{cls}} '
                              'and {ranks}') from None
-        self.executable = os.path.join(self.npb_bin_dir, binary)
+        return os.path.join(self.npb_bin_dir, binary)
+
+    @run_before('run')
+    def set_command(self):
+        ranks = self.num_nodes * self.ranks_per_node
+        self.executable = self.binary()
         self.table_benchmark = self.npb_program.upper()
         self.table_params = {'class': self.npb_class, 'processes': ranks}
         if self.channel == 'loopback':

@@ -13,7 +13,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, PaperExperiment
+from . import DEFAULT_TIME_LIMIT, PaperExperiment, expand_sizes
 from .layout import NodeLayout
 
 #: OMB programs -> (default largest message size, metrics to record). OMB's defaults: 4 MiB for
@@ -70,7 +70,6 @@ class OSUBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     valid_prog_environs = ['+osu']     # environments without OMB are not candidates (ibrepro catalog says why)
     required_environ_features = ['osu']
     time_limit = DEFAULT_TIME_LIMIT
-    exclusive_access = True    # performance runs get whole nodes
 
     #: The OMB program (osu_latency, osu_bw, ...); the family sets it, usually from a parameter.
     osu_benchmark = variable(str)
@@ -78,38 +77,45 @@ class OSUBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     #: Directory of the OMB programs; empty: found on PATH (the environment, a Spack view, modules).
     osu_bin_dir = variable(str, value='')
 
-    #: OMB ``-m [min:]max`` in bytes; empty: OMB's default range (1 B to 4 MiB point-to-point, 1 MiB
-    #: collectives), which covers every figure of the papers.
-    message_sizes = variable(str, value='')
+    # The common knobs: ``message_sizes`` -> OMB ``-m min:max`` (empty: OMB's default range, 1 B to 4 MiB
+    # point-to-point, 1 MiB collectives, which covers every figure of the papers); ``iterations`` -> ``-i``;
+    # ``warmup`` -> ``-x`` (None: OMB's defaults: the papers state none at MPI level); the families' ``window``
+    # (a parameter of OSUBandwidth/OSUBiBandwidth, a variable of the others) -> ``-W``.
 
-    #: OMB ``-i``: timed iterations per size; None: OMB's default (the papers state none at MPI level).
-    iterations = variable(int, type(None), value=None)
-
-    #: OMB ``-x``: warm-up iterations per size; None: OMB's default.
-    warmup = variable(int, type(None), value=None)
-
-    #: OMB ``-W``: messages in flight before the receiver replies (osu_bw, osu_bibw, osu_mbw_mr);
-    #: None: OMB's default of 64.
+    #: OMB ``-W`` as the family sets it from its ``window`` (osu_bw, osu_bibw, osu_mbw_mr); None: OMB's 64.
     window_size = variable(int, type(None), value=None)
 
     #: More OMB options, appended as given.
     extra_options = variable(typ.List[str], value=[])
 
+    def program_name(self):
+        return os.path.join(self.osu_bin_dir, self.osu_benchmark)
+
+    def omb_sizes(self):
+        """OMB's ``-m min:max`` for ``message_sizes`` ('' for OMB's own range)."""
+        if not self.message_sizes:
+            return ''
+        sizes = expand_sizes(self.message_sizes)
+        return f'{sizes[0]}:{sizes[-1]}' if len(sizes) > 1 else str(sizes[0])
+
     @run_before('run')
     def set_command(self):
         self.executable = os.path.join(self.osu_bin_dir, self.osu_benchmark)
         opts = []
-        if self.message_sizes:
-            opts += ['-m', self.message_sizes]
+        sizes = self.omb_sizes()
+        if sizes:
+            opts += ['-m', sizes]
         if self.iterations is not None:
             opts += ['-i', str(self.iterations)]
         if self.warmup is not None:
             opts += ['-x', str(self.warmup)]
-        if self.window_size is not None and self.osu_benchmark in WINDOWED:
-            opts += ['-W', str(self.window_size)]
+        window = getattr(self, 'window', None)
+        window = window if window is not None else self.window_size
+        if window is not None and self.osu_benchmark in WINDOWED:
+            opts += ['-W', str(window)]
 
         self.executable_opts = opts + self.extra_options
-        self.expected_sizes = expected_sizes(self.osu_benchmark, self.message_sizes)
+        self.expected_sizes = expected_sizes(self.osu_benchmark, sizes)
         if not self.report_metrics:
             self.report_metrics = BENCHMARKS.get(self.osu_benchmark, (0, []))[1]
         if self.osu_benchmark == 'osu_mbw_mr':

@@ -1,26 +1,33 @@
-"""perftest (verbs-level latency and bandwidth) driven by ReFrame through ``ibrepro pair``.
+"""perftest (verbs-level latency and bandwidth) driven by ReFrame through the pair runner (:mod:`ibrepro.pair`).
 
-Placement. A check describes *flows*: perftest server/client pairs between two endpoints, each endpoint a node
-index (0 or 1) and a *rail* of that node (a device and IB port). ``ibrepro pair`` runs them, once per node,
-under the partition's own launcher, so the same check works on
+Placement. A check describes *flows*: client/server pairs between two endpoints, each endpoint a node index (0 or
+1) and a *rail* of that node. The rails of a node are the partition's ``rdma_devices`` x ``ib_ports``: one HCA with
+two ports (``['mlx4_0']`` x 2, the papers' MT25208) and two single-port devices (``['mlx5_0', 'mlx5_1']`` x 1,
+ConnectX-4 and later, soft-RoCE) both give two rails. The pair runner, copied into the stage directory, runs once
+per node under the partition's own launcher, so the same check works on
 
-* two nodes (partition extras ``nodes`` >= 2): two tasks, one per node (``srun``/``mpirun``/PBS ``mpiexec``);
-  the nodes find each other through the stage directory;
-* one node with two rails (two devices, or two ports of one HCA): one task plays both ends, server on rail 0
-  and client on rail 1, so traffic crosses the link between them (a dual-port HCA cabled to itself, or two
-  soft-RoCE devices on a veth pair);
+* two nodes (extras ``nodes`` >= 2): two tasks, one per node, on whatever nodes the scheduler picked; each end
+  publishes the address of its own rails at run time, and the runner fails the case if both ended on one host;
+* one node with two rails (two devices, or two ports of one HCA): one task plays both ends, server on rail 0 and
+  client on rail 1, so traffic crosses the cable between them;
 * one node with one rail: loopback through the HCA.
 
-Partition extras read here (all optional): ``nodes``; ``rdma_devices`` (device names of a node, e.g.
-``['mlx5_0']`` or ``['rxe_a', 'rxe_b']``); ``ib_ports`` (ports per device, default 1); ``perftest_addresses``
-(per node, the address perftest's out-of-band TCP exchange uses; default the host name); ``node_exec`` (a
-command prefix that runs a side on node ``{node}``, for emulated nodes); ``emulated`` (numbers are not
-performance data); ``perftest_options`` (options every perftest run on the partition needs);
-``perftest_unusable_options`` (options its devices cannot take: dropped).
+Concurrent flows (two ports at once, N pairs) measure *simultaneous* traffic, which is what the papers' two-port
+and multi-pair results are: the flows of a case run in rounds, one message size per round, all clients start
+together after a barrier and measure for the same time (perftest ``-D``); the runner pins every side to its own
+CPU near its device and records where and when each flow ran (``flow_windows``), and the check fails when the
+measurement windows did not overlap (``min_overlap``).
+
+Partition extras read here (all optional): ``nodes``; ``rdma_devices``; ``ib_ports`` (ports per device, default 1);
+``python`` (the interpreter that runs the pair runner on the nodes; default: this one on a local partition,
+``python3`` elsewhere); ``node_exec`` (a command prefix that runs a side on node ``{node}``, for emulated nodes);
+``emulated`` (numbers are not performance data); ``perftest_options`` (options every perftest run on the
+partition needs); ``perftest_unusable_options`` (options its devices cannot take: dropped).
 """
 
 import json
 import os
+import shutil
 import sys
 
 import reframe as rfm
@@ -29,15 +36,20 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from .. import parsers
-from . import DEFAULT_TIME_LIMIT, PaperExperiment
+from .. import pair, parsers
+from . import DEFAULT_TIME_LIMIT, PaperExperiment, expand_sizes
 
 SPEC_FILE = 'flows.json'
+RUNNER_FILE = 'ibrepro_pair.py'
 BASE_PORT = 18515
+
+#: Message sizes of concurrent flows when the check names none: powers of four from 4 B to 4 MiB (one round of
+#: ``duration`` seconds each), which covers the papers' two-port and multi-pair figures.
+CONCURRENT_SIZES = [4 ** i for i in range(1, 12)]
 
 
 def rails(partition):
-    """The (device, ib_port) endpoints of one node of ``partition``."""
+    """The (device, ib_port) rails of one node of ``partition``: ``rdma_devices`` x ``ib_ports``."""
     extras = partition.extras
     devices = extras.get('rdma_devices') or [None]       # None: perftest's first device
     ports = int(extras.get('ib_ports', 1))
@@ -46,26 +58,25 @@ def rails(partition):
 
 def endpoints(partition):
     """(node, rail) of the two ends of a basic flow on this partition: two nodes, two rails, or loopback."""
-    node_rails = rails(partition)
     if int(partition.extras.get('nodes', 1)) >= 2:
-        return [(0, node_rails[0]), (1, node_rails[0])], 'two nodes'
-    if len(node_rails) >= 2:
-        return [(0, node_rails[0]), (1, node_rails[1])], 'two rails of one node'
-    return [(0, node_rails[0]), (1, node_rails[0])], 'loopback on one node'
+        return [(1, 0), (0, 0)], 'two nodes'
+    if len(rails(partition)) >= 2:
+        return [(0, 0), (1, 1)], 'two rails of one node'
+    return [(0, 0), (1, 0)], 'loopback on one node'
 
 
 def flow(flow_id, server, client, port=None):
-    (snode, (sdev, sport)), (cnode, (cdev, cport)) = server, client
+    """A flow from ``client`` to ``server``, each a (node, rail index)."""
+    (snode, srail), (cnode, crail) = server, client
     return {'id': flow_id, 'port': port or BASE_PORT + flow_id,
-            'server': {'node': snode, 'device': sdev, 'ib_port': sport},
-            'client': {'node': cnode, 'device': cdev, 'ib_port': cport}}
+            'server': {'node': snode, 'rail': srail}, 'client': {'node': cnode, 'rail': crail}}
 
 
 def aggregate(tables, source):
     """One table for concurrent flows: bandwidth and message rate summed, latency averaged, per size."""
     first = tables[0]
     rows = []
-    for i, row in enumerate(first.rows):
+    for row in first.rows:
         size = row[first.size_key]
         merged = dict(row)
         for metric, key in first.metrics.items():
@@ -83,32 +94,70 @@ def aggregate(tables, source):
                          size_key=first.size_key, notes=[f'aggregate of {len(tables)} concurrent flows'])
 
 
+def merge_rounds(tables):
+    """One table of a flow from its rounds (one size each), in size order."""
+    first = tables[0]
+    rows = sorted((row for t in tables for row in t.rows), key=lambda r: r[first.size_key])
+    return parsers.Table(benchmark=first.benchmark, columns=first.columns, rows=rows, params=first.params,
+                         metrics=first.metrics, size_key=first.size_key, notes=list(first.notes))
+
+
+def overlap(windows):
+    """Fraction of the union of ``windows`` ([start, end] pairs) during which all of them ran."""
+    start, end = max(w[0] for w in windows), min(w[1] for w in windows)
+    span = max(w[1] for w in windows) - min(w[0] for w in windows)
+    return max(0.0, end - start) / span if span > 0 else 1.0
+
+
+def perftest_margin(options, duration):
+    """Seconds perftest's duration mode leaves out at each end of ``duration`` (``-f``; default D/4)."""
+    for i, opt in enumerate(options):
+        if opt in ('-f', '--margin') and i + 1 < len(options):
+            return float(options[i + 1])
+    return duration / 4
+
+
 class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
-    """perftest flows run by ``ibrepro pair``; subclasses say which flows (:meth:`flows`)."""
+    """perftest flows run by the pair runner; subclasses say which flows (:meth:`flows`)."""
 
     tool = 'perftest'
     level = 'verbs'
-    valid_systems = ['*']          # a partition without an RDMA port skips, saying so
     valid_prog_environs = ['+perftest']
     time_limit = DEFAULT_TIME_LIMIT
 
     #: The perftest program (ib_send_lat, ib_write_lat, ib_read_lat, ib_atomic_lat, ib_write_bw, ...).
     test = variable(str)
 
-    #: Run every message size perftest knows (``-a``: 2 B .. 8 MiB); otherwise only :attr:`message_size`.
+    # The common knobs: ``message_sizes`` (empty: the whole sweep, perftest's ``-a`` (2 B .. 8 MiB) for one flow,
+    # :data:`CONCURRENT_SIZES` for concurrent flows; else one round per size), ``iterations`` (``-n`` of one flow;
+    # concurrent flows measure for ``duration`` seconds instead), ``window`` (``-t``, the bandwidth families).
+    # perftest has no warm-up count (its bandwidth tests take ``--perform_warm_up``): ``warmup`` is refused.
+
+    #: Deprecated (use ``message_sizes``): ``all_sizes=false`` measures only ``message_size``.
     all_sizes = variable(typ.Bool, value=True)
 
-    #: Message size in bytes when :attr:`all_sizes` is off (``-s``).
+    #: Deprecated (use ``message_sizes``): the one size measured when ``all_sizes`` is off.
     message_size = variable(int, value=65536)
 
-    #: Measured iterations per size (``-n``). None: perftest's default.
-    iterations = variable(int, type(None), value=None)
+    #: Seconds each round of concurrent flows measures (perftest's duration mode ``-D``; perftest leaves a
+    #: quarter of it out at each end, so the middle half is measured).
+    duration = variable(int, value=4)
+
+    #: The least fraction of their measurement windows concurrent flows must share; below it the flows did not
+    #: run at the same time and their sum is not a bandwidth.
+    min_overlap = variable(float, value=0.75)
 
     #: More perftest options, e.g. ``-R`` (rdma_cm) or ``-x 3`` (GID index).
     extra_options = variable(typ.List[str], value=[])
 
-    #: Seconds the flows may take before ``ibrepro pair`` kills them (a server whose client never comes).
+    #: Seconds the flows may take before the pair runner kills them.
     pair_timeout = variable(int, value=900)
+
+    #: Seconds a node may take to start before its peers give up (a node that never came up).
+    connect_timeout = variable(int, value=120)
+
+    #: Partition features needed besides an RDMA port (feature ``ib`` or ``roce``), e.g. ``['dual-port']``.
+    required_partition_features = variable(typ.List[str], value=[])
 
     #: The flows of the run (set before the run).
     flow_ids = variable(typ.List[int], value=[])
@@ -116,25 +165,32 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
     #: How the flows were placed: two nodes, two rails of one node, or loopback (set before the run).
     placement = variable(str, value='')
 
-    #: Partition features needed besides an RDMA port (feature ``ib`` or ``roce``), e.g. ``['dual-port']``.
-    required_partition_features = variable(typ.List[str], value=[])
+    #: Where and when every side ran, per round: node, host, device, CPU, start and end (set after the run).
+    flow_windows = variable(typ.List[typ.Dict[str, object]], value=[], loggable=True)
 
-    @run_after('setup')
-    def skip_without_rdma(self):
-        partition = self.current_partition
-        reasons = []
-        if not {'ib', 'roce'} & set(partition.features):
-            reasons.append(f'{partition.fullname} has no RDMA port (feature ib or roce; soft-RoCE nodes: '
-                           'make softroce-test)')
-        reasons += [f'{partition.fullname} lacks feature {f!r}' for f in self.required_partition_features
-                    if f not in partition.features]
-        self.skip_for(reasons)
+    #: Smallest overlap of the concurrent flows' measurement windows over the rounds (set after the run).
+    flow_overlap = variable(float, type(None), value=None, loggable=True)
+
+    @run_after('init')
+    def select_rdma_partitions(self):
+        # a hard requirement: partitions without an RDMA port (or the other features) are not candidates
+        needs = ' '.join(f'+{f}' for f in self.required_partition_features)
+        self.valid_systems = [f'+ib {needs}'.strip(), f'+roce {needs}'.strip()]
+        self.job_nodes = 2      # the papers' verbs tests run between two nodes (one node only where there is one)
+
+    # -- what runs --------------------------------------------------------------------------------------
+
+    def program_name(self):
+        return self.test
 
     def options(self):
         """The perftest options common to every flow."""
         opts = ['-F']                       # the CPU-frequency check fails spuriously on VMs and laptops
-        opts += ['-a'] if self.all_sizes else ['-s', str(self.message_size)]
-        if self.iterations is not None:
+        if self.concurrent:
+            opts += ['-D', str(self.duration)]
+        elif not self.round_sizes:
+            opts += ['-a']
+        if self.iterations is not None and not self.concurrent:
             opts += ['-n', str(self.iterations)]
         # what the partition's devices need on every run (e.g. a longer QP timeout for emulated RoCE),
         # and what they cannot take (e.g. --perform_warm_up, which hangs perftest 4.5 over rxe)
@@ -148,75 +204,172 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
         ends, self.placement = endpoints(self.current_partition)
         return [flow(0, *ends)]
 
+    @property
+    def concurrent(self):
+        return len(self.flow_ids) > 1
+
+    @run_after('setup')
+    def refuse_a_warmup_count(self):
+        if self.warmup is not None:
+            raise ValueError('perftest takes no warm-up count (its bandwidth tests warm up with --perform_warm_up): '
+                             'warmup cannot be set for the perftest families')
+
+    @property
+    def round_sizes(self):
+        """Message sizes of the rounds; [] for one round sweeping with ``-a``."""
+        text = self.message_sizes or ('' if self.deprecated('all_sizes', 'message_sizes', self.all_sizes, True)
+                                      is None else str(self.message_size))
+        if text:
+            return expand_sizes(text)
+        return list(CONCURRENT_SIZES) if self.concurrent else []
+
+    def runner_python(self):
+        extras = self.current_partition.extras
+        if extras.get('python'):
+            return extras['python']
+        return sys.executable if self.current_partition.scheduler.registered_name == 'local' else 'python3'
+
+    def spec(self, flows):
+        """The pair runner's spec for ``flows``."""
+        extras = self.current_partition.extras
+        nodes = sorted({f[side]['node'] for f in flows for side in ('server', 'client')})
+        two_hosts = int(extras.get('nodes', 1)) >= 2 and len(nodes) > 1
+        return {'version': pair.SPEC_VERSION, 'program': self.test, 'options': self.options(),
+                'rails': [list(r) for r in rails(self.current_partition)], 'nodes': len(nodes),
+                'distinct_hosts': two_hosts, 'flows': flows, 'sizes': self.round_sizes or None,
+                'timeout': self.pair_timeout, 'connect_timeout': self.connect_timeout,
+                'node_exec': extras.get('node_exec'), 'python': self.runner_python()}
+
     @run_before('run')
     def write_spec(self):
         flows = self.flows()
-        extras = self.current_partition.extras
-        nodes = sorted({f[side]['node'] for f in flows for side in ('server', 'client')})
-        addresses = list(extras.get('perftest_addresses') or [None] * len(nodes))
-        spec = {'command': [self.test, *self.options()], 'flows': flows,
-                'addresses': addresses, 'node_exec': extras.get('node_exec'),
-                'timeout': self.pair_timeout}
+        self.flow_ids = [f['id'] for f in flows]
+        spec = self.spec(flows)
+        self.place_runner(spec)
+
+    def place_runner(self, spec):
+        """Write ``spec``, copy the runner next to it, and start it once per node of the spec."""
+        pair.check_spec(spec, SPEC_FILE)
         with open(os.path.join(self.stagedir, SPEC_FILE), 'w') as fp:
             json.dump(spec, fp, indent=2)
+        shutil.copy(pair.__file__, os.path.join(self.stagedir, RUNNER_FILE))
 
-        self.executable = sys.executable
-        self.executable_opts = ['-m', 'ibrepro.cli', 'pair', SPEC_FILE]
-        if int(extras.get('nodes', 1)) >= 2 and len(nodes) > 1:
-            self.num_tasks, self.num_tasks_per_node = len(nodes), 1
+        self.executable = spec['python']
+        self.executable_opts = [RUNNER_FILE, SPEC_FILE]
+        processes = max(sum(1 for f in spec['flows'] for side in ('server', 'client') if f[side]['node'] == n)
+                        for n in range(spec['nodes']))
+        if spec['distinct_hosts']:
+            self.num_tasks, self.num_tasks_per_node = spec['nodes'], 1
+            self.num_cpus_per_task = processes          # one CPU per process of the node, pinned by the runner
+            self.apply_launch_policy(tasks_per_node=1, kill_on_bad_exit=True, bind=False)
         else:
             # one node plays every end: one plain process, whatever MPI launcher the partition has
             self.num_tasks = 1
+            self.num_cpus_per_task = 2 * processes
             self.job.launcher = getlauncher('local')()
-        self.flow_ids = [f['id'] for f in flows]
+            self.binding = 'one task plays every end'
+        self.binding = (f'{self.binding}; ' if self.binding else '') + (
+            'the pair runner pins each side to its own CPU near its device (see flow_windows)')
+
+    # -- what came out ----------------------------------------------------------------------------------
 
     def _runner_errors(self):
         lines = self._read(self.stdout.evaluate()).splitlines()
         return '; '.join(line for line in lines if line.startswith('ibrepro pair:'))
 
-    def _server_failure(self, flow_id):
-        """The perftest server's own failure report, if it printed one."""
+    def _json(self, name):
         try:
-            parsers.parse_file(os.path.join(self.stagedir, f'flow-{flow_id}.server.out'), tool=self.tool)
+            with open(os.path.join(self.stagedir, name)) as fp:
+                data = json.load(fp)
+            return data if isinstance(data, dict) else None
+        except (OSError, ValueError):
+            return None
+
+    def _failure(self):
+        """The first failure a node of the job reported, with the tool's own words where it gave them."""
+        for node in range(2):
+            data = self._json(f'failed-{node}.json')
+            if data:
+                return f'node {node} ({data.get("host", "?")}): {data.get("reason", "?")}'
+        return None
+
+    def _side_failure(self, flow_id, side, tag):
+        """The perftest side's own failure report, if it printed one."""
+        try:
+            parsers.parse_file(os.path.join(self.stagedir, f'flow-{flow_id}{tag}.{side}.out'), tool=self.tool)
         except parsers.BenchmarkFailed as err:
-            return f'server: {err.reason}'
+            return f'{side}: {err.reason}'
         except parsers.ParseError:
             return None
         return None
 
-    def diagnose(self):
-        tables = []
-        for flow_id in self.flow_ids:
-            client = os.path.join(self.stagedir, f'flow-{flow_id}.client.out')
-            status = _status(self.stagedir, flow_id, 'client')
+    def flow_table(self, flow_id):
+        """The table of one flow, from its rounds, and the windows of its client sides."""
+        tables, windows = [], []
+        for size in self.round_sizes or [None]:
+            tag = f'.s{size}' if size else ''
+            client = os.path.join(self.stagedir, f'flow-{flow_id}{tag}.client.out')
+            status = self._json(f'flow-{flow_id}{tag}.client.status.json') or {}
+            server = self._json(f'flow-{flow_id}{tag}.server.status.json') or {}
             if not os.path.exists(client):
-                raise SanityError(f'flow {flow_id}: the client never ran: '
-                                  f'{self._server_failure(flow_id) or self._runner_errors() or "see " + self.stdout.evaluate()}')
-            if status == 'timeout':
-                raise SanityError(f'flow {flow_id}: {self.tool} client killed after {self.pair_timeout} s '
-                                  '(server never answered?)')
+                raise SanityError(f'flow {flow_id}{" at " + str(size) + " B" if size else ""}: the client never '
+                                  f'ran: {self._side_failure(flow_id, "server", tag) or self._failure() or self._runner_errors() or "see " + self.stdout.evaluate()}')
             try:
-                parsed = parsers.parse_file(client, tool=self.tool)
-                table = parsed.table()
+                table = parsers.parse_file(client, tool=self.tool).table()
             except parsers.ParseError as err:
                 raise SanityError(f'flow {flow_id}: {err}') from None
-            if status not in (0, None):
-                raise SanityError(f'flow {flow_id}: {self.tool} client exited with {status}')
+            rc = status.get('returncode')
+            if rc not in (0, None):
+                raise SanityError(f'flow {flow_id}: {self.tool} client exited with {rc}'
+                                  + (f' ({self._failure()})' if self._failure() else ''))
             tables.append(table)
+            for end in (server, status):
+                if end:
+                    windows.append({k: end.get(k) for k in ('flow', 'side', 'size', 'node', 'host', 'device',
+                                                            'cpu', 'start', 'end', 'returncode')})
+        return (tables[0] if len(tables) == 1 else merge_rounds(tables)), windows
 
+    def check_overlap(self):
+        """Concurrent flows: each round's measurement windows must overlap; record the smallest overlap."""
+        if not self.concurrent:
+            return
+        margin = perftest_margin(self.options(), self.duration)
+        worst = None
+        for size in self.round_sizes:
+            clients = [w for w in self.flow_windows if w['side'] == 'client' and w['size'] == size
+                       and w['start'] and w['end']]
+            if len(clients) < len(self.flow_ids):
+                raise SanityError(f'concurrent flows at {size} B: only {len(clients)} of {len(self.flow_ids)} '
+                                  'clients recorded their run')
+            # perftest -D measures from `margin` after its traffic starts until `margin` before it stops
+            measured = [[w['end'] - self.duration + margin, w['end'] - margin] for w in clients]
+            share = overlap(measured)
+            worst = share if worst is None else min(worst, share)
+            if share < self.min_overlap:
+                spans = '; '.join(f'flow {w["flow"]} on {w["host"]} {w["start"]:.2f}-{w["end"]:.2f}'
+                                  for w in clients)
+                raise SanityError(f'concurrent flows at {size} B overlapped {share:.0%} of their measurement '
+                                  f'windows (at least {self.min_overlap:.0%} needed): {spans}; their sum is not '
+                                  'simultaneous traffic')
+        self.flow_overlap = round(worst, 3)
+
+    def diagnose(self):
+        tables, self.flow_windows = [], []
+        for flow_id in self.flow_ids:
+            table, windows = self.flow_table(flow_id)
+            tables.append(table)
+            self.flow_windows += windows
+
+        failure = self._failure()
+        if failure:
+            raise SanityError(failure)
         table = tables[0] if len(tables) == 1 else aggregate(tables, self.name)
         missing = sorted(set(self.expected_sizes) - set(table.sizes()))
         if missing:
             raise SanityError(f'{self.tool}: missing sizes {missing[:8]}')
+        self.check_overlap()
+        self.check_metrics(table)
         if self.job.exitcode:
-            raise SanityError(f'ibrepro pair exited with {self.job.exitcode} (a server failed or timed out; '
-                              f'see flow-*.server.out)')
+            raise SanityError(f'the pair runner exited with {self.job.exitcode} ({self._runner_errors() or "see "}'
+                              f'{self.stdout.evaluate()})')
         return None, table
-
-
-def _status(stagedir, flow_id, side):
-    try:
-        with open(os.path.join(stagedir, f'flow-{flow_id}.{side}.status.json')) as fp:
-            return json.load(fp)['returncode']
-    except (OSError, ValueError, KeyError):
-        return None

@@ -1,0 +1,81 @@
+"""How a check's processes are placed and bound: the one home of binding and exclusivity, per launcher and MPI.
+
+The papers ran one process per node (or two) on dedicated nodes; a measurement whose ranks float between cores,
+share a core with another busy poller, or sit on the socket away from the HCA measures the scheduler. So every
+performance check asks for whole nodes (``exclusive_access``) and binds each rank to a core, the way its
+launcher and MPI library spell it:
+
+=================  ================================================================================
+launcher / MPI     options or variables
+=================  ================================================================================
+srun               ``--cpu-bind=cores`` (one rank per node on a known HCA NUMA node:
+                   ``--cpu-bind=map_ldom:<node>``); client/server jobs: ``--kill-on-bad-exit=1`` and
+                   ``--cpu-bind=none`` (the pair runner binds each side near its device itself)
+Open MPI mpirun    ``--bind-to core``
+MPICH (hydra)      ``-bind-to core``
+Intel MPI          ``I_MPI_PIN=1``, ``I_MPI_PIN_DOMAIN=core`` (its mpirun takes no binding option)
+MVAPICH2           ``MV2_ENABLE_AFFINITY=1``, ``MV2_CPU_BINDING_LEVEL=core``
+=================  ================================================================================
+
+Which MPI an environment has comes from its features (``openmpi``, ``mpich``, ``impi``, ``mvapich2``); an
+environment that names none is not bound by MPI options (only srun binds it), and the recorded binding says so.
+A layout with more ranks than cores (oversubscribed on purpose, e.g. the memory benchmark) is never bound.
+The client/server runner (:mod:`ibrepro.pair`) pins its own processes near their devices.
+"""
+
+#: Launchers that are srun (ReFrame's registered names).
+SRUN = ('srun', 'srunalloc')
+
+#: MPI launchers whose binding syntax depends on the environment's MPI.
+MPI_LAUNCHERS = ('mpirun', 'mpiexec', 'mpirun-openmpi', 'mpirun-intelmpi')
+
+#: MPI library feature -> (launcher options, environment variables) that bind each rank to a core.
+MPI_BINDING = {
+    'openmpi': (['--bind-to', 'core'], {}),
+    'mpich': (['-bind-to', 'core'], {}),
+    'impi': ([], {'I_MPI_PIN': '1', 'I_MPI_PIN_DOMAIN': 'core'}),
+    'mvapich2': ([], {'MV2_ENABLE_AFFINITY': '1', 'MV2_CPU_BINDING_LEVEL': 'core'}),
+}
+
+
+def mpi_family(environ_features):
+    """The MPI library an environment declares (a key of :data:`MPI_BINDING`), or None."""
+    # mvapich2 first: an MVAPICH2 environment may also say mpich (it is MPICH-derived)
+    for family in ('mvapich2', 'impi', 'openmpi', 'mpich'):
+        if family in environ_features:
+            return family
+    return None
+
+
+def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None, hca_numa_node=None,
+           kill_on_bad_exit=False, bind=True):
+    """``(launcher options, environment variables, description)`` binding and guarding one job's ranks."""
+    options, env, said = [], {}, []
+    oversubscribed = cores_per_node is not None and ranks_per_node > int(cores_per_node)
+    if launcher in SRUN:
+        if kill_on_bad_exit:
+            options.append('--kill-on-bad-exit=1')
+        if not bind:
+            # the job binds its own processes (the pair runner, near their devices): it sees every CPU of its node
+            options.append('--cpu-bind=none')
+        elif not oversubscribed:
+            options.append(f'--cpu-bind=map_ldom:{hca_numa_node}' if ranks_per_node == 1 and hca_numa_node
+                           is not None else '--cpu-bind=cores')
+    family = mpi_family(environ_features)
+    if bind and not oversubscribed and family and (launcher in MPI_LAUNCHERS or family in ('impi', 'mvapich2')):
+        mpi_options, mpi_env = MPI_BINDING[family]
+        if launcher in MPI_LAUNCHERS:
+            options += mpi_options
+        env.update(mpi_env)
+    if options:
+        said.append(f'{launcher} ' + ' '.join(options))
+    if env:
+        said.append(' '.join(f'{k}={v}' for k, v in env.items()))
+    if not bind:
+        said.append('the launcher leaves binding to the job')
+    elif oversubscribed:
+        said.append(f'not bound: {ranks_per_node} ranks on {cores_per_node} cores (oversubscribed on purpose)')
+    elif not said or (launcher not in SRUN and not family):
+        said.append(f'no binding known for launcher {launcher!r} with this environment\'s MPI '
+                    '(declare openmpi, mpich, impi or mvapich2 among its features)')
+    return options, env, '; '.join(said)

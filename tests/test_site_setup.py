@@ -1,0 +1,54 @@
+"""docs/site-setup.md, step by step on the site template (configs/example-cluster.py, partition hdr)."""
+
+import re
+
+import yaml
+
+from conftest import ROOT, output
+from ibrepro import paths
+
+DOC = ROOT / 'docs' / 'site-setup.md'
+SITE = ['--system', 'example-cluster:hdr']
+EXAMPLE = {'config': 'configs/example-cluster.py'}
+
+
+def test_what_the_guide_names_exists():
+    text = DOC.read_text()
+    for path in sorted(set(re.findall(r'`((?:tests|configs|docs|ci|scripts)/[\w./-]+)`', text))):
+        assert (ROOT / path).exists() or '<' in path, path
+
+
+def test_the_nightly_subset_is_current_and_is_what_nightly_mode_selects(reframe):
+    import runpy
+    generator = runpy.run_path(str(ROOT / 'scripts' / 'nightly_subset.py'))
+    committed = yaml.safe_load((paths.REFERENCE_DATA / 'nightly.yaml').read_text())
+    assert generator['build']() == committed                     # scripts/nightly_subset.py was run
+    assert committed['uncovered_figures'] == [] and committed['estimate']['two_nodes']['minutes'] <= 30
+
+    proc = reframe('-lC', '--mode', 'nightly', *SITE, **EXAMPLE)
+    assert proc.returncode == 0, output(proc)
+    listed = re.findall(r'^- (.+?) /[0-9a-f]{8} @example-cluster:hdr\+(\w+)$', proc.stdout, re.M)
+    system = [n for n, _ in listed if n in ('SoftwareVersions', 'RdmaTopology')]
+    assert len(listed) - len(system) == committed['estimate']['all']['cases']
+    assert {n for n, _ in listed} - set(system) == {c['case'] for c in committed['cases']}
+
+
+def test_nothing_is_listed_only_to_be_skipped_and_the_rest_is_explained(reframe):
+    proc = reframe('--dry-run', '--nocolor', '-t', 'nightly', *SITE, **EXAMPLE)
+    assert proc.returncode == 0, output(proc)
+    assert ' 0 skipped' in proc.stdout and 'SKIP' not in proc.stdout
+    proc = reframe.ibrepro('catalog', '-C', 'configs/example-cluster.py', '--system', 'example-cluster:hdr',
+                           '--not-run')
+    assert proc.returncode == 0, output(proc)
+    assert proc.stdout.strip() == 'Every family of the papers has test cases on example-cluster.'
+
+
+def test_a_verbs_job_script_reads_as_the_guide_says(reframe):
+    proc = reframe('--dry-run', '-n', 'PerftestBinding%case=bidir-2proc', *SITE, **EXAMPLE)
+    assert proc.returncode == 0, output(proc)
+    (script,) = reframe.home.rglob('PerftestBinding_*/rfm_job.sh')
+    text = script.read_text()
+    assert '#SBATCH --exclusive' in text and '#SBATCH --nodes=2' in text and '#SBATCH --ntasks-per-node=1' in text
+    assert text.splitlines()[-1] == ('srun --cpus-per-task=2 --kill-on-bad-exit=1 --cpu-bind=none python3 '
+                                     'ibrepro_pair.py flows.json')
+    assert (script.parent / 'ibrepro_pair.py').read_text() == (ROOT / 'src' / 'ibrepro' / 'pair.py').read_text()
