@@ -42,7 +42,8 @@ LINE_PREFIXES = [
     '-' * 60, '                    RDMA_Write BW', ' Device         :', ' Device         : x', 'Version:',
     "Couldn't connect to", ' #bytes', 'WARNING:', '# ibrepro-bench overhead', '# table:', '# key:', '# key: x',
     'ibrepro_overhead: error:', 'ibrepro_overhead: error: x', 'bytes', 'MPI_ABORT was invoked on rank 0',
-    'EXIT STRING:', 'srun: error: node1: tasks 0:',
+    'EXIT STRING:', 'srun: error: node1: tasks 0:', 'mpirun has detected an attempt to run as root',
+    'Runtime environment uses unsupported PMI version', 'detected that one or more processes exited with non-zero',
 ]
 
 

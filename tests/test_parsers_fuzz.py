@@ -104,7 +104,8 @@ def impossible(out):
                 value = row.get(key)
                 if value is None:
                     continue
-                if (not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
+                if (not isinstance(value, (int, float)) or (isinstance(value, float) and not math.isfinite(value))
+                        or value < 0
                         or (metric in ('lat', 'time') and value == 0) or value > 1e12):
                     return f'{table.benchmark}: {metric} {value!r}'
     return None

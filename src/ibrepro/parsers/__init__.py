@@ -165,7 +165,7 @@ class ParsedOutput:
 # What MPI launchers and schedulers print when a job dies; shared by every MPI tool's parser. The launcher's
 # own refusals come first: they explain the aborts that follow them.
 _ABORTS = [
-    (r'(\S+) has detected an attempt to run as root',
+    (r'(?<!\S)(\S+) has detected an attempt to run as root',   # (?<!\S): tried at a word's start only: linear
      'Open MPI ({0}) refuses to run as root: the environment needs OMPI_ALLOW_RUN_AS_ROOT=1 and '
      'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (ibrepro sets them in its Open MPI environments), or run as another user'),
     (r'Runtime environment uses unsupported PMI version (\S+?)\.',
