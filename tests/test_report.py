@@ -329,7 +329,7 @@ def test_report_of_stored_sessions(history):
     assert compare.limit_now(topology, True) == (pytest.approx(8000.0), None)
     # ...but these MPI processes share one node: no link between them
     assert 'intra-node (shared memory): no link to limit it' in row.group(0)
-    assert 'layout 2x1 needs 2 nodes' in page.plain and 'Intel(R) MPI Library 2021.14' in page.plain
+    assert 'needs 2 nodes (has 1)' in page.plain and 'Intel(R) MPI Library 2021.14' in page.plain
     assert len(re.findall(r'<tr><td>[0-9a-f-]{36}</td>', html)) == 3   # the history up to the selected session
 
     # measured = median over the selected sessions

@@ -32,7 +32,9 @@ import math
 import os
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -354,10 +356,14 @@ def _platform(platform):
     extras = platform.get('extras') or {}
     if not isinstance(extras, dict):
         raise TypeError(f'extras is not an object: {extras!r:.60}')
+    environ_extras = platform.get('environ_extras') or {}
+    if not isinstance(environ_extras, dict):
+        raise TypeError(f'environ_extras is not an object: {environ_extras!r:.60}')
     return {'system_descr': str(platform.get('system_descr') or ''),
             'partition_descr': str(platform.get('partition_descr') or ''),
             'features': strings(platform.get('features') or []),
-            'environ_features': strings(platform.get('environ_features') or []), 'extras': extras}
+            'environ_features': strings(platform.get('environ_features') or []), 'extras': extras,
+            'environ_extras': environ_extras}
 
 
 def _topology(topology):
@@ -382,26 +388,58 @@ def _skipped_families(system, current, platforms, platforms_config):
     return skipped + _absent_families(system, current, platforms, platforms_config)
 
 
-def recorded_system(system, platforms):
-    """The system as its sessions recorded it (SoftwareVersions' platform descriptions), in the shape of a ReFrame
-    system configuration as far as :func:`catalog.why_not` reads it: partitions with features and extras.
+def recorded_configuration(system, platforms):
+    """A ReFrame configuration (JSON data, nothing to import) of the system as its sessions recorded it:
+    SoftwareVersions' platform descriptions, the partitions' and environments' features and extras.
 
     Never the configuration file a session names: importing it would run whatever a stored session points at.
     """
-    partitions = {}
-    for (partition, _), platform in sorted(platforms.items()):
-        partitions.setdefault(partition, {'name': partition, 'features': platform['features'],
-                                          'extras': platform['extras']})
-    return {'name': system, 'partitions': list(partitions.values())} if partitions else None
+    partitions, environments = {}, {}
+    for (partition, environ), platform in sorted(platforms.items()):
+        part = partitions.setdefault(partition, {'name': partition, 'scheduler': 'local', 'launcher': 'local',
+                                                 'environs': [], 'features': platform['features'],
+                                                 'extras': platform['extras']})
+        part['environs'].append(environ)
+        # ReFrame selects environments per system, not per partition: one entry per name, features of all
+        env = environments.setdefault(environ, {'name': environ, 'features': [], 'extras': {},
+                                                'target_systems': [system]})
+        env['features'] = list(dict.fromkeys(env['features'] + platform['environ_features']))
+        env['extras'] = {**platform['environ_extras'], **env['extras']}
+    if not partitions:
+        return None
+    return {'systems': [{'name': system, 'hostnames': ['.*'], 'partitions': list(partitions.values())}],
+            'environments': list(environments.values())}
+
+
+#: Run in a child: ReFrame's runtime (which the test variants need to say what they require) is one per process.
+_VERDICTS = ('import json, sys\nfrom ibrepro import catalog\n'
+             'verdicts, _ = catalog.system_view(sys.argv[1], sys.argv[2])\n'
+             'print(json.dumps({name: whys for name, (_, whys) in verdicts.items()}))')
+
+
+def not_run_verdicts(system, config=None, platforms=None):
+    """{test variant: [(why it cannot run, how to enable)]} on ``system``, from the configuration given explicitly
+    (``-C``) or the platforms the sessions recorded; None when neither says; CatalogError if it cannot be read."""
+    with tempfile.TemporaryDirectory(prefix='ibrepro-report-') as tmp:
+        if not config:
+            recorded = recorded_configuration(system, platforms or {})
+            if recorded is None:
+                return None
+            config = Path(tmp) / 'recorded.json'
+            config.write_text(json.dumps(recorded))
+        proc = subprocess.run([sys.executable, '-c', _VERDICTS, str(config), system], capture_output=True,
+                              text=True, timeout=600)
+    if proc.returncode:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise catalog.CatalogError(lines[-1] if lines else f'exit {proc.returncode}')
+    return json.loads(proc.stdout.splitlines()[-1])
 
 
 def _absent_families(system, current, platforms, platforms_config):
     present = {name for _, _, name in current}
     try:
-        classes = catalog.check_classes()
-        sysconf = (catalog.selected_system(platforms_config, system) if platforms_config
-                   else recorded_system(system, platforms))
-    except Exception as err:   # noqa: BLE001  (the catalog imports check files: report, do not fail)
+        verdicts = not_run_verdicts(system, platforms_config, platforms)
+    except (catalog.CatalogError, subprocess.SubprocessError, OSError, ValueError, IndexError) as err:
         return [{'check': '-', 'experiments': '', 'reason': f'could not evaluate the catalog: {err}'}]
 
     rows = {}
@@ -411,14 +449,15 @@ def _absent_families(system, current, platforms, platforms_config):
                 continue
             row = rows.setdefault(check, {'check': check, 'experiments': [], 'reason': ''})
             row['experiments'].append(exp['id'])
-            cls = classes.get(check.split()[0])
-            if not cls:
-                row['reason'] = 'no such check in reframe-checks/'
-            elif sysconf:
-                row['reason'] = catalog.why_not(cls, sysconf)
-            else:
+            if verdicts is None:
                 row['reason'] = ('not run in the selected sessions (they recorded no platform description: run the '
                                  'SoftwareVersions check, or give the configuration with -C)')
+                continue
+            mine = [name for name in verdicts if re.sub(r'\s+', '', name).startswith(re.sub(r'\s+', '', check))]
+            whys = list(dict.fromkeys(tuple(w) for name in mine for w in verdicts[name]))
+            row['reason'] = ('no such check in reframe-checks/' if not mine
+                             else '; '.join(f'{why} (to enable: {how})' if how else why for why, how in whys[:3])
+                             or 'runnable here, but not run in the selected sessions')
     for row in rows.values():
         row['experiments'] = ', '.join(f'#{e}' for e in row['experiments'])
     return list(rows.values())
