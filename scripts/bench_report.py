@@ -1,17 +1,26 @@
 """How long `ibrepro report` takes over a long history: a synthetic results database, timed end to end.
 
-    .venv/bin/python scripts/bench_report.py [--sessions 30 90 365 730] [--values 1000] [--keep DIR]
+    .venv/bin/python scripts/bench_report.py [--sessions 30 90 365 730] [--values 1000] [--repeat 2] [--keep DIR]
 
 Each synthetic session is the stored run report of a real short `make run`
 (tests/data/run-reports/run-report.local_imb_short.json) with its test cases copied under extra
 environment names until it holds about --values performance values, one day apart, every value the real one
 times log-normal noise (CV 5 %). The database has ReFrame 4.10's schema and rows (as its SQLite backend writes
 them). For each history length N the script runs `ibrepro report --history N` (default window 30), so trends
-span all N sessions, and prints the wall time.
+span all N sessions, and prints the wall time and CPU time of
+
+* `index build`: the first report, which extracts every session into the values index (once per database);
+* `report`: a report with the index in step (every nightly report after the first: the tested path);
+* `no index`: `ibrepro report --no-index`, which decodes every session's stored JSON (the path before the index);
+* `ingest 1`: bringing the index in step after one more session was stored (what a nightly report adds);
+
+and the sizes of the database and of the index (MB, and MB per 1000 sessions). Timings are the best of
+--repeat runs, with the load average before each.
 """
 
 import argparse
 import copy
+import resource
 import json
 import os
 import random
@@ -57,13 +66,15 @@ def template(values):
     return report, count
 
 
-def make_db(path, sessions, values, seed=1):
+def make_db(path, sessions, values, seed=1, start=1.7e9):
+    """A results database of ``sessions`` synthetic sessions a day apart from ``start`` (added to ``path`` if it
+    exists)."""
     rng = random.Random(seed)
     base, count = template(values)
+    exists = Path(path).exists()
     conn = sqlite3.connect(path)
-    for sql in SCHEMA:
+    for sql in SCHEMA if not exists else []:
         conn.execute(sql)
-    start = 1.7e9
     for n in range(sessions):
         report = copy.deepcopy(base)
         info = report['session_info']
@@ -87,30 +98,77 @@ def make_db(path, sessions, values, seed=1):
     return count
 
 
+def _load():
+    return ' '.join(Path('/proc/loadavg').read_text().split()[:3]) if Path('/proc/loadavg').exists() else '?'
+
+
+def _timed(cmd, env, repeat):
+    """(best wall seconds, its CPU seconds, loads) of ``repeat`` runs of ``cmd``."""
+    best, loads = None, []
+    for _ in range(repeat):
+        loads.append(_load())
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        began = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        took = time.perf_counter() - began
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode:
+            sys.exit(f'{" ".join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}')
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        if best is None or took < best[0]:
+            best = (took, cpu)
+    return best[0], best[1], loads
+
+
+def add_session(db, values, seed):
+    """One more synthetic session, a day after the newest."""
+    conn = sqlite3.connect(db)
+    newest = conn.execute('SELECT MAX(session_start_unix) FROM sessions').fetchone()[0]
+    conn.close()
+    make_db(db, 1, values, seed=seed, start=newest + 86400)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--sessions', type=int, nargs='+', default=[30, 90, 365, 730])
     parser.add_argument('--values', type=int, default=1000)
+    parser.add_argument('--repeat', type=int, default=2, help='timed runs of each step (the best is printed)')
     parser.add_argument('--keep', metavar='DIR', help='keep the databases and reports here')
+    parser.add_argument('--reuse', action='store_true', help='reuse databases already in --keep DIR')
     args = parser.parse_args()
+
+    sys.path.insert(0, str(ROOT / 'src'))
+    from ibrepro import results
 
     work = Path(args.keep or tempfile.mkdtemp(prefix='bench-report-'))
     work.mkdir(parents=True, exist_ok=True)
     ibrepro = Path(sys.executable).parent / 'ibrepro'
-    print(f'{"sessions":>8} {"values":>7} {"db MB":>6} {"report s":>9}   (load before: 1/5/15 min)')
+    env = {**os.environ, 'IBREPRO_HOME': str(work)}
+    print(f'{"sessions":>8} {"values":>6} {"db MB":>6} {"index MB":>8} {"MB/1000":>7}   {"step":<12} {"wall s":>7} '
+          f'{"cpu s":>6}   load 1/5/15 min before each run')
     for sessions in args.sessions:
         db = work / f'history-{sessions}.db'
-        db.unlink(missing_ok=True)
-        count = make_db(db, sessions, args.values)
-        load = ' '.join(Path('/proc/loadavg').read_text().split()[:3]) if Path('/proc/loadavg').exists() else '?'
-        began = time.perf_counter()
-        proc = subprocess.run([str(ibrepro), 'report', '--db', str(db), '--history', str(sessions),
-                               '--output-dir', str(work / 'reports')],
-                              capture_output=True, text=True, env={**os.environ, 'IBREPRO_HOME': str(work)})
-        took = time.perf_counter() - began
-        if proc.returncode:
-            sys.exit(f'ibrepro report failed:\n{proc.stdout}\n{proc.stderr}')
-        print(f'{sessions:>8} {count:>7} {db.stat().st_size / 1e6:>6.0f} {took:>9.1f}   ({load})')
+        if not (args.reuse and db.exists()):
+            db.unlink(missing_ok=True)
+            make_db(db, sessions, args.values)
+        count = template(args.values)[1]
+        index = results.ValueIndex(db)
+        index.remove()
+        report = [str(ibrepro), 'report', '--db', str(db), '--history', str(sessions),
+                  '--output-dir', str(work / 'reports')]
+        steps = [('index build', *_timed(report, env, 1))]
+        steps.append(('report', *_timed(report, env, args.repeat)))
+        steps.append(('no index', *_timed(report + ['--no-index'], env, args.repeat)))
+        add_session(db, args.values, seed=sessions)
+        loads = [_load()]
+        began, cpu = time.perf_counter(), time.process_time()
+        with results.ValueIndex(db):
+            pass
+        steps.append(('ingest 1', time.perf_counter() - began, time.process_time() - cpu, loads))
+        size_db, size_index = db.stat().st_size / 1e6, index.size() / 1e6
+        for step, wall, cpu, loads in steps:
+            print(f'{sessions:>8} {count:>6} {size_db:>6.0f} {size_index:>8.1f} {size_index / sessions * 1000:>7.1f}   '
+                  f'{step:<12} {wall:>7.2f} {cpu:>6.2f}   {"; ".join(loads)}', flush=True)
 
 
 if __name__ == '__main__':

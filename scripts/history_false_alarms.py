@@ -55,7 +55,7 @@ def main():
         # the tested runs (the newest --confirm) and up to --window before them
         history = [r for run in runs[max(0, i + 1 - method.confirm - method.window):i + 1] for r in run]
         tested = [r for run in runs[i + 1 - method.confirm:i + 1] for r in run]
-        model = report.build(args.system, tested, history, method)
+        model = report.build(args.system, tested, results.History.of(history, system=args.system), method)
         cases = [g for g in model['groups'] if g['shift'].verdict != 'untested']
         flagged = [r for r in model['flagged'] if r['shift'].verdict == 'regression']
         alarms = model['group_alarms']

@@ -1,6 +1,8 @@
 """The papers' reference data (reference-data/) and `ibrepro refs`: validation, queries, export, coverage."""
 
+import copy
 import csv
+import importlib.util
 import io
 import json
 import os
@@ -181,7 +183,7 @@ def test_cli_export_filtered(capsys):
 # Broken copies: each problem names the file, the entry and the reason
 
 def test_duplicate_id_is_reported(data_copy):
-    edit_yaml(data_copy / PAPER_003, lambda d: d['entries'].append(dict(d['entries'][5])))
+    edit_yaml(data_copy / PAPER_003, lambda d: d['entries'].append(copy.deepcopy(d['entries'][5])))
     dup = yaml.safe_load((data_copy / PAPER_003).read_text())['entries'][5]['id']
     problems = [str(p) for p in refs.validate([data_copy / PAPER_003], root=data_copy)]
     assert any(PAPER_003 in p and f'entry {dup}' in p and 'duplicate id' in p for p in problems), problems
@@ -235,6 +237,29 @@ def test_cli_validate_fails_with_file_and_entry(data_copy, capsys):
     status, _, err = run_cli(['refs', 'validate', '--root', str(data_copy), str(data_copy / PAPER_003)], capsys)
     assert status == 1
     assert f'{PAPER_003}:' in err and f'entry {entry_id}' in err and '1 problem(s)' in err
+
+
+def _alias_bomb():
+    spec = importlib.util.spec_from_file_location('bench_hostile_inputs',
+                                                  Path(__file__).parents[1] / 'scripts' / 'bench_hostile_inputs.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.alias_bomb()
+
+
+@pytest.mark.parametrize('text, reason, line', [
+    (_alias_bomb(), 'YAML anchors and aliases are not accepted (&a0)', 1),    # 9^9 leaves once expanded
+    ('IMBPointToPoint:\n  $index: &idx [$partition, $environ]\n', 'YAML anchors and aliases are not accepted (&idx)',
+     2),
+    ('a: 1\nb: *nothing\n', 'YAML anchors and aliases are not accepted (*nothing)', 2),
+    ('a: ' + '[' * 100000 + ']' * 100000 + '\n', 'nested deeper than 64 levels', 1),   # libyaml would crash
+])
+def test_yaml_aliases_and_deep_nesting_are_refused_with_file_and_line(data_copy, capsys, text, reason, line):
+    path = data_copy / 'systems' / 'attacked' / 'references.yaml'
+    path.parent.mkdir()
+    path.write_text(text)
+    status, _, err = run_cli(['refs', 'validate', '--root', str(data_copy), str(path)], capsys)
+    assert status == 1 and f'systems/attacked/references.yaml:{line}: {reason}' in err, err
 
 
 def test_validate_one_path_still_resolves_against_the_tree(data_copy, capsys):

@@ -110,7 +110,7 @@ def test_report_of_a_stored_run_report(runner):
 
 def test_intra_node_sessions_answer_the_papers_intra_node_numbers():
     data = json.loads(MAKE_RUN.read_text())
-    model = report.build('local', [data], [data])
+    model = report.build('local', [data], results.History.of([data], system='local'))
     rows = {r['id']: r for r in model['headline']}
     values = {pv.name: {} for pv in results.perf_values(data)}
     for pv in results.perf_values(data):
@@ -142,8 +142,7 @@ def test_intra_node_sessions_answer_the_papers_intra_node_numbers():
 
 def test_headline_numbers_are_the_measured_values_beside_the_papers():
     data = json.loads(FIXTURE.read_text())
-    inputs = report.Inputs([data], {'local': [data]})
-    model = report.build('local', inputs.selected, inputs.history['local'])
+    model = report.build('local', [data], results.History.of([data], system='local'))
     rows = {(r['id'], r['check']): r for r in model['headline']}
     pingpong = {pv.variable: pv.value for pv in results.perf_values(data) if pv.name.endswith('PingPong')}
     uniband = {pv.variable: pv.value for pv in results.perf_values(data) if pv.name.endswith('Uniband')}
@@ -330,7 +329,7 @@ def test_report_of_stored_sessions(history):
     assert compare.limit_now(topology, True) == (pytest.approx(8000.0), None)
     # ...but these MPI processes share one node: no link between them
     assert 'intra-node (shared memory): no link to limit it' in row.group(0)
-    assert 'layout 2x1 needs 2 nodes' in page.plain and 'Intel(R) MPI Library 2021.14' in page.plain
+    assert 'needs 2 nodes (has 1)' in page.plain and 'Intel(R) MPI Library 2021.14' in page.plain
     assert len(re.findall(r'<tr><td>[0-9a-f-]{36}</td>', html)) == 3   # the history up to the selected session
 
     # measured = median over the selected sessions

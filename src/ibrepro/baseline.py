@@ -11,12 +11,16 @@ and Mop/s may not fall below ref * (1 - tol). The output is ReFrame's ``$ref`` Y
 
 import collections
 import datetime
+import functools
+import json
+import math
+import re
 import sys
 from pathlib import Path
 
 import yaml
 
-from . import parsers, paths, results, stats
+from . import parsers, paths, references, results, stats
 
 DEFAULTS = {'k': 3.0, 'floor': 0.10, 'default': 0.25, 'cap': 0.90, 'min_samples': 3}
 
@@ -95,18 +99,61 @@ def _deep_update(dst, src):
             dst[key] = value
 
 
+@functools.lru_cache(maxsize=None)
+def _reframe_name_pattern():
+    """ReFrame's own rule for system and partition names, from its configuration schema."""
+    import reframe
+    schema = json.loads((Path(reframe.__file__).parent / 'schemas' / 'config.json').read_text())
+    return schema['defs']['alphanum_ext_string']['pattern']
+
+
+def system_name_problem(name):
+    """Why ``name`` cannot be a ReFrame system name (and so a directory under reference-data/systems), or None."""
+    if not isinstance(name, str) or not re.fullmatch(_reframe_name_pattern(), name):
+        return f'{name!r:.80} is not a ReFrame system name ({_reframe_name_pattern()})'
+    return None
+
+
+def references_path(system):
+    """``reference-data/systems/<system>/references.yaml``; ValueError unless ``system`` is a ReFrame name (a
+    stored name such as ``../..`` or ``/etc`` would point anywhere)."""
+    problem = system_name_problem(system)
+    if problem:
+        raise ValueError(problem)
+    return paths.system_references_dir(system) / 'references.yaml'
+
+
+class _Dumper(yaml.SafeDumper):
+    def ignore_aliases(self, data):   # write every value out: reference files refuse anchors and aliases
+        return True
+
+
+def _finite(node, trail='references'):
+    """ValueError naming the place of a number that is not finite (YAML would write .inf or .nan)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            _finite(value, f'{trail}.{key}')
+    elif isinstance(node, list):
+        for value in node:
+            _finite(value, trail)
+    elif isinstance(node, float) and not math.isfinite(node):
+        raise ValueError(f'{trail}: {node} is not a reference')
+
+
 def write(doc, path, sessions, method):
+    _finite(doc)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     method = {**DEFAULTS, **method}
     header = [
         f'# ReFrame references ($ref) written by `ibrepro baseline` on {datetime.date.today()}',
-        f'# from {len(sessions)} session(s): ' + ', '.join(s['session_info']['uuid'][:8] for s in sessions),
+        f'# from {len(sessions)} session(s): ' + ', '.join(str(s['session_info'].get('uuid') or '?')[:8]
+                                                       for s in sessions),
         f'# value = median; tolerance = max({method["floor"]}, {method["k"]} x robust CV) capped at '
         f'{method["cap"]}, or {method["default"]} with fewer than {method["min_samples"]} samples;',
         '# one-sided: latency/time upper bound, bandwidth/rate lower bound.',
     ]
-    text = yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=120)
+    text = yaml.dump(doc, Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=120)
     path.write_text('\n'.join(header) + '\n' + text)
 
 
@@ -128,17 +175,21 @@ def add_cli(subparsers):
 
 def _cli(args):
     method = {name: getattr(args, name) for name in DEFAULTS}
+    problems = []
     try:
         if args.report:
             sessions = [results.load_report(f) for f in args.report]
         else:
-            sessions = results.stored_sessions(uuids=args.sessions, last=None if args.sessions else args.last)
+            sessions = results.stored_sessions(uuids=args.sessions, last=None if args.sessions else args.last,
+                                               problems=problems)
     except results.ResultsError as err:
         print(f'ibrepro baseline: {err}', file=sys.stderr)
         return 1
 
-    values = [pv for s in sessions for pv in results.perf_values(s)
+    values = [pv for s in sessions for pv in results.perf_values(s, problems)
               if args.system is None or pv.system == args.system]
+    for problem in problems:
+        print(f'ibrepro baseline: skipped: {problem}', file=sys.stderr)
     systems = sorted({pv.system for pv in values})
     if not values:
         print('ibrepro baseline: no performance values in the selected sessions', file=sys.stderr)
@@ -150,11 +201,19 @@ def _cli(args):
 
     for system in systems:
         mine = [pv for pv in values if pv.system == system]
-        path = Path(args.output) if args.output else paths.system_references_dir(system) / 'references.yaml'
-        old = None
-        if path.exists() and not args.replace:
-            old = yaml.safe_load(path.read_text())
-        write(merge(old, build(mine, **method)), path, sessions, method)
+        try:
+            path = Path(args.output) if args.output else references_path(system)
+            old = None
+            if path.exists() and not args.replace:
+                old = references.read_yaml(path)
+            write(merge(old, build(mine, **method)), path, sessions, method)
+        except ValueError as err:   # a system name that is no directory of ours, an unreadable old file
+            print(f'ibrepro baseline: {err}' + ('; write it elsewhere with --system and --output' if not args.output
+                                                 and system_name_problem(system) else ''), file=sys.stderr)
+            return 1
+        except OSError as err:
+            print(f'ibrepro baseline: {path}: {err.strerror}', file=sys.stderr)
+            return 1
         print(f'{path}: {len(mine)} values from {len(sessions)} session(s), '
               f'{len({pv.series_key for pv in mine})} references')
 

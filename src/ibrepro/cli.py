@@ -14,6 +14,7 @@ from . import __version__
 COMMANDS = {
     'parse': 'ibrepro.parsers',
     'where': 'ibrepro.results',
+    'results': 'ibrepro.results',
     'baseline': 'ibrepro.baseline',
     'refs': 'ibrepro.references',
     'limits': 'ibrepro.limits',

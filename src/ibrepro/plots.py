@@ -21,6 +21,14 @@ SEED_MARKERS = {'000': 'o', '001': 's', '002': 'D', '003': '^', '004': 'v'}
 MEASURED_COLOURS = ['#111111', '#8c564b', '#17becf', '#7f7f7f', '#bcbd22', '#e377c2']
 
 
+def plain(text, width=160):
+    """A string from a run as matplotlib text: '$' would start mathtext (a parse error for a stray one), so it is
+    escaped; one line, at most ``width`` characters."""
+    text = ' '.join(str(text).split())
+    text = text if len(text) <= width else text[:width - 1] + '~'
+    return text.replace('$', r'\$')   # no unescaped '$' left: never mathtext
+
+
 def data_uri(fig):
     buf = io.BytesIO()
     fig.savefig(buf, format='png', dpi=80)   # fixed layout: bbox_inches='tight' would draw everything twice
@@ -48,18 +56,18 @@ def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None)
     for i, (label, points) in enumerate(curves):
         xs = [s for s in points if s > 0]
         ax.plot(xs, [points[s] for s in xs], marker='.', color=MEASURED_COLOURS[i % len(MEASURED_COLOURS)],
-                label=f'this system: {label}')
+                label=plain(f'this system: {label}'))
     for seed, label, size, value in papers:
         colour = SEED_COLOURS.get(seed, 'grey')
         if size:
             ax.plot([size], [value], linestyle='none', marker=SEED_MARKERS.get(seed, 'o'), markersize=9,
-                    color=colour, markeredgecolor='black', label=f'{seed}: {label}')
+                    color=colour, markeredgecolor='black', label=plain(f'{seed}: {label}'))
         else:
-            ax.axhline(value, color=colour, linestyle='--', linewidth=1.2, label=f'{seed}: {label}')
+            ax.axhline(value, color=colour, linestyle='--', linewidth=1.2, label=plain(f'{seed}: {label}'))
     if limit_now:
         ax.axhline(limit_now, color='black', linestyle='-.', linewidth=1.5, label=f'link limit here: {limit_now:,.0f} MB/s')
     if limit_note:
-        ax.text(0.99, 0.02, limit_note, transform=ax.transAxes, ha='right', va='bottom', fontsize=8,
+        ax.text(0.99, 0.02, plain(limit_note), transform=ax.transAxes, ha='right', va='bottom', fontsize=8,
                 color='dimgrey')
     if sizes:
         ax.set_xscale('log', base=2)
@@ -70,8 +78,8 @@ def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None)
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f'{v:g}'))   # plain text: no mathtext parsing
         ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel('message size (bytes)')
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
+    ax.set_ylabel(plain(ylabel))
+    ax.set_title('\n'.join(plain(line) for line in title.split('\n')), fontsize=10)
     ax.grid(True, which='major', alpha=0.3)
     ax.legend(fontsize=7, loc='upper left', framealpha=0.8)
     return data_uri(fig)
@@ -101,8 +109,8 @@ def trend(title, unit, dates, values, tested, band=None, reference=None):
     ticks = sorted({0, len(values) - 1, *range(0, len(values), max(1, len(values) // 5))})
     ax.set_xticks(ticks, [dates[i].strftime('%m-%d %H:%M') for i in ticks], fontsize=7)
     ax.set_xlabel('session (start, UTC)', fontsize=8)
-    ax.set_ylabel(unit)
-    ax.set_title(title, fontsize=9)
+    ax.set_ylabel(plain(unit))
+    ax.set_title(plain(title), fontsize=9)
     ax.grid(True, alpha=0.3)
     if last or band or reference:
         ax.legend(fontsize=7, loc='upper left', framealpha=0.8)

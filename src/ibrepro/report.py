@@ -1,7 +1,8 @@
 """``ibrepro report``: this system beside the papers, its own history and its link limit.
 
 Reads sessions from ReFrame's results database (default: the latest; ``--sessions``, ``--last``, ``--since``) or
-JSON run reports (``--report``), and writes, per system, ``reports/<system>/<timestamp>/index.html`` (one
+JSON run reports (``--report``): the selected sessions' whole reports, and the history's values from the values
+index beside the database (``ibrepro results``: each session extracted once). It writes, per system, ``reports/<system>/<timestamp>/index.html`` (one
 self-contained page: inline CSS, PNG figures as data URIs, nothing fetched when viewed) and ``summary.md`` (for CI
 job summaries and merge-request comments). The page has
 
@@ -11,10 +12,14 @@ job summaries and merge-request comments). The page has
 * regressions: ReFrame's verdict against the system's references, and the history test of every variable and
   test case (``ibrepro.stats``: the selected sessions against the ``--window`` sessions before them), with trends;
 * provenance: system, partitions, environments, topology and limits, software versions, ibrepro commit, ReFrame
-  version, dates, failures, and the check families this system did not run with the reason.
+  version, dates, failures, and the check families this system did not run with the reason (from the platforms
+  the sessions recorded, or the configuration given with ``-C``: never the file a session names).
+
+What cannot be read (a session that is not a run report, a malformed test case or field, a value outside its
+metric's domain such as a stored ``inf``) is left out with one line naming the session, test case and field.
 
 ``--nightly`` also prints the regressions (variable, change, interval, confidence) and exits 1 when there is one,
-0 when there is none (2: nothing to report on).
+0 when there is none (2: nothing to report on, or the system's references file cannot be read).
 """
 
 import argparse
@@ -22,16 +27,20 @@ import collections
 import dataclasses
 import datetime
 import gc
+import json
 import math
+import os
 import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import jinja2
 
-from . import catalog, compare, parsers, paths, plots, results, software, stats
+from . import baseline, catalog, compare, parsers, paths, plots, references, results, software, stats
 from . import topology as ibtopology
 from .simulated import table as simulated_table
 
@@ -53,8 +62,13 @@ class ReportError(RuntimeError):
 @dataclasses.dataclass
 class Inputs:
     selected: list                                       # run reports the report is about, oldest first
-    history: dict = dataclasses.field(default_factory=dict)   # system -> run reports, oldest first
+    history: dict = dataclasses.field(default_factory=dict)   # system -> results.History, oldest first
     problems: list = dataclasses.field(default_factory=list)  # what could not be read, and why
+    index: object = None                                 # the results.ValueIndex the histories read (open)
+
+    def close(self):
+        if self.index:
+            self.index.close()
 
 
 def _start(report):
@@ -62,7 +76,7 @@ def _start(report):
 
 
 def _systems(report):
-    return sorted({c.get('system') for c in results.testcases(report) if c.get('system')})
+    return sorted({c['system'] for c in results.readable_cases(report, [])})
 
 
 def parse_since(text, now=None):
@@ -79,12 +93,47 @@ def parse_since(text, now=None):
     return when.timestamp()
 
 
-def select(*, db=None, sessions=None, last=None, since=None, report_files=None, history=DEFAULT_HISTORY):
-    """The sessions to report on and the history of each of their systems (see the module doc)."""
+def select(*, db=None, sessions=None, last=None, since=None, report_files=None, history=DEFAULT_HISTORY,
+           use_index=True):
+    """The sessions to report on and the history of each of their systems (see the module doc).
+
+    The history's values come from the values index (:class:`results.ValueIndex`); ``use_index=False`` decodes
+    every session's stored report instead (the same content, slowly: what the index is checked against).
+    """
     inputs = Inputs([])
     db = Path(db or paths.results_db())
-    index = results.session_index(db) if db.is_file() or not report_files else []
+    rows = []
+    try:
+        if db.is_file() or not report_files:
+            inputs.index = results.open_index(db)
+            readable, unreadable = inputs.index.sessions()
+            rows = [row for row, _ in readable]
+            inputs.problems += unreadable
+        _select(inputs, db, rows, sessions, last, since, report_files)
+        for system in sorted({s for r in inputs.selected for s in _systems(r)}):
+            mine = [r for r in inputs.selected if system in _systems(r)]
+            newest = max(_start(r) for r in mine)
+            have = {r['session_info'].get('uuid') for r in mine}
+            earlier = [row for row in rows if system in row.systems and row.start <= newest and row.uuid not in have]
+            earlier = _last_runs(earlier, history)
+            if not use_index:
+                earlier = results.sessions_by_uuid([row.uuid for row in earlier], db, problems=inputs.problems)
+            entries = sorted(earlier + mine, key=_order)
+            inputs.history[system] = results.History.of(entries, inputs.index, system)
+    except BaseException:
+        inputs.close()
+        raise
+    return inputs
 
+
+def _order(entry):
+    """Sessions in time order (UUID order among sessions started at the same time), rows and reports alike."""
+    if isinstance(entry, dict):
+        return _start(entry), entry['session_info'].get('uuid') or ''
+    return entry.start, entry.uuid
+
+
+def _select(inputs, db, rows, sessions, last, since, report_files):
     if report_files:
         for path in report_files:
             try:
@@ -94,30 +143,23 @@ def select(*, db=None, sessions=None, last=None, since=None, report_files=None, 
             except results.ResultsError as err:
                 inputs.problems.append(str(err))
         inputs.selected.sort(key=_start)
-    else:
-        if sessions:
-            wanted = [s.lower() for s in sessions]
-            chosen = [u for u, *_ in index if any(u.startswith(w) for w in wanted)]
-            missing = [w for w in wanted if not any(u.startswith(w) for u in chosen)]
-            if missing:
-                raise ReportError(f'no stored session with UUID {", ".join(missing)} in {db}')
-        elif since is not None:
-            chosen = [u for u, start, *_ in index if start >= since]
-        else:
-            chosen = [u for u, *_ in _last_runs(index, last or 1)]
-        # a nightly run may be many sessions (one per test case): take all of its sessions
-        runs = {run for u, _, _, run in index if u in set(chosen) and run}
-        chosen = [u for u, _, _, run in index if u in set(chosen) or run in runs]
-        inputs.selected = results.sessions_by_uuid(chosen, db)
+        return
 
-    for system in sorted({s for r in inputs.selected for s in _systems(r)}):
-        mine = [r for r in inputs.selected if system in _systems(r)]
-        newest = max(_start(r) for r in mine)
-        have = {r['session_info'].get('uuid') for r in mine}
-        earlier = [row for row in index if system in row[2] and row[1] <= newest and row[0] not in have]
-        stored = results.sessions_by_uuid([u for u, *_ in _last_runs(earlier, history)], db) if earlier else []
-        inputs.history[system] = sorted(stored + mine, key=_start)
-    return inputs
+    if sessions:
+        wanted = [s.lower() for s in sessions]
+        chosen = [row.uuid for row in rows if any(row.uuid.startswith(w) for w in wanted)]
+        missing = [w for w in wanted if not any(u.startswith(w) for u in chosen)]
+        if missing:
+            raise ReportError(f'no stored session with UUID {", ".join(missing)} in {db}')
+    elif since is not None:
+        chosen = [row.uuid for row in rows if row.start >= since]
+    else:
+        chosen = [row.uuid for row in _last_runs(rows, last or 1)]
+    # a nightly run may be many sessions (one per test case): take all of its sessions
+    chosen = set(chosen)
+    runs = {row.run for row in rows if row.uuid in chosen and row.run}
+    chosen = [row.uuid for row in rows if row.uuid in chosen or row.run in runs]
+    inputs.selected = results.sessions_by_uuid(chosen, db, problems=inputs.problems)
 
 
 def run_id(report):
@@ -126,22 +168,19 @@ def run_id(report):
     return info.get('nightly') or info.get('uuid')
 
 
-def _last_runs(index, count):
-    """The index rows of the last ``count`` runs (sessions sharing a ``nightly`` extra are one run)."""
-    runs = []
-    for row in index:
-        key = row[3] or row[0]
-        if key not in runs:
-            runs.append(key)
+def _last_runs(rows, count):
+    """The session rows of the last ``count`` runs (sessions sharing a ``nightly`` extra are one run)."""
+    runs = list(dict.fromkeys(row.run or row.uuid for row in rows))
     keep = set(runs[-count:])
-    return [row for row in index if (row[3] or row[0]) in keep]
+    return [row for row in rows if (row.run or row.uuid) in keep]
 
 
 def _check_report(report, path):
     """A run report good enough to read: every test case names its system, partition, environment and name."""
     for run in report.get('runs') or []:
         for i, case in enumerate(run.get('testcases') or []):
-            missing = [k for k in ('name', 'system', 'partition', 'environ') if not case.get(k)]
+            missing = [k for k in ('name', 'system', 'partition', 'environ')
+                       if not isinstance(case, dict) or not case.get(k)]
             if missing:
                 raise results.ResultsError(f'{path}: test case {i + 1} of run {run.get("run_index", 0)} has no '
                                            f'{", ".join(missing)} (a partial or edited report?)')
@@ -158,75 +197,79 @@ def _size(variable):
     return int(tail) if tail.isdigit() else -1
 
 
-def _when(report):
-    return datetime.datetime.fromtimestamp(_start(report), datetime.timezone.utc)
+def _when(start):
+    return datetime.datetime.fromtimestamp(start, datetime.timezone.utc)
 
 
-def _system_cases(report, system, problems):
-    """The final test cases of a session on ``system``; malformed ones are named in ``problems`` and skipped."""
-    for case in results.testcases(report):
-        if case.get('system') != system:
-            continue
-        try:
-            results.case_key(case)
-            for entry in (case.get('perfvalues') or {}).values():
-                if entry and entry[0] is not None:
-                    float(entry[0])   # a number, or the case is unreadable
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:
-            problems.append(f'session {report["session_info"].get("uuid", "?")}: test case {case.get("name", "?")}: '
-                            f'unreadable ({type(err).__name__}: {err})')
-            continue
-        yield case
+def build(system, selected, history, method=stats.Method(), platforms_config=None):
+    """Everything the templates show for one system (a dict).
 
-
-def build(system, selected, history, method=stats.Method()):
-    """Everything the templates show for one system (a dict)."""
-    problems = []
-    sessions = history
+    ``selected``: the checked run reports the report is about (their test cases are shown); ``history``: the
+    system's results.History, oldest first, the selected sessions included (the values the history test and the
+    trends read). ``platforms_config``: a ReFrame configuration given explicitly (``-C``) to say why families did
+    not run; without it, the platforms the sessions recorded.
+    """
+    problems = list(history.problems)
+    sessions = history.sessions
     selected_ids = {r['session_info'].get('uuid') for r in selected}
     newest = selected[-1]
 
     runs, run_of = {}, []                    # a run: the sessions of one night (see run_id), oldest first
-    for report in sessions:
-        run_of.append(runs.setdefault(run_id(report), len(runs)))
-    series = collections.defaultdict(dict)   # series key -> {run index: [values]}
-    meta, latest = {}, {}                    # series key -> a PerfValue (the newest selected one)
-    cases_now = {}                           # (partition, environ, name) -> (case, {variable: [values]})
-    for report, j in zip(sessions, run_of):
-        info = report['session_info']
-        chosen = info.get('uuid') in selected_ids
-        for case in _system_cases(report, system, problems):
-            prefix = results.case_key(case)
-            fresh = chosen
-            for key, entry in (case.get('perfvalues') or {}).items():
-                if entry and entry[0] is not None:
-                    skey = prefix + (key.rsplit(':', 1)[-1],)
-                    series[skey].setdefault(j, []).append(float(entry[0]))
-                    fresh = fresh or skey not in meta
-            if fresh:   # PerfValues (slower) only where the report shows their details
-                for pv in results.case_perf_values(info, case):
-                    meta.setdefault(pv.series_key, pv)
-                    if chosen:
-                        latest[pv.series_key] = pv
-            if chosen:
-                slot = cases_now.setdefault((case['partition'], case['environ'], case['name']),
-                                            [case, collections.defaultdict(list)])
-                slot[0] = case
-                for key, entry in (case.get('perfvalues') or {}).items():
-                    if entry and entry[0] is not None:
-                        slot[1][key.rsplit(':', 1)[-1]].append(float(entry[0]))
-
+    for row in sessions:
+        run_of.append(runs.setdefault(row.run or row.uuid, len(runs)))
     n = len(runs)
-    aligned = {}
-    for key, per in series.items():
-        values = [None] * n
-        for j, xs in per.items():
-            values[j] = xs[0] if len(xs) == 1 else statistics.median(xs)
-        aligned[key] = values
-    better = {key: parsers.METRIC_BETTER.get(_metric(key[-1]).split('_')[0]) for key in aligned}
+    keys, meta = {}, {}                      # index series -> series key; series key -> PerfValue of its oldest value
+    for series, (position, value, ref, lower, upper, result) in history.first.items():
+        params = tuple(tuple(p) for p in json.loads(series.params))
+        key = keys[series] = (series.system, series.partition, series.environ, series.check, params, series.variable)
+        if key not in meta or position < meta[key][0]:
+            meta[key] = (position, results.PerfValue(
+                session=sessions[position].uuid, session_start=sessions[position].start, system=series.system,
+                partition=series.partition, environ=series.environ, check=series.check, name=series.name,
+                params=params, variable=series.variable, value=value, unit=series.unit, ref=ref, lower=lower,
+                upper=upper, result=result))
+    meta = {key: pv for key, (_, pv) in meta.items()}
+
+    def aligned(values, first_run=0):
+        """{series key: one value per run from ``first_run`` (the median of the run's sessions), None if none}."""
+        per_run = collections.defaultdict(lambda: collections.defaultdict(list))
+        for series, (positions, xs) in values.items():
+            slot = per_run[keys[series]]
+            for position, x in zip(positions, xs):
+                if run_of[position] >= first_run:
+                    slot[run_of[position]].append(x)
+        found = {}
+        for key, per in per_run.items():
+            found[key] = row = [None] * (n - first_run)
+            for j, xs in per.items():
+                row[j - first_run] = xs[0] if len(xs) == 1 else statistics.median(xs)
+        return found
+
+    latest = {}                              # series key -> the PerfValue of the newest selected session
+    cases_now = {}                           # (partition, environ, name) -> (case, {variable: [values]})
+    for report in selected:
+        info = report['session_info']
+        for case in results.readable_cases(report, []):   # what is unreadable is in the history's problems
+            if case['system'] != system:
+                continue
+            slot = cases_now.setdefault((case['partition'], case['environ'], case['name']),
+                                        [case, collections.defaultdict(list)])
+            slot[0] = case
+            for pv in results.case_perf_values(info, case):
+                latest[pv.series_key] = pv
+                slot[1][pv.variable].append(pv.value)
+
+    # the history test reads the newest window + confirm runs: only their values are read
+    first_run = max(0, n - method.window - method.confirm)
+    since = next((p for p, j in enumerate(run_of) if j >= first_run), len(run_of))
+    recent = aligned(history.values(since=since), first_run)
+    better = {key: parsers.METRIC_BETTER.get(_metric(key[-1]).split('_')[0]) for key in meta}
     result = stats.history_tests(
-        {key: (values, better[key], (meta[key].partition, meta[key].environ, meta[key].name))
-         for key, values in aligned.items()}, method)
+        {key: (recent.get(key) or [None] * (n - first_run), better[key],
+               (meta[key].partition, meta[key].environ, meta[key].name)) for key in meta}, method)
+
+    def whole(wanted):   # every run of a few series: the trends
+        return aligned(history.values(series=[s for s, key in keys.items() if key in wanted]))
 
     current = {key: (case, {v: statistics.median(xs) for v, xs in values.items()})
                for key, (case, values) in cases_now.items()}
@@ -234,13 +277,13 @@ def build(system, selected, history, method=stats.Method()):
     model = {
         'system': system,
         'generated': datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC'),
-        'sessions': [_session_row(r, r['session_info'].get('uuid') in selected_ids) for r in sessions],
-        'selected': [_session_row(r, True) for r in selected],
+        'sessions': [_session_row(row, row.uuid in selected_ids) for row in sessions],
+        'selected': [_session_row(row, True) for row in sessions if row.uuid in selected_ids],
         'newest': info,
         'method': dataclasses.asdict(method),
         'problems': problems,
     }
-    model.update(_provenance(system, selected, current))
+    model.update(_provenance(system, selected, current, problems, platforms_config))
     model['labels'] = _labels(system, model['platforms'])
     model['simulated'] = simulated_table.report_section(system, current)   # the simulated system only
     if model['simulated']:
@@ -249,76 +292,160 @@ def build(system, selected, history, method=stats.Method()):
     if model['simulated']:   # each paper number beside the model of its own testbed only
         model['headline'] = simulated_table.own_testbed(model['headline'])
     starts = {}
-    for report, j in zip(sessions, run_of):
-        starts.setdefault(j, _when(report))
+    for row, j in zip(sessions, run_of):
+        starts.setdefault(j, _when(row.start))
     model['runs'] = len(runs)
-    model.update(_regressions(aligned, meta, latest, result, [starts[j] for j in range(len(runs))], method))
+    model.update(_regressions(whole, meta, latest, result, [starts[j] for j in range(len(runs))], method))
     return model
 
 
-def _session_row(report, selected):
-    info = report['session_info']
-    return {'uuid': info.get('uuid', ''), 'start': _when(report).strftime('%Y-%m-%d %H:%M'),
-            'run': info.get('nightly') or '',
-            'cases': info.get('num_cases'), 'failures': info.get('num_failures'), 'selected': selected}
+def _session_row(row, selected):
+    return {'uuid': row.uuid, 'start': _when(row.start).strftime('%Y-%m-%d %H:%M'), 'run': row.run or '',
+            'cases': row.cases, 'failures': row.failures, 'selected': selected}
 
 
 # -- provenance ------------------------------------------------------------------------------------
 
-def _provenance(system, selected, current):
+def _provenance(system, selected, current, problems, platforms_config=None):
     platforms, topologies, softwares, versions, failures = {}, {}, {}, set(), []
+    info = selected[-1]['session_info']
     for (partition, environ, name), (case, _) in sorted(current.items()):
+        where = f'session {case.get("session_uuid") or info.get("uuid", "?")}: test case {name} @{partition}+{environ}'
         if case.get('platform'):
-            platforms[(partition, environ)] = case['platform']
-        if name.startswith('RdmaTopology') and isinstance(case.get('topology'), dict):
-            topologies[partition] = case['topology']
+            platforms[(partition, environ)] = _guarded(problems, where, 'platform', _platform, case['platform'])
+        if name.startswith('RdmaTopology') and case.get('topology'):
+            topologies[partition] = _guarded(problems, where, 'topology', _topology, case['topology'])
         if case.get('software'):
-            softwares[(partition, environ)] = case['software']
+            softwares[(partition, environ)] = _guarded(problems, where, 'software', _software, case['software'])
         if case.get('ibrepro_version'):
             versions.add(case['ibrepro_version'])
         if case.get('result') == 'fail':
             failures.append({'name': name, 'partition': partition, 'environ': environ,
                              'phase': case.get('fail_phase'), 'reason': case.get('fail_reason')})
-    for s in softwares.values():
-        if s.get('ibrepro'):
-            versions.add(s['ibrepro'])
+    platforms = {k: v for k, v in platforms.items() if v is not None}
+    topologies = {k: v for k, v in topologies.items() if v is not None}
+    softwares = {k: v for k, v in softwares.items() if v is not None}
+    versions |= {s['ibrepro'] for s, _ in softwares.values() if isinstance(s.get('ibrepro'), str)}
 
-    info = selected[-1]['session_info']
     return {
         'platforms': platforms,
-        'topologies': topologies,
-        'topology_text': {p: ibtopology.format_topology(t) if t.get('devices') is not None else str(t)
-                          for p, t in topologies.items()},
-        'software': {k: software.summary(v) for k, v in softwares.items()},
+        'topologies': {p: t for p, (t, _) in topologies.items()},
+        'topology_text': {p: text for p, (_, text) in topologies.items()},
+        'software': {k: lines for k, (_, lines) in softwares.items()},
         'ibrepro_versions': sorted(versions),
         'reframe_version': info.get('version'),
         'failures': failures,
-        'skipped': _skipped_families(system, selected, current),
+        'skipped': _skipped_families(system, current, platforms, platforms_config),
         'session_info': {k: info.get(k) for k in ('uuid', 'time_start', 'time_end', 'hostname', 'user',
                                                    'cmdline', 'version', 'workdir', 'num_cases',
                                                    'num_failures', 'num_skipped')},
-        'config_files': [f for f in info.get('config_files') or [] if f != '<builtin>'],
+        'config_files': [str(f) for f in info.get('config_files') or [] if f != '<builtin>'],
     }
 
 
-def _skipped_families(system, selected, current):
+def _guarded(problems, where, field, read, value):
+    """``read(value)``, or None with a line in ``problems`` naming the session, test case and field: a stored
+    field of the wrong shape loses that field, not the report."""
+    try:
+        return read(value)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as err:
+        problems.append(f'{where}: {field} unreadable ({type(err).__name__}: {err}): left out')
+        return None
+
+
+def _platform(platform):
+    """What the page shows of a stored platform description (SoftwareVersions), with the types it needs."""
+    def strings(items):
+        if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+            raise TypeError(f'a list of strings expected, not {items!r:.60}')
+        return items
+    extras = platform.get('extras') or {}
+    if not isinstance(extras, dict):
+        raise TypeError(f'extras is not an object: {extras!r:.60}')
+    environ_extras = platform.get('environ_extras') or {}
+    if not isinstance(environ_extras, dict):
+        raise TypeError(f'environ_extras is not an object: {environ_extras!r:.60}')
+    return {'system_descr': str(platform.get('system_descr') or ''),
+            'partition_descr': str(platform.get('partition_descr') or ''),
+            'features': strings(platform.get('features') or []),
+            'environ_features': strings(platform.get('environ_features') or []), 'extras': extras,
+            'environ_extras': environ_extras}
+
+
+def _topology(topology):
+    """``(topology, text)``, read as the report reads it (the text and the link limit), or an error."""
+    text = ibtopology.format_topology(topology) if topology.get('devices') is not None else str(topology)
+    compare.limit_now(topology, False)
+    compare.limit_now(topology, True)
+    return topology, text
+
+
+def _software(probe):
+    return probe, software.summary(probe)
+
+
+def _skipped_families(system, current, platforms, platforms_config):
     """Test cases the sessions skipped (their ``skip_reason``), and the catalog's check families absent from them,
     with why this system cannot run them."""
     skipped = [{'check': f'{name} @{partition}+{environ}',
                 'experiments': ', '.join(f'#{t[3:]}' for t in sorted(case.get('tags') or ()) if t.startswith('exp')),
                 'reason': case.get('skip_reason') or 'skipped (no reason recorded)'}
                for (partition, environ, name), (case, _) in sorted(current.items()) if case.get('result') == 'skip']
-    return skipped + _absent_families(system, selected, current)
+    return skipped + _absent_families(system, current, platforms, platforms_config)
 
 
-def _absent_families(system, selected, current):
+def recorded_configuration(system, platforms):
+    """A ReFrame configuration (JSON data, nothing to import) of the system as its sessions recorded it:
+    SoftwareVersions' platform descriptions, the partitions' and environments' features and extras.
+
+    Never the configuration file a session names: importing it would run whatever a stored session points at.
+    """
+    partitions, environments = {}, {}
+    for (partition, environ), platform in sorted(platforms.items()):
+        part = partitions.setdefault(partition, {'name': partition, 'scheduler': 'local', 'launcher': 'local',
+                                                 'environs': [], 'features': platform['features'],
+                                                 'extras': platform['extras']})
+        part['environs'].append(environ)
+        # ReFrame selects environments per system, not per partition: one entry per name, features of all
+        env = environments.setdefault(environ, {'name': environ, 'features': [], 'extras': {},
+                                                'target_systems': [system]})
+        env['features'] = list(dict.fromkeys(env['features'] + platform['environ_features']))
+        env['extras'] = {**platform['environ_extras'], **env['extras']}
+    if not partitions:
+        return None
+    return {'systems': [{'name': system, 'hostnames': ['.*'], 'partitions': list(partitions.values())}],
+            'environments': list(environments.values())}
+
+
+#: Run in a child: ReFrame's runtime (which the test variants need to say what they require) is one per process.
+_VERDICTS = ('import json, sys\nfrom ibrepro import catalog\n'
+             'verdicts, _ = catalog.system_view(sys.argv[1], sys.argv[2])\n'
+             'print(json.dumps({name: whys for name, (_, whys) in verdicts.items()}))')
+
+
+def not_run_verdicts(system, config=None, platforms=None):
+    """{test variant: [(why it cannot run, how to enable)]} on ``system``, from the configuration given explicitly
+    (``-C``) or the platforms the sessions recorded; None when neither says; CatalogError if it cannot be read."""
+    with tempfile.TemporaryDirectory(prefix='ibrepro-report-') as tmp:
+        if not config:
+            recorded = recorded_configuration(system, platforms or {})
+            if recorded is None:
+                return None
+            config = Path(tmp) / 'recorded.json'
+            config.write_text(json.dumps(recorded))
+        proc = subprocess.run([sys.executable, '-c', _VERDICTS, str(config), system], capture_output=True,
+                              text=True, timeout=600)
+    if proc.returncode:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise catalog.CatalogError(lines[-1] if lines else f'exit {proc.returncode}')
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def _absent_families(system, current, platforms, platforms_config):
     present = {name for _, _, name in current}
-    config = next((f for f in selected[-1]['session_info'].get('config_files') or []
-                   if f != '<builtin>' and Path(f).is_file()), None)
     try:
-        classes = catalog.check_classes()
-        sysconf = catalog.selected_system(config, system) if config else None
-    except Exception as err:   # noqa: BLE001  (the catalog imports check files: report, do not fail)
+        verdicts = not_run_verdicts(system, platforms_config, platforms)
+    except (catalog.CatalogError, subprocess.SubprocessError, OSError, ValueError, IndexError) as err:
         return [{'check': '-', 'experiments': '', 'reason': f'could not evaluate the catalog: {err}'}]
 
     rows = {}
@@ -328,28 +455,37 @@ def _absent_families(system, selected, current):
                 continue
             row = rows.setdefault(check, {'check': check, 'experiments': [], 'reason': ''})
             row['experiments'].append(exp['id'])
-            cls = classes.get(check.split()[0])
-            if not cls:
-                row['reason'] = 'no such check in reframe-checks/'
-            elif sysconf:
-                row['reason'] = catalog.why_not(cls, sysconf)
-            else:
-                row['reason'] = 'not run in the selected sessions (their configuration file is not available)'
+            if verdicts is None:
+                row['reason'] = ('not run in the selected sessions (they recorded no platform description: run the '
+                                 'SoftwareVersions check, or give the configuration with -C)')
+                continue
+            mine = [name for name in verdicts if re.sub(r'\s+', '', name).startswith(re.sub(r'\s+', '', check))]
+            whys = list(dict.fromkeys(tuple(w) for name in mine for w in verdicts[name]))
+            row['reason'] = ('no such check in reframe-checks/' if not mine
+                             else '; '.join(f'{why} (to enable: {how})' if how else why for why, how in whys[:3])
+                             or 'runnable here, but not run in the selected sessions')
     for row in rows.values():
         row['experiments'] = ', '.join(f'#{e}' for e in row['experiments'])
     return list(rows.values())
 
 
+def _int(value, default):
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return default
+
+
 def _labels(system, platforms):
     labels = []
-    extras = [p.get('extras') or {} for p in platforms.values()]
+    extras = [p['extras'] for p in platforms.values()]
     if any(e.get('emulated') for e in extras):
         labels.append(LABEL_EMULATED)
-    if system == 'local' and all(int(e.get('nodes', 1)) == 1 for e in extras):
+    if system == 'local' and all(_int(e.get('nodes', 1), 1) == 1 for e in extras):
         labels.append(LABEL_LOCAL)
     # several nodes without RDMA (e.g. the CI cluster's namespace nodes): say what carries the messages
     labels += sorted({f'{e["interconnect"]}: not an RDMA network' for e in extras
-                      if int(e.get('nodes', 1)) > 1 and e.get('interconnect') and not e.get('rdma_devices')
+                      if _int(e.get('nodes', 1), 1) > 1 and e.get('interconnect') and not e.get('rdma_devices')
                       and not e.get('emulated') and not e.get('simulated')})
     return labels
 
@@ -471,7 +607,8 @@ def _figure(group, topologies):
 
 # -- regressions -----------------------------------------------------------------------------------
 
-def _regressions(aligned, meta, latest, result, dates, method):
+def _regressions(whole, meta, latest, result, dates, method):
+    """The variables' and test cases' verdicts, and the trends (``whole(keys)``: every run of those series)."""
     rows = []
     for key, shift in result.variables.items():
         pv = latest.get(key, meta[key])
@@ -489,8 +626,9 @@ def _regressions(aligned, meta, latest, result, dates, method):
               for g, s in sorted(result.groups.items())]
 
     trends = []
-    chosen = [r for r in flagged if r['shift'].verdict != 'improvement'] or _headline_variables(rows)
-    for row in chosen[:MAX_TRENDS]:
+    chosen = ([r for r in flagged if r['shift'].verdict != 'improvement'] or _headline_variables(rows))[:MAX_TRENDS]
+    aligned = whole({row['key'] for row in chosen})
+    for row in chosen:
         shift = row['shift']
         band = ((shift.baseline * math.exp(-2 * shift.noise), shift.baseline * math.exp(2 * shift.noise))
                 if shift.baseline and shift.noise else None)
@@ -550,18 +688,30 @@ def _pct(value, signed=True):
 
 
 _MD_SPECIAL = re.compile(r'([\\`*_\[\]<>|#!])')
+#: Characters that start a mention or a reference where CI posts the summary (GitHub, GitLab: @user, #1, !1,
+#: ~label, %milestone, $snippet, &epic): a zero-width space after each keeps the text and breaks the link.
+_MD_REFERENCE = re.compile(r'([@#!~%$^]|&amp;)')
+_ZWSP = '\u200b'
 
 
 def _md(value):
-    """A string safe inside a Markdown table cell: no markup, no HTML, no line breaks."""
+    """A string safe inside a Markdown table cell: no markup, no HTML, no line breaks, no mention, reference or
+    bare link (``https://`` and ``www.`` are not autolinked)."""
     text = ' '.join(str(value).split()).replace('&', '&amp;')
-    return _MD_SPECIAL.sub(r'\\\1', text)
+    text = _MD_SPECIAL.sub(r'\\\1', text)
+    text = _MD_REFERENCE.sub(rf'\1{_ZWSP}', text)
+    return re.sub(r'(?i)(://|www)(\.?)', rf'\1{_ZWSP}\2', text)
+
+
+def _code(value):
+    """A string as a Markdown code span: one line (a line break would end it and let HTML through), no backticks."""
+    return '`' + (' '.join(str(value).split()).replace('`', '') or ' ') + '`'
 
 
 def _environment(autoescape):
     env = jinja2.Environment(loader=jinja2.PackageLoader('ibrepro', 'templates'), autoescape=autoescape,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=_num, pct=_pct, md=_md)
+    env.filters.update(num=_num, pct=_pct, md=_md, code=_code)
     return env
 
 
@@ -611,6 +761,25 @@ def _variable_line(r):
             f"{_pct(s.low)} .. {_pct(s.high)}), q = {s.q:.2g} (confidence {1 - s.q:.4f}), baseline n = {s.n}")
 
 
+def references_problems(system):
+    """``(path, problems)`` of the references file ReFrame judges ``system`` against: what makes it unreadable
+    (YAML syntax, a refused anchor, file and line) or makes ReFrame skip checks (schema, nesting). No file: none."""
+    prefix = os.environ.get('RFM_REFERENCE_PREFIX')
+    if prefix:
+        path = Path(prefix) / 'references.yaml'
+    elif baseline.system_name_problem(system):
+        return None, []   # a stored name no ReFrame system can have: it has no references file
+    else:
+        path = baseline.references_path(system)
+    if not path.is_file():
+        return path, []
+    try:
+        doc = references.read_yaml(path)
+    except references.DataError as err:
+        return path, [str(err.problem)]
+    return path, [str(problem) for problem in references.check_reference_document(doc, name=str(path))]
+
+
 # -- command line ------------------------------------------------------------------------------------
 
 _METHOD_HELP = {
@@ -649,6 +818,11 @@ def add_cli(subparsers):
     which.add_argument('--report', nargs='+', metavar='FILE', help='JSON run reports instead of the database')
     p.add_argument('--db', metavar='FILE', help='results database (default: ibrepro where)')
     p.add_argument('--system', help='only this system')
+    p.add_argument('-C', '--config', metavar='FILE',
+                   help='ReFrame configuration of the system, to say why check families did not run (default: the '
+                        'platforms the sessions recorded; the configuration a session names is never imported)')
+    p.add_argument('--no-index', action='store_true',
+                   help='decode every stored session instead of reading the values index (slow; the same report)')
     p.add_argument('--output-dir', default=str(paths.REPO_ROOT / 'reports'), metavar='DIR',
                    help='write DIR/<system>/<timestamp>/ (default: reports/ of the checkout)')
     p.add_argument('--history', type=int, default=DEFAULT_HISTORY, metavar='N',
@@ -665,11 +839,18 @@ def _cli(args):
         history = max(args.history, method.window + method.confirm)
         inputs = select(db=args.db, sessions=args.sessions, last=args.last,
                         since=parse_since(args.since) if args.since else None, report_files=args.report,
-                        history=history)
+                        history=history, use_index=not args.no_index)
     except (ReportError, results.ResultsError, ValueError) as err:
         print(f'ibrepro report: {err}', file=sys.stderr)
         return 2
 
+    try:
+        return _report(args, method, inputs)
+    finally:
+        inputs.close()
+
+
+def _report(args, method, inputs):
     gc.freeze()   # the loaded reports live to the end: keep the garbage collector from scanning them again
     for problem in inputs.problems:
         print(f'ibrepro report: skipped: {problem}', file=sys.stderr)
@@ -679,15 +860,20 @@ def _cli(args):
               + (f' for system {args.system}' if args.system else ''), file=sys.stderr)
         return 2
 
-    alarms = []
+    alarms, broken = [], []
     for system in systems:
         selected = [r for r in inputs.selected if system in _systems(r)]
-        model = build(system, selected, inputs.history[system], method)
+        model = build(system, selected, inputs.history[system], method, args.config)
         model['problems'] = inputs.problems + model['problems']
         target = write(model, args.output_dir)
         print(f'{target / "index.html"}\n{target / "summary.md"}')
         for problem in model['problems'][len(inputs.problems):]:
             print(f'ibrepro report: {problem}', file=sys.stderr)
+        refs_file, refs_problems = references_problems(system)
+        for problem in refs_problems:
+            print(f'ibrepro report: references of {system} unreadable: {problem}', file=sys.stderr)
+        if refs_problems:
+            broken.append(refs_file)
         if args.nightly:
             lines = nightly_lines(model)
             alarms += lines
@@ -708,4 +894,8 @@ def _cli(args):
                       f'not (e.g. {moved[0]["name"]} {moved[0]["variable"]} {_pct(moved[0]["shift"].change)})')
             for line in lines:
                 print(f'  {line}')
+    if args.nightly and broken:   # ReFrame judged nothing against them: the night cannot pass
+        print(f'ibrepro report: the references ReFrame judges against cannot be read ({", ".join(map(str, broken))})'
+              ': fix them (ibrepro refs validate) before the nightly test can pass', file=sys.stderr)
+        return 2
     return 1 if args.nightly and alarms else 0

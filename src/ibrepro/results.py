@@ -1,17 +1,35 @@
-"""Stored sessions: ReFrame's results database and JSON run reports, read-only.
+"""Stored sessions: ReFrame's results database and JSON run reports, read-only; the values index beside them.
 
 ReFrame 4.10 stores every session's whole run report as JSON in the ``sessions`` table of its SQLite results
 database (the same document ``--report-file`` writes). We read those documents; we never parse perflogs and
 never write to the database (it is opened read-only, so a running session is not disturbed).
+
+Decoding every stored report for every report is what makes a long history slow (a year of nightly sessions is
+hundreds of MB of JSON), so the performance values of each session are extracted once into an index beside the
+database (:class:`ValueIndex`: an SQLite file ``<database>.values``, or under the data home when that directory is
+not ours to write). Every use first brings it in step with the database: sessions added are extracted, sessions
+gone (``reframe --delete-stored-sessions``) dropped. It is never the source of truth: ``ibrepro results reindex``
+rebuilds it, and deleting it loses nothing.
+
+Stored data may be broken or hostile. A session that is not a run report is left out with one line naming it and
+the field; a test case with a malformed field is left out the same way; a value outside its metric's physical
+domain (:func:`ibrepro.parsers.value_problem`: infinite, NaN, negative, absurd) is left out with a warning naming
+the session, the test case and the variable. Nothing is read through SQLite's JSON functions, which reject the
+``Infinity`` ReFrame writes for an infinite value and would make every session unreadable.
 """
 
+import array
+import collections
 import dataclasses
 import gc
 import json
+import math
+import os
 import sqlite3
+import sys
 from pathlib import Path
 
-from . import paths
+from . import parsers, paths
 
 
 class ResultsError(RuntimeError):
@@ -44,6 +62,280 @@ class PerfValue:
         return (self.system, self.partition, self.environ, self.check, self.params, self.variable)
 
 
+# -- reading one run report, whatever it holds -------------------------------------------------------
+
+#: Unix times outside this range are not a session's start (and would overflow a date).
+_TIME_RANGE = (0.0, 1e11)
+
+
+def decode(blob, where):
+    """A stored or written run report (JSON text) as a checked dict (see :func:`check_report`)."""
+    try:
+        report = json.loads(blob)
+    except (TypeError, ValueError) as err:
+        raise ResultsError(f'{where}: not a JSON run report ({err})') from None
+    except RecursionError:
+        raise ResultsError(f'{where}: not a JSON run report (nested too deeply to read)') from None
+    check_report(report, where)
+    return report
+
+
+def check_report(report, where):
+    """ResultsError naming ``where`` and the field unless ``report`` has the shape of a ReFrame run report."""
+    if not isinstance(report, dict):
+        raise ResultsError(f'{where}: not a ReFrame run report (a JSON {_kind(report)}, not an object)')
+    info = report.get('session_info')
+    if not isinstance(info, dict):
+        raise ResultsError(f'{where}: not a ReFrame run report (session_info is {_kind(info)}, not an object)')
+    if not isinstance(report.get('runs'), list):
+        raise ResultsError(f'{where}: not a ReFrame run report (runs is {_kind(report.get("runs"))}, not a list)')
+    for field in ('uuid', 'nightly', 'time_start'):
+        if info.get(field) is not None and not isinstance(info[field], str):
+            raise ResultsError(f'{where}: session_info.{field} is {_kind(info[field])}, not a string')
+    start = info.get('time_start_unix')
+    if start is not None and (isinstance(start, bool) or not isinstance(start, (int, float))
+                              or not _TIME_RANGE[0] <= start < _TIME_RANGE[1]):
+        raise ResultsError(f'{where}: session_info.time_start_unix is {_short(start)}, not a time')
+    for i, run in enumerate(report['runs']):
+        if not isinstance(run, dict) or not isinstance(run.get('testcases', []), list):
+            raise ResultsError(f'{where}: runs[{i}] is not a run (an object with a list of testcases)')
+
+
+def _kind(value):
+    return {dict: 'object', list: 'array', str: 'string', bool: 'boolean', type(None): 'null'}.get(
+        type(value), 'number' if isinstance(value, (int, float)) else type(value).__name__)
+
+
+def _short(value, width=60):
+    text = repr(value)
+    return text if len(text) <= width else text[:width - 3] + '...'
+
+
+def testcases(report):
+    """The final attempt of every test case of a report (retries replace earlier attempts); not objects left out."""
+    final = {}
+    for run in report.get('runs') or []:
+        for case in (run.get('testcases') or []) if isinstance(run, dict) else []:
+            if isinstance(case, dict):
+                key = tuple(str(case.get(k)) for k in ('name', 'system', 'partition', 'environ'))
+                final[key] = case
+
+    return list(final.values())
+
+
+#: Fields of a test case the reports read, and the JSON type each must have (anything else: the case is unreadable).
+CASE_FIELDS = {'name': str, 'system': str, 'partition': str, 'environ': str, 'perfvalues': dict,
+               'reference_index': list, 'tags': list, 'result': str, 'platform': dict, 'topology': dict,
+               'software': dict, 'skip_reason': str, 'fail_reason': str, 'fail_phase': str, 'ibrepro_version': str}
+_REQUIRED = ('name', 'system', 'partition', 'environ')
+
+
+def case_problem(case):
+    """Why a test case cannot be read (the field and what it holds), or None."""
+    if not isinstance(case, dict):
+        return f'not an object but {_kind(case)}'
+    for field in _REQUIRED:
+        if not case.get(field):
+            return f'no {field}'
+    for field, kind in CASE_FIELDS.items():
+        if case.get(field) is not None and not isinstance(case[field], kind):
+            return f'{field} is {_kind(case[field])}, not {_kind(kind())}'
+    for field in ('reference_index', 'tags'):
+        if any(not isinstance(item, str) for item in case.get(field) or ()):
+            return f'{field} holds something other than strings'
+    return None
+
+
+def case_key(case):
+    """``(system, partition, environ, check, params)``: a test case's part of :attr:`PerfValue.series_key`."""
+    params = tuple((p, _param(case.get(p))) for p in case.get('reference_index') or [])
+    return case['system'], case['partition'], case['environ'], case['name'].split()[0], params
+
+
+def _param(value):
+    """A parameter value as a key: JSON scalars as they are, anything else as its JSON text."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else json.dumps(value, sort_keys=True)
+
+
+def _number(value):
+    """A finite number as a float, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:   # an integer of hundreds of digits
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _values(info, case, problems):
+    """``(variable, value, unit, ref, lower, upper, result)`` of a case's valid performance values; the invalid
+    ones are left out with a line in ``problems`` naming session, test case and variable."""
+    for key, entry in (case.get('perfvalues') or {}).items():
+        variable = str(key).rsplit(':', 1)[-1]
+        if not isinstance(entry, (list, tuple)) or not entry:
+            problems.append(f'session {info.get("uuid", "?")}: test case {case["name"]}: {variable}: not a ReFrame '
+                            f'performance entry ({_short(entry)}): left out')
+            continue
+        value, ref, lower, upper, unit, result = (list(entry) + [None] * 6)[:6]
+        if value is None:
+            continue
+        problem = parsers.value_problem(variable, value)
+        if problem:
+            problems.append(f'session {info.get("uuid", "?")}: test case {case["name"]}: {variable} = {_short(value)}: '
+                            f'{problem}: left out')
+            continue
+        # ReFrame records 0 with no bounds when a variable had no reference
+        ref, lower, upper = _number(ref), _number(lower), _number(upper)
+        yield (variable, float(value), unit if isinstance(unit, str) else str(unit or ''),
+               None if not ref and lower is None and upper is None else ref, lower, upper,
+               result if isinstance(result, str) else None)
+
+
+def case_perf_values(info, case, problems=None):
+    """The valid performance values of one test case of a session (``info`` is the report's session_info)."""
+    system, partition, environ, check, params = case_key(case)
+    for variable, value, unit, ref, lower, upper, result in _values(info, case, [] if problems is None else problems):
+        yield PerfValue(
+            session=info.get('uuid') or '', session_start=float(info.get('time_start_unix') or 0),
+            system=system, partition=partition, environ=environ, check=check, name=case['name'], params=params,
+            variable=variable, value=value, unit=unit, ref=ref, lower=lower, upper=upper, result=result)
+
+
+def readable_cases(report, problems, where=None):
+    """The final test cases of a report that can be read; the others named in ``problems`` and left out."""
+    info = report['session_info']
+    where = where or f'session {info.get("uuid", "?")}'
+    for i, case in enumerate(testcases(report)):
+        problem = case_problem(case)
+        if problem:
+            name = case.get('name') if isinstance(case.get('name'), str) else f'#{i + 1}'
+            problems.append(f'{where}: test case {name}: {problem}: left out')
+            continue
+        yield case
+
+
+def perf_values(report, problems=None):
+    """Every valid performance value recorded in a run report (what is not valid is named in ``problems``)."""
+    problems = [] if problems is None else problems
+    info = report['session_info']
+    for case in readable_cases(report, problems):
+        yield from case_perf_values(info, case, problems)
+
+
+# -- one session as the index keeps it -------------------------------------------------------------
+
+#: What identifies a performance variable across sessions in the index (``params`` as JSON text).
+Series = collections.namedtuple('Series', 'system partition environ check name params variable unit')
+
+
+@dataclasses.dataclass
+class SessionRow:
+    uuid: str
+    start: float
+    run: str | None         # the ``nightly`` extra: sessions of one nightly run
+    cases: int | None
+    failures: int | None
+    systems: tuple
+
+
+def extract(report, uuid=None):
+    """``(SessionRow, [(Series, value, ref, lower, upper, result)], problems)`` of a checked run report."""
+    info = report['session_info']
+    problems, values = [], []
+    cases = list(readable_cases(report, problems, f'session {uuid or info.get("uuid", "?")}'))
+    for case in cases:
+        system, partition, environ, check, params = case_key(case)
+        for variable, value, unit, ref, lower, upper, result in _values(info, case, problems):
+            values.append((Series(system, partition, environ, check, case['name'], json.dumps(params), variable, unit),
+                           value, ref, lower, upper, result))
+    row = SessionRow(uuid or info.get('uuid') or '', float(info.get('time_start_unix') or 0), info.get('nightly'),
+                     _count(info.get('num_cases')), _count(info.get('num_failures')),
+                     tuple(sorted({c['system'] for c in cases})))
+    return row, values, problems
+
+
+def _count(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+# -- the history of a system: what the report and the history test read -------------------------------
+
+class History:
+    """Sessions (oldest first), the first occurrence of each series in them, and their values on demand.
+
+    ``first[series]`` is ``(position, value, ref, lower, upper, result)`` of the series' oldest value (``position``:
+    in ``sessions``); :meth:`values` reads the values: the recent ones of every series (what the history test
+    reads), or all of a few (a trend). Sessions come from decoded run reports or from a ValueIndex, which is then
+    read only for what is asked: a year of history is not loaded to test the last month.
+    """
+
+    def __init__(self):
+        self.sessions, self.first, self.problems = [], {}, []
+        self._decoded = {}       # series -> (positions, values) of the sessions decoded here
+        self._index = None       # (ValueIndex, its table of this history's sessions, {series id: Series})
+
+    def _note_first(self, series, position, value, details):
+        if series not in self.first or position < self.first[series][0]:
+            self.first[series] = (position, value, *details)
+
+    def values(self, series=None, since=0):
+        """``{series: (positions, values)}`` at positions >= ``since``, of ``series`` (every series when None)."""
+        wanted = None if series is None else set(series)
+        found = {}
+        for key, (positions, values) in self._decoded.items():
+            if wanted is None or key in wanted:
+                kept = [(p, v) for p, v in zip(positions, values) if p >= since]
+                if kept:
+                    found[key] = (array.array('i', [p for p, _ in kept]), array.array('d', [v for _, v in kept]))
+        if self._index:
+            index, table, series_ids = self._index
+            index.read_values(table, series_ids, found, wanted, since)
+        return found
+
+    @classmethod
+    def of(cls, entries, index=None, system=None):
+        """The history of ``entries``, oldest first: checked run reports (decoded here), or sessions in ``index``
+        (UUIDs or SessionRows; a ValueIndex, which must stay open while the history is read); only ``system``'s
+        values."""
+        history, indexed = cls(), {}
+        rows = {row.uuid: (row, problems) for row, problems in index.sessions()[0]} if index else {}
+        for entry in entries:
+            position = len(history.sessions)
+            if isinstance(entry, dict):
+                row, values, problems = extract(entry)
+                for series, value, *details in values:
+                    if system is None or series.system == system:
+                        history._note_first(series, position, value, details)
+                        slot = history._decoded.setdefault(series, (array.array('i'), array.array('d')))
+                        slot[0].append(position)
+                        slot[1].append(value)
+            else:
+                row, problems = rows[getattr(entry, 'uuid', entry)]
+                indexed[row.uuid] = position
+            history.sessions.append(row)
+            history.problems.extend(problems)
+        if indexed:
+            index.attach(history, indexed, system)
+        return history
+
+
+# -- the index beside the database ------------------------------------------------------------------
+
+_INDEX_FORMAT = '1'
+_INDEX_SCHEMA = [
+    'CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)',
+    'CREATE TABLE sessions(id INTEGER PRIMARY KEY, uuid TEXT UNIQUE NOT NULL, start REAL, run TEXT, cases INTEGER, '
+    'failures INTEGER, systems TEXT, problems TEXT, unreadable TEXT)',
+    'CREATE TABLE series(id INTEGER PRIMARY KEY, system TEXT, partition TEXT, environ TEXT, check_name TEXT, '
+    'name TEXT, params TEXT, variable TEXT, unit TEXT, '
+    'UNIQUE(system, partition, environ, check_name, name, params, variable, unit))',
+    # one row per value, clustered by session: adding and dropping a session touches one range
+    'CREATE TABLE vals(session INTEGER, series INTEGER, value REAL, ref REAL, lower REAL, upper REAL, result TEXT, '
+    'PRIMARY KEY(session, series)) WITHOUT ROWID',
+]
+
+
 def _connect(db):
     db = Path(db or paths.results_db())
     if not db.is_file():
@@ -55,166 +347,358 @@ def _connect(db):
         raise ResultsError(f'{db}: {err}') from None
 
 
-def stored_sessions(db=None, *, uuids=None, last=None):
-    """Run reports of the stored sessions, oldest first: ``uuids`` (prefixes allowed) or the ``last`` N."""
-    with _connect(db) as conn:
-        try:
-            rows = conn.execute('SELECT uuid, json_blob FROM sessions ORDER BY session_start_unix').fetchall()
-        except sqlite3.Error as err:
-            raise ResultsError(f'{db or paths.results_db()}: {err}') from None
+def _stored(conn, db, sql, args=()):
+    try:
+        return conn.execute(sql, args).fetchall()
+    except sqlite3.Error as err:
+        raise ResultsError(f'{db}: cannot read the results database: {err}') from None
 
+
+class ValueIndex:
+    """The performance values of every stored session, extracted once (see the module doc)."""
+
+    def __init__(self, db=None, path=None):
+        self.db = Path(db or paths.results_db())
+        self.path = Path(path) if path else self.default_path(self.db)
+        self.conn = None
+
+    @staticmethod
+    def default_path(db):
+        """``<database>.values`` when its directory is ours to write, else under the data home."""
+        db = Path(db).resolve()
+        if os.access(db.parent, os.W_OK) and (not db.with_name(db.name + '.values').exists()
+                                              or os.access(db.with_name(db.name + '.values'), os.W_OK)):
+            return db.with_name(db.name + '.values')
+        import hashlib
+        return paths.data_home() / 'values-index' / f'{hashlib.sha256(str(db).encode()).hexdigest()[:16]}.values'
+
+    def open(self):
+        """Open (create) the index and bring it in step with the database; the index is rebuilt if unusable."""
+        source = _connect(self.db)
+        try:
+            self.conn = self._open_index()
+            self._sync(source)
+        finally:
+            source.close()
+        return self
+
+    def close(self):
+        if self.conn:
+            self.conn.close()
+            self.conn = None
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _open_index(self):
+        memory = str(self.path) == ':memory:'
+        if not memory:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(2):
+            try:
+                conn = sqlite3.connect(':memory:' if memory else self.path, timeout=60)
+                if not memory:
+                    conn.execute('PRAGMA journal_mode=WAL')
+                tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if not tables:
+                    with conn:
+                        for sql in _INDEX_SCHEMA:
+                            conn.execute(sql)
+                        conn.execute("INSERT INTO meta VALUES('format', ?)", (_INDEX_FORMAT,))
+                        conn.execute("INSERT INTO meta VALUES('database', ?)", (str(self.db.resolve()),))
+                fmt = conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
+                if fmt and fmt[0] == _INDEX_FORMAT:
+                    return conn
+                conn.close()
+            except sqlite3.DatabaseError:
+                pass
+            if attempt == 0:   # another format or a broken file: it holds nothing that is not in the database
+                self.remove()
+        raise ResultsError(f'{self.path}: cannot create the values index')
+
+    def remove(self):
+        if str(self.path) == ':memory:':
+            return
+        for suffix in ('', '-wal', '-shm'):
+            Path(f'{self.path}{suffix}').unlink(missing_ok=True)
+
+    def _sync(self, source):
+        stored = dict(_stored(source, self.db, 'SELECT uuid, session_start_unix FROM sessions'))
+        have = {uuid: sid for uuid, sid in self.conn.execute('SELECT uuid, id FROM sessions')}
+        gone = [have[u] for u in have if u not in stored]
+        new = sorted((u for u in stored if u not in have), key=lambda u: stored[u] or 0)
+        if gone:
+            with self.conn:
+                for i in range(0, len(gone), 500):
+                    chunk = gone[i:i + 500]
+                    marks = ','.join('?' * len(chunk))
+                    self.conn.execute(f'DELETE FROM vals WHERE session IN ({marks})', chunk)
+                    self.conn.execute(f'DELETE FROM sessions WHERE id IN ({marks})', chunk)
+        series = {Series(*row[1:]): row[0] for row in self.conn.execute(
+            'SELECT id, system, partition, environ, check_name, name, params, variable, unit FROM series')}
+        collecting = gc.isenabled()
+        gc.disable()   # decoding allocates millions of containers without cycles: keep the collector out
+        try:
+            for i in range(0, len(new), 50):
+                chunk = new[i:i + 50]
+                rows = _stored(source, self.db, f'SELECT uuid, json_blob FROM sessions WHERE uuid IN '
+                                                f'({",".join("?" * len(chunk))})', chunk)
+                with self.conn:
+                    for uuid, blob in rows:
+                        self._ingest(uuid, blob, series)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _ingest(self, uuid, blob, series):
+        """Extract one stored session. (Another process may be doing the same: what it stored first stays.)"""
+        try:
+            report = decode(blob, f'session {uuid}')
+        except ResultsError as err:
+            self.conn.execute('INSERT OR IGNORE INTO sessions(uuid, unreadable) VALUES(?, ?)', (uuid, str(err)))
+            return
+        row, values, problems = extract(report, uuid)
+        cursor = self.conn.execute('INSERT OR IGNORE INTO sessions(uuid, start, run, cases, failures, systems, '
+                                   'problems) VALUES(?, ?, ?, ?, ?, ?, ?)',
+                                   (uuid, row.start, row.run, row.cases, row.failures, json.dumps(row.systems),
+                                    json.dumps(problems)))
+        if not cursor.rowcount:
+            return
+        sid = cursor.lastrowid
+        rows = {}
+        for key, value, ref, lower, upper, result in values:
+            if key not in series:
+                self.conn.execute('INSERT OR IGNORE INTO series(system, partition, environ, check_name, name, params, '
+                                  'variable, unit) VALUES(?, ?, ?, ?, ?, ?, ?, ?)', key)
+                series[key] = self.conn.execute(
+                    'SELECT id FROM series WHERE system = ? AND partition = ? AND environ = ? AND check_name = ? AND '
+                    'name = ? AND params = ? AND variable = ? AND unit = ?', key).fetchone()[0]
+            rows[series[key]] = (sid, series[key], value, ref, lower, upper, result)
+        self.conn.executemany('INSERT INTO vals VALUES(?, ?, ?, ?, ?, ?, ?)', rows.values())
+
+    # -- queries ------------------------------------------------------------------------------------
+
+    def sessions(self):
+        """``(SessionRow, problems)`` of every readable stored session, oldest first, and the unreadable ones'
+        reasons."""
+        readable, unreadable = [], []
+        for uuid, start, run, cases, failures, systems, problems, bad in self.conn.execute(
+                'SELECT uuid, start, run, cases, failures, systems, problems, unreadable FROM sessions '
+                'ORDER BY start, uuid'):
+            if bad:
+                unreadable.append(bad)
+            else:
+                readable.append((SessionRow(uuid, start, run, cases, failures, tuple(json.loads(systems))),
+                                 json.loads(problems)))
+        return readable, unreadable
+
+    def attach(self, history, positions, system=None):
+        """Make ``history`` read the values of the sessions ``{uuid: position in history}`` (of ``system``) from
+        here, and note the first occurrence of each series."""
+        self._tables = getattr(self, '_tables', 0) + 1
+        table = f'chosen{self._tables}'   # one per history: several may be read at once
+        self.conn.execute(f'CREATE TEMP TABLE {table}(id INTEGER PRIMARY KEY, position INTEGER)')
+        ids = dict(self.conn.execute('SELECT uuid, id FROM sessions'))
+        self.conn.executemany(f'INSERT INTO {table} VALUES(?, ?)', [(ids[u], p) for u, p in positions.items()])
+        series = {sid: Series(*rest) for sid, *rest in self.conn.execute(
+            'SELECT id, system, partition, environ, check_name, name, params, variable, unit FROM series'
+            + (' WHERE system = ?' if system else ''), (system,) if system else ())}
+        history._index = (self, table, series)
+        # the first occurrence of every series present: walk the sessions oldest first until all are seen (most
+        # series are in the oldest session, so this reads a few sessions, not the history)
+        pending = {sid for (sid,) in self.conn.execute(f'SELECT DISTINCT v.series FROM {table} c '
+                                                       f'JOIN vals v ON v.session = c.id') if sid in series}
+        order = [sid for sid, _ in sorted(self.conn.execute(f'SELECT id, position FROM {table}'), key=lambda r: r[1])]
+        for i in range(0, len(order), 64):
+            if not pending:
+                break
+            chunk = order[i:i + 64]
+            rows = self.conn.execute(f'SELECT v.series, c.position, v.value, v.ref, v.lower, v.upper, v.result '
+                                     f'FROM {table} c JOIN vals v ON v.session = c.id '
+                                     f'WHERE c.id IN ({",".join("?" * len(chunk))})', chunk).fetchall()
+            for sid, position, value, *details in sorted(rows, key=lambda r: r[1]):
+                if sid in pending:
+                    history._note_first(series[sid], position, value, details)
+                    pending.discard(sid)
+
+    def read_values(self, table, series, found, wanted, since):
+        """Add to ``found`` (see History.values) the values of the sessions in ``table``."""
+        args, where = [since], 'c.position >= ?'
+        if wanted is not None:
+            ids = [sid for sid, key in series.items() if key in wanted]
+            if not ids:
+                return
+            where += f' AND v.series IN ({",".join("?" * len(ids))})'
+            args += ids
+        slots = {}
+        for sid, position, value in self.conn.execute(f'SELECT v.series, c.position, v.value FROM {table} c '
+                                                      f'JOIN vals v ON v.session = c.id WHERE {where}', args):
+            slot = slots.get(sid)
+            if slot is None:
+                key = series.get(sid)
+                if key is None:
+                    continue
+                slot = slots[sid] = found.setdefault(key, (array.array('i'), array.array('d')))
+            slot[0].append(position)
+            slot[1].append(value)
+
+    def size(self):
+        return sum(Path(f'{self.path}{s}').stat().st_size for s in ('', '-wal') if Path(f'{self.path}{s}').exists())
+
+
+def open_index(db=None):
+    """The ValueIndex of a database, in step with it; ResultsError if the database cannot be read. Where the index
+    cannot be written (no space, no permission), one in memory for this process."""
+    index = ValueIndex(db)
+    try:
+        return index.open()
+    except (OSError, sqlite3.Error) as err:   # our files
+        print(f'ibrepro: {index.path}: cannot write the values index ({err}): reading every session', file=sys.stderr)
+        index.close()
+        return ValueIndex(db, path=':memory:').open()
+
+
+# -- the sessions of a database ------------------------------------------------------------------------
+
+def stored_sessions(db=None, *, uuids=None, last=None, problems=None):
+    """Run reports of the stored sessions, oldest first: ``uuids`` (prefixes allowed) or the ``last`` N.
+
+    Sessions that cannot be read are left out and named in ``problems`` (ResultsError when none is given).
+    """
+    db = db or paths.results_db()
+    with _connect(db) as conn:
+        rows = _stored(conn, db, 'SELECT uuid, session_start_unix FROM sessions ORDER BY session_start_unix')
     if uuids:
         wanted = [u.lower() for u in uuids]
         rows = [r for r in rows if any(r[0].startswith(w) for w in wanted)]
-        found = {w for w in wanted for r in rows if r[0].startswith(w)}
-        missing = [w for w in wanted if w not in found]
+        missing = [w for w in wanted if not any(r[0].startswith(w) for r in rows)]
         if missing:
             raise ResultsError(f'no stored session with UUID {", ".join(missing)}')
     if last:
         rows = rows[-last:]
-
-    reports = []
-    for uuid, blob in rows:
-        try:
-            reports.append(json.loads(blob))
-        except (TypeError, json.JSONDecodeError) as err:
-            raise ResultsError(f'session {uuid}: stored report is not valid JSON ({err})') from None
-
-    return reports
+    return sessions_by_uuid([r[0] for r in rows], db, problems=problems)
 
 
 def session_index(db=None):
-    """``(uuid, start unix time, systems, run)`` of every stored session, oldest first, without decoding reports.
+    """``(uuid, start unix time, systems, run)`` of every readable stored session, oldest first (from the index).
 
     ``run`` is the session's ``nightly`` extra (``--session-extras nightly=<id>``: the sessions of one nightly run,
     e.g. one per test case in a CI child pipeline), or None.
     """
-    with _connect(db) as conn:
-        try:
-            starts = conn.execute("SELECT uuid, session_start_unix, json_extract(json_blob, '$.session_info.nightly') "
-                                  'FROM sessions ORDER BY session_start_unix').fetchall()
-            systems = {}
-            for uuid, system in conn.execute('SELECT DISTINCT session_uuid, system FROM testcases'):
-                systems.setdefault(uuid, set()).add(system)
-        except sqlite3.Error as err:
-            raise ResultsError(f'{db or paths.results_db()}: {err}') from None
-
-    return [(uuid, start, sorted(systems.get(uuid, ())), run) for uuid, start, run in starts]
+    with open_index(db) as index:
+        rows = index.sessions()[0]
+    return [(row.uuid, row.start, list(row.systems), row.run) for row, _ in rows]
 
 
-def sessions_by_uuid(uuids, db=None):
-    """The run reports of the sessions with these exact UUIDs, in the order given (missing ones left out)."""
+def sessions_by_uuid(uuids, db=None, problems=None):
+    """The run reports of the sessions with these exact UUIDs, in the order given (missing ones left out).
+
+    A session that is not a readable run report is named in ``problems``, or raises ResultsError without it.
+    """
+    db = db or paths.results_db()
     found = {}
     # Decoding hundreds of reports allocates millions of containers, and the cyclic garbage collector would scan
     # them again and again (3x the decoding time for a year of sessions): JSON has no cycles, so pause it.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        _load_blobs(uuids, db, found)
+        with _connect(db) as conn:
+            uuids = list(uuids)
+            for i in range(0, len(uuids), 500):   # SQLite limits the number of parameters of one statement
+                chunk = uuids[i:i + 500]
+                for uuid, blob in _stored(conn, db, f'SELECT uuid, json_blob FROM sessions WHERE uuid IN '
+                                                    f'({",".join("?" * len(chunk))})', chunk):
+                    try:
+                        found[uuid] = decode(blob, f'session {uuid}')
+                    except ResultsError as err:
+                        if problems is None:
+                            raise
+                        problems.append(str(err))
     finally:
         if collecting:
             gc.enable()
     return [found[u] for u in uuids if u in found]
 
 
-def _load_blobs(uuids, db, found):
-    with _connect(db) as conn:
-        uuids = list(uuids)
-        for i in range(0, len(uuids), 500):   # SQLite limits the number of parameters of one statement
-            chunk = uuids[i:i + 500]
-            try:
-                rows = conn.execute(f'SELECT uuid, json_blob FROM sessions WHERE uuid IN '
-                                    f'({",".join("?" * len(chunk))})', chunk).fetchall()
-            except sqlite3.Error as err:
-                raise ResultsError(f'{db or paths.results_db()}: {err}') from None
-            for uuid, blob in rows:
-                try:
-                    found[uuid] = json.loads(blob)
-                except (TypeError, json.JSONDecodeError) as err:
-                    raise ResultsError(f'session {uuid}: stored report is not valid JSON ({err})') from None
-
-
 def load_report(path):
     """A JSON run report written by ``reframe --report-file``; ResultsError if broken."""
     try:
-        with open(path) as fp:
-            report = json.load(fp)
+        with open(path, 'rb') as fp:
+            blob = fp.read()
     except OSError as err:
         raise ResultsError(f'{path}: cannot read: {err.strerror}') from None
-    except json.JSONDecodeError as err:
-        raise ResultsError(f'{path}: not a JSON run report ({err})') from None
 
-    if not isinstance(report, dict) or 'session_info' not in report or 'runs' not in report:
-        raise ResultsError(f'{path}: not a ReFrame run report (no session_info/runs)')
-
-    return report
+    return decode(blob, path)
 
 
-def testcases(report):
-    """The final attempt of every test case of a report (retries replace earlier attempts)."""
-    final = {}
-    for run in report.get('runs', []):
-        for case in run.get('testcases', []):
-            key = (case.get('name'), case.get('system'), case.get('partition'), case.get('environ'))
-            final[key] = case
-
-    return list(final.values())
-
-
-def perf_values(report):
-    """Every performance value recorded in a run report."""
-    info = report['session_info']
-    for case in testcases(report):
-        yield from case_perf_values(info, case)
-
-
-def case_key(case):
-    """``(system, partition, environ, check, params)``: a test case's part of :attr:`PerfValue.series_key`."""
-    params = tuple((p, case.get(p)) for p in case.get('reference_index') or [])
-    return case['system'], case['partition'], case['environ'], case['name'].split()[0], params
-
-
-def case_perf_values(info, case):
-    """The performance values of one test case of a session (``info`` is the report's session_info)."""
-    system, partition, environ, check, params = case_key(case)
-    for key, entry in (case.get('perfvalues') or {}).items():
-        value, ref, lower, upper, unit, result = (list(entry) + [None] * 6)[:6]
-        if value is None:
-            continue
-
-        yield PerfValue(
-            session=info.get('uuid', ''), session_start=float(info.get('time_start_unix') or 0),
-            system=system, partition=partition, environ=environ, check=check, name=case['name'], params=params,
-            variable=key.rsplit(':', 1)[-1], value=float(value), unit=unit,
-            # ReFrame records 0 with no bounds when a variable had no reference
-            ref=None if not ref and lower is None and upper is None else ref,
-            lower=lower, upper=upper, result=result)
-
+# -- command line ---------------------------------------------------------------------------------------
 
 def describe_storage():
-    """Where this user's results are, as lines of text."""
+    """``(lines, ok)``: where this user's results are, and False when the database exists but cannot be read."""
     db = paths.results_db()
     lines = [f'data directory:     {paths.data_home()}',
              f'results database:   {db}']
-    try:
-        reports = stored_sessions()
-    except ResultsError:
-        reports = []
-
-    lines.append(f'stored sessions:    {len(reports)}')
-    if reports:
-        info = reports[-1]['session_info']
-        values = sum(1 for _ in perf_values(reports[-1]))
-        lines.append(f'latest session:     {info.get("uuid")} ({info.get("time_start")}, '
-                     f'{info.get("num_cases")} test cases, {info.get("num_failures")} failed, '
-                     f'{values} performance values)')
+    ok = True
+    if not db.is_file():
+        lines.append('stored sessions:    none yet (no results database: run `make run`)')
+    else:
+        try:
+            with open_index(db) as index:
+                rows, unreadable = index.sessions()
+            lines.append(f'stored sessions:    {len(rows)}' + (' (empty)' if not rows and not unreadable else '')
+                         + (f', and {len(unreadable)} unreadable' if unreadable else ''))
+            lines += [f'  unreadable: {reason}' for reason in unreadable[:10]]
+            if rows:
+                (report,) = sessions_by_uuid([rows[-1][0].uuid], db)
+                info = report['session_info']
+                values = sum(1 for _ in perf_values(report))
+                lines.append(f'latest session:     {info.get("uuid")} ({info.get("time_start")}, '
+                             f'{info.get("num_cases")} test cases, {info.get("num_failures")} failed, '
+                             f'{values} performance values)')
+            lines.append(f'values index:       {index.path}')
+        except ResultsError as err:
+            ok = False
+            lines.append(f'stored sessions:    UNREADABLE: {err}')
     lines.append(f'JSON run reports:   {paths.run_reports_dir()}')
     lines.append(f'ReFrame output:     {paths.data_home() / "rfm" / "output"}')
-    return lines
+    return lines, ok
 
 
 def add_cli(subparsers):
     p = subparsers.add_parser('where', help='print where results are stored',
                               description='Print the results database, the latest session and the run '
-                                          'reports of this user ($IBREPRO_HOME moves them).')
-    p.set_defaults(func=lambda args: print('\n'.join(describe_storage())))
+                                          'reports of this user ($IBREPRO_HOME moves them). Exits 1 when the '
+                                          'database exists but cannot be read.')
+    p.set_defaults(func=_cli_where)
+
+    p = subparsers.add_parser('results', help='the values index of the results database',
+                              description=__doc__, formatter_class=__import__('argparse').RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest='action', metavar='ACTION', required=True)
+    r = sub.add_parser('reindex', help='rebuild the values index from the results database')
+    r.add_argument('--db', metavar='FILE', help='results database (default: ibrepro where)')
+    r.set_defaults(func=_cli_reindex)
+
+
+def _cli_where(args):
+    lines, ok = describe_storage()
+    print('\n'.join(lines))
+    return 0 if ok else 1
+
+
+def _cli_reindex(args):
+    index = ValueIndex(args.db)
+    try:
+        index.remove()
+        with index.open():
+            rows, unreadable = index.sessions()
+            size = index.size()
+    except (ResultsError, OSError, sqlite3.Error) as err:
+        print(f'ibrepro results: {err}', file=sys.stderr)
+        return 1
+    for reason in unreadable:
+        print(f'ibrepro results: unreadable: {reason}', file=sys.stderr)
+    print(f'{index.path}: {len(rows)} session(s) indexed, {len(unreadable)} unreadable, {size / 1e6:.1f} MB')
+    return 0

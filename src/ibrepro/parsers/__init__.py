@@ -46,7 +46,26 @@ FAILURE_KINDS = {
     'incomplete': 'the output stops before the message-size sweep is complete',
     'no-peer': 'the client could not reach its server (not started, wrong address, or unreachable)',
     'invalid-result': 'the tool printed a result that is not a number (inf, nan): its measurement failed',
+    'invalid-value': 'a value no measurement can produce (infinite, negative, out of range): garbled or failed output',
 }
+
+#: The physical domain of each metric: ``(lowest, lowest allowed, highest)``. Durations are > 0; rates and amounts
+#: are >= 0 (0 where a tool prints it, e.g. the bandwidth of empty messages); the highest is beyond any machine (a
+#: day of latency, 1 PB/s) and keeps every statistic on the values finite. A value outside is not data.
+METRIC_DOMAIN = {
+    'lat': (0.0, False, 8.64e10),       # us: a day
+    'overhead': (0.0, True, 8.64e10),   # us
+    'overlap': (0.0, True, 8.64e10),    # us
+    'time': (0.0, False, 8.64e8),       # s: 10,000 days
+    'bw': (0.0, True, 1e9),             # MB/s: 1 PB/s
+    'msgrate': (0.0, True, 1e12),       # msg/s
+    'mops': (0.0, True, 1e12),          # Mop/s: 10^18 op/s
+    'mem': (0.0, True, 1e12),           # KiB: 1 PiB
+}
+#: The largest message size (2^50 B, a PiB): beyond it a size is garbled output.
+MAX_SIZE = 2 ** 50
+#: Variables of no metric (counts such as RDMA ports, link limits in Gb/s or MB/s): finite, >= 0, at most this.
+OTHER_MAX = 1e15
 
 # Tool modules in detection order (the first whose detect() accepts the text parses it).
 _TOOL_MODULES = ['imb', 'osu', 'npb', 'perftest', 'bench']
@@ -146,7 +165,7 @@ class ParsedOutput:
 # What MPI launchers and schedulers print when a job dies; shared by every MPI tool's parser. The launcher's
 # own refusals come first: they explain the aborts that follow them.
 _ABORTS = [
-    (r'(\S+) has detected an attempt to run as root',
+    (r'(?<!\S)(\S+) has detected an attempt to run as root',   # (?<!\S): tried at a word's start only: linear
      'Open MPI ({0}) refuses to run as root: the environment needs OMPI_ALLOW_RUN_AS_ROOT=1 and '
      'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (ibrepro sets them in its Open MPI environments), or run as another user'),
     (r'Runtime environment uses unsupported PMI version (\S+?)\.',
@@ -200,7 +219,7 @@ def detect_tool(text):
 
 
 def parse_text(text, source='<text>', tool=None):
-    """Parse one benchmark output. Raises ParseError (or BenchmarkFailed)."""
+    """Parse one benchmark output. Raises ParseError (or BenchmarkFailed, e.g. ``invalid-value``)."""
     if not text.strip():
         raise ParseError(source, 'empty output')
 
@@ -209,7 +228,86 @@ def parse_text(text, source='<text>', tool=None):
         raise ParseError(source, 'not the output of a known benchmark '
                                  f'(known: {", ".join(_TOOL_MODULES)})')
 
-    return _tool_module(tool).parse(text, str(source))
+    try:
+        out = _tool_module(tool).parse(text, str(source))
+    except ParseError:
+        raise
+    except ValueError as err:   # int() of a number thousands of digits long: Python's limit against slow conversions
+        raise ParseError(source, f'unreadable number ({err})') from None
+    _check_values(out, text)
+    return out
+
+
+# -- the values' domains: one check where values leave the parsers --------------------------------------
+
+def value_problem(variable, value):
+    """Why ``value`` cannot be a measurement of ``variable`` (``lat_1024``, ``time``, ``rdma_ports``), or None."""
+    metric = variable.rpartition('_')[0] if variable.rpartition('_')[2].isdigit() else variable
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f'not a number ({type(value).__name__})'
+    if isinstance(value, float) and not math.isfinite(value):   # (an int is finite, and may not fit a float)
+        return 'not a finite number'
+    low, low_ok, high = METRIC_DOMAIN.get(metric, (0.0, True, OTHER_MAX))
+    if value < low or (value == low and not low_ok) or value > high:
+        unit = f' {METRIC_UNITS[metric]}' if metric in METRIC_UNITS else ''
+        return f'{metric} must be {">=" if low_ok else ">"} {low:g} and <= {high:g}{unit}'
+    return None
+
+
+def _check_values(out, text):
+    """Every message size a non-negative integer, every metric value in its domain (METRIC_DOMAIN); else
+    BenchmarkFailed ``invalid-value`` naming the tool, table, size and what was printed."""
+    for table in out.tables:
+        for row in table.rows:
+            size = row.get(table.size_key) if table.size_key else None
+            if table.size_key and (isinstance(size, bool) or not isinstance(size, int) or not 0 <= size <= MAX_SIZE):
+                _invalid(out, table, row, table.size_key, text, 'a message size must be an integer from 0 to 2^50')
+            for metric, key in table.metrics.items():
+                value = row.get(key)
+                if value is None:
+                    continue
+                problem = value_problem(metric, value)
+                if problem:
+                    _invalid(out, table, row, key, text, problem)
+
+
+def _invalid(out, table, row, key, text, problem):
+    name = next((c.name for c in table.columns if c.key == key), key)
+    size = f' at {row[table.size_key]!r} B' if table.size_key and key != table.size_key else ''
+    params = ''.join(f' {k}={v}' for k, v in table.params.items() if v is not None)
+    line = _printed_line(text, table, row, key)
+    printed = f', printed {line!r}' if line else ''
+    raise BenchmarkFailed(out.source, 'invalid-value', f'{out.tool} {table.benchmark}{params}: {name} = '
+                          f'{row[key]!r}{size}{printed}: {problem}', partial=out)
+
+
+def _printed_line(text, table, row, key):
+    """The output line a bad value came from (the first with its size and a token of its value), for the message."""
+    value, first = row[key], None
+    label = next((c.name for c in table.columns if c.key == key), key)
+    for line in text.splitlines():
+        tokens = line.split()
+        if table.size_key:
+            if not tokens or tokens[0] != str(row[table.size_key]):
+                continue
+        elif label not in line:
+            continue
+        first = first or line
+        if any(_same(token, value) for token in tokens):
+            return _shorten(line.strip())
+    return _shorten(first.strip()) if first else None
+
+
+def _same(token, value):
+    try:
+        number = float(token)
+    except ValueError:
+        return token == value
+    return number == value or (number != number and value != value)
+
+
+def _shorten(line, width=120):
+    return line if len(line) <= width else f'{line[:width - 15]}... ({len(line)} chars)'
 
 
 def parse_file(path, tool=None):

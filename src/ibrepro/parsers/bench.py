@@ -22,12 +22,13 @@ from . import METRIC_UNITS, BenchmarkFailed, Column, ParsedOutput, ParseError, T
 
 TOOL = 'bench'  # the module name, as every tool's (the outputs say 'ibrepro-bench')
 
-_BANNER = re.compile(r'^# ibrepro-bench (\S+) (\S+)\s*$', re.M)
+# Values read to the end of the line and the code strips them: a lazy (.*?)\s*$ is quadratic in a line's length.
+_BANNER = re.compile(r'^# ibrepro-bench (\S+) (\S+)[ \t\r]*$', re.M)
 _FAILURE = re.compile(r'^(ibrepro_\w+): (invalid option|invalid rank count|no RDMA device found|'
-                      r'timeout|error)(?:: (.*?))?\s*$', re.M)
+                      r'timeout|error)(?:: (.*)|[ \t\r]*)$', re.M)
 _KINDS = {'invalid option': 'invalid-option', 'invalid rank count': 'invalid-ranks',
           'no RDMA device found': 'no-device', 'timeout': 'timeout', 'error': 'abort'}
-_KEY_VALUE = re.compile(r'^#\s*([A-Za-z_][\w]*):\s?(.*?)\s*$')
+_KEY_VALUE = re.compile(r'^#\s*([A-Za-z_]\w*):\s?(.*)$')
 _COLUMN = re.compile(r'^([A-Za-z_]\w*)(?:\[([^\]]+)\])?$')
 
 
@@ -76,6 +77,7 @@ def parse(text, source):
 
     if failures:
         program, kind, detail = failures[0]
+        detail = detail.strip()
         raise BenchmarkFailed(source, _KINDS[kind], f'{program}: {kind}'
                               + (f': {detail}' if detail else ''), partial=out)
 
@@ -113,7 +115,7 @@ def _parse_body(body, out):
             kv = _KEY_VALUE.match(stripped)
             if not kv:
                 continue
-            key, value = kv.groups()
+            key, value = kv.group(1), kv.group(2).rstrip()
             if key == 'table':
                 name, params, table = value, {}, None
             elif key == 'note':

@@ -16,11 +16,12 @@ from . import BenchmarkFailed, Column, ParsedOutput, ParseError, Table, mpi_abor
 
 TOOL = 'imb'
 
-_BANNER = re.compile(r'^#\s+Intel\(R\) MPI Benchmarks (\S+?),?\s+(.*?)\s+part', re.M)
+# Patterns match to the end of a line and the code strips it: a lazy (.*?)\s*$ is quadratic in a line's length.
+_BANNER = re.compile(r'^#[ \t]+Intel\(R\) MPI Benchmarks (\S+?),?[ \t]+(.*)$', re.M)
 _INVALID_RANKS = re.compile(r'^#\s*!!\s*Benchmark (\S+) invalid for (\d+) processes', re.M)
 _INVALID_NAME = re.compile(r'^Invalid benchmark name (\S+)', re.M)
-_META = re.compile(r'^#\s+(Date|Machine|System|Release|MPI Version)\s*:\s*(.*?)\s*$', re.M)
-_CALLING = re.compile(r'^#\s*Calling sequence was:\s*\n(?:#\s*\n)?\s*\n?#\s*(\S.*?)\s*$', re.M)
+_META = re.compile(r'^#[ \t]+(Date|Machine|System|Release|MPI Version)[ \t]*:(.*)$', re.M)
+_CALLING = 'Calling sequence was:'
 _FINALIZE = '# All processes entering MPI_Finalize'
 
 # header token -> (row key, unit)
@@ -28,7 +29,28 @@ _UNITS = {'usec': 'us', '%': '%'}
 
 
 def detect(text):
-    return _BANNER.search(text) is not None
+    return _banner(text) is not None
+
+
+def _banner(text):
+    """(version, component) of the first '# Intel(R) MPI Benchmarks 2021.8, MPI-1 part' line, or None."""
+    for m in _BANNER.finditer(text):
+        component, part, _ = m.group(2).partition(' part')
+        if part:
+            return m.group(1), component.strip()
+    return None
+
+
+def _calling(text):
+    """The command line IMB prints in the '#' lines after 'Calling sequence was:', or None."""
+    at = text.find(_CALLING)
+    if at < 0 or not text[text.rfind('\n', 0, at) + 1:at].lstrip().startswith('#'):
+        return None
+    for line in text[at:].split('\n', 4)[1:4]:
+        body = line.strip().lstrip('#').strip()
+        if body:
+            return body if line.lstrip().startswith('#') else None
+    return None
 
 
 def _column(name):
@@ -112,16 +134,15 @@ def _parse_block(source, name, lines, params):
 
 
 def parse(text, source):
-    banner = _BANNER.search(text)
+    banner = _banner(text)
     if not banner:
         raise ParseError(source, 'no "Intel(R) MPI Benchmarks" banner')
 
-    out = ParsedOutput(tool=TOOL, source=source, version=banner.group(1),
-                       meta={'component': banner.group(2)})
-    out.meta.update({k.lower().replace(' ', '_'): v for k, v in _META.findall(text)})
-    calling = _CALLING.search(text)
+    out = ParsedOutput(tool=TOOL, source=source, version=banner[0], meta={'component': banner[1]})
+    out.meta.update({k.lower().replace(' ', '_'): v.strip() for k, v in _META.findall(text)})
+    calling = _calling(text)
     if calling:
-        out.meta['command'] = calling.group(1)
+        out.meta['command'] = calling
 
     chunks = re.split(r'^#\s*Benchmarking\s+(\S+)\s*$', text, flags=re.M)
     for name, body in zip(chunks[1::2], chunks[2::2]):

@@ -26,10 +26,12 @@ from . import BenchmarkFailed, Column, ParsedOutput, ParseError, Table, mpi_abor
 TOOL = 'npb'
 
 _BANNER = re.compile(r'NAS Parallel Benchmarks (\S+) -- (\w+) Benchmark')
-_COMPLETED = re.compile(r'^\s*(\w+) Benchmark Completed\.?\s*$', re.M)
-_FIELD = re.compile(r'^\s*([A-Za-z][\w /.]*?)\s*=\s*(.*?)\s*$')
-_COMPILE_OPTION = re.compile(r'^\s{4}(\w+)\s*=\s*(.*?)\s*$')
-_POWER_OF_TWO = re.compile(r'^\s*ERROR: (Number of processes \((\d+)\) is not a power of two)[^\n]*',
+# Blanks are [ \t] and values read to the end of the line, stripped by the code: a lazy (.*?)\s*$ is quadratic in
+# a line's length, and a \s* after ^ in multi-line mode in the number of blank lines.
+_COMPLETED = re.compile(r'^[ \t]*(\w+) Benchmark Completed\.?[ \t]*$', re.M)
+_LABEL = re.compile(r'[A-Za-z][\w /.]*')
+_COMPILE_OPTION = re.compile(r'^[ \t]{4}(\w+)[ \t]*=(.*)$')
+_POWER_OF_TWO = re.compile(r'^[ \t]*ERROR: (Number of processes \((\d+)\) is not a power of two)[^\n]*',
                            re.M)
 
 # summary label -> Column (the row keeps every printed field; these get names and units)
@@ -51,11 +53,11 @@ _META_FIELDS = {'Version': 'version', 'Compile date': 'compile_date'}
 
 def detect(text):
     return bool(_BANNER.search(text) or _POWER_OF_TWO.search(text)
-                or re.search(r'^\s*\w+ Benchmark Completed\.?\s*\n\s*Class\s+=', text, re.M))
+                or re.search(r'^[ \t]*\w+ Benchmark Completed\.?[ \t]*\r?\n[ \t]*Class[ \t]+=', text, re.M))
 
 
 def _value(text):
-    text = re.sub(r'\s*x\s*', 'x', text)       # "256x 256x 128" -> "256x256x128"
+    text = 'x'.join(part.strip() for part in text.split('x'))      # "256x 256x 128" -> "256x256x128"
     if re.fullmatch(r'\d+', text):
         return int(text)
     if re.fullmatch(r'\d*\.\d+(?:[eE][-+]?\d+)?', text):
@@ -74,15 +76,15 @@ def _summary(lines, source):
         if in_options:
             m = _COMPILE_OPTION.match(line)
             if m:
-                options[m.group(1)] = m.group(2)
+                options[m.group(1)] = m.group(2).strip()
             elif line.strip():
                 break
             continue
 
-        m = _FIELD.match(line)
-        if not m:
+        label, equals, value = line.partition('=')
+        label, value = label.strip(), value.strip()
+        if not equals or not _LABEL.fullmatch(label):
             continue
-        label, value = m.groups()
         if label in _META_FIELDS:
             meta[_META_FIELDS[label]] = value
         elif label in _COLUMNS:

@@ -37,7 +37,8 @@ _BAD_OPTION = re.compile(r"(?:invalid option -- '?(\S+?)'?$|unrecognized option 
                          r"|option requires an argument -- '?(\S+?)'?$|^(Invalid [A-Z][\w ]+))",
                          re.M)
 _USAGE = re.compile(r'^Usage: (osu_\w+)', re.M)
-_VALIDATION_ERROR = re.compile(r'^DATA VALIDATION ERROR: (.*?)\s*$', re.M)
+# Patterns read to the end of a line and the code strips it: a lazy (.*?)\s*$ is quadratic in a line's length.
+_VALIDATION_ERROR = re.compile(r'^DATA VALIDATION ERROR: .*$', re.M)
 _HEADER = re.compile(r'^#\s*(?:Size|Avg Latency)\b', re.M)
 _ROW = re.compile(r'^\s*[-+]?\d')
 
@@ -97,10 +98,13 @@ def _options(lines):
     params, notes = {}, []
     for line in lines:
         body = line.lstrip('#').strip()
-        pairs = re.findall(r'\[\s*([^:\]]+?)\s*:\s*([^\]]+?)\s*\]', body)
+        pairs = [(k.strip(), v.strip()) for k, v in re.findall(r'\[([^:\[\]\n]*):([^\[\]\n]*)\]', body)]
+        pairs = [(k, v) for k, v in pairs if k and v]
         if not pairs:
-            m = re.fullmatch(r'([A-Za-z][\w .-]*?)\s*:\s*(.+?)\.?', body)
-            pairs = [m.groups()] if m else []
+            key, colon, value = body.partition(':')
+            key, value = key.rstrip(), value.strip()
+            value = value[:-1] if value.endswith('.') else value
+            pairs = [(key, value)] if colon and value and re.fullmatch(r'[A-Za-z][\w .-]*', key) else []
         for key, value in pairs:
             params[_snake(key)] = int(value) if value.isdigit() else value
         if body and not pairs:
@@ -211,7 +215,7 @@ def _check_failures(text, out):
         if failed or error:
             where = (f'{failed[0]["validation"]} at {failed[0].get("bytes")} bytes' if failed
                      else 'no Fail row printed')
-            detail = f' ({error.group(0)})' if error else ''
+            detail = f' ({error.group(0).strip()})' if error else ''
             raise BenchmarkFailed(out.source, 'verification',
                                   f'OSU {table.benchmark}: data validation {where}{detail}',
                                   partial=out)

@@ -42,17 +42,17 @@ _TITLE = re.compile(rf'^{_RULE}\s*\n {{2,}}(\S[^\n]*? Test)\s*$', re.M)
 _SERVER = 'Waiting for client to connect'
 _USAGE = re.compile(r'^Usage:\s*\n\s+((?:ib|raw_ethernet)_\w+)\s+start a server', re.M)
 _VERSION = re.compile(r'^Version: (\S+)\s*$', re.M)
-_NO_DEVICE = re.compile(r'^\s*(Did not detect devices|Unable to find the Infiniband/RoCE device|'
+_NO_DEVICE = re.compile(r'^[ \t]*(Did not detect devices|Unable to find the Infiniband/RoCE device|'
                         r'No IB devices found|IB device \S+ not found|Failed to get IB devices list|'
                         r"Couldn't get device list|Couldn't get context for the device)\b.*$", re.M)
 # The connection to the node was lost mid-run (a killed soft-RoCE guest, a dropped ssh): what was printed stays
 _LOST = re.compile(r'^\S*(guest-exec|ssh)\S*: .*(lost the connection|Connection closed)', re.I)
 _NO_PEER = re.compile(r"^Couldn't connect to (\S+)\s*$", re.M)
-_SETTING = re.compile(r'^\s*([A-Za-z][\w .*/-]*?)\s*:\s*(.*?)\s*$')
+_SETTING = re.compile(r'^\s*([A-Za-z][\w \t.*/-]*):(.*)$')    # stripped in _settings (linear in the line)
 # One header column: "#bytes", "t_min[usec]", "BW peak[MB/sec]", "99.9% percentile[usec]", ...
-_HEADER_COLUMN = re.compile(r'#\w+|(?:[\w.%]+ )?[\w.%]+\[[^\]]*\]|tps average')
+_HEADER_COLUMN = re.compile(r'#\w+|(?:[\w.%]{1,40} )?[\w.%]{1,40}\[[^\]\n]{0,40}\]|tps average')   # bounded: linear
 _WARNING = re.compile(r'^(Correlation coefficient[^\n]*|Device not recognized[^\n]*|'
-                      r'\s*WARNING:[^\n]*|Conflicting CPU frequency[^\n]*)$', re.M)
+                      r'[ \t]*WARNING:[^\n]*|Conflicting CPU frequency[^\n]*)$', re.M)
 
 # printed unit -> (Column unit, factor to ibrepro's unit or None, ibrepro unit)
 _UNITS = {
@@ -162,7 +162,7 @@ def _settings(block):
         for part in re.split(r'\t{2,}', line):
             m = _SETTING.match(part)
             if m:
-                settings[m.group(1)] = m.group(2)
+                settings[m.group(1).rstrip()] = m.group(2).strip()
     return settings
 
 
