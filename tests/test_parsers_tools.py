@@ -233,3 +233,49 @@ def test_cli_prints_json_for_results(capsys):
     results = json.loads(capsys.readouterr().out)
     assert [r['tool'] for r in results] == ['osu', 'perftest', 'npb']
     assert results[1]['tables'][0]['metrics'] == {'bw': 'bw_average_si', 'msgrate': 'msgrate_si'}
+
+
+# perftest as sites have it today (upstream 26.04.17; MOFED/DOCA builds print the same header): bandwidth in
+# MiB/sec, Gb/sec with --report_gbits, in duration mode (-D), with two QPs (-q 2) and bidirectional (-b)
+UPSTREAM = FIXTURES / 'perftest/26.04.17-rxe'
+
+
+@pytest.mark.parametrize('name, printed, factor', [
+    ('ib_write_bw.txt', 21.94, 2**20 / 1e6),
+    ('ib_write_bw.report_gbits.txt', 0.13, 125.0),
+    ('ib_write_bw.duration.txt', 13.99, 2**20 / 1e6),
+    ('ib_write_bw.qp2.txt', 24.40, 2**20 / 1e6),
+    ('ib_write_bw.bidir.txt', 39.78, 2**20 / 1e6),
+    ('ib_read_bw.txt', 11.06, 2**20 / 1e6),
+])
+def test_perftest_upstream_bandwidth_in_mb_per_s(name, printed, factor):
+    table = parse_file(UPSTREAM / name).table()
+    values = {name: (value, unit) for name, value, unit in table.metric_values()}
+    assert values['bw_65536'] == (pytest.approx(printed * factor), 'MB/s')
+    assert 'msgrate' in table.metrics
+
+
+def test_perftest_upstream_help_and_json():
+    with pytest.raises(ParseError, match='ib_write_bw --help output'):
+        parse_file(UPSTREAM / 'ib_write_bw-help.txt')    # "Usage:" names the program by its full path
+    json_lat = parse_file(UPSTREAM / 'ib_write_lat.out_json.json').table()
+    text_lat = parse_file(UPSTREAM / 'ib_write_lat.out_json.txt').table()   # the same run's stdout
+    assert list(json_lat.metric_values()) == list(text_lat.metric_values()) == [('lat_2', 1646.32, 'us')]
+    with pytest.raises(ParseError, match='bandwidth carries no unit'):
+        parse_file(UPSTREAM / 'ib_write_bw.out_json.json')
+
+
+def test_a_metric_the_output_lacks_fails_naming_it():
+    """A check that reports bw fails sanity naming 'bw' and the columns it read, instead of dropping the
+    variable (ReFrame never judges the references of a variable that was not produced)."""
+    from reframe.core.exceptions import SanityError
+
+    from ibrepro.rfm import PaperExperiment
+
+    class Check:
+        tool, report_metrics = 'perftest', ['bw']
+    table = parse_file(UPSTREAM / 'ib_write_lat.txt').table()
+    with pytest.raises(SanityError, match=r"no 'bw' in the output \(its columns: #bytes, #iterations, t_min"):
+        PaperExperiment.check_metrics(Check(), table)
+    Check.report_metrics = ['lat']
+    PaperExperiment.check_metrics(Check(), table)

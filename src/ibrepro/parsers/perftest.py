@@ -27,10 +27,17 @@ receive side; the passive servers of half-duplex write/read/atomic BW tests prin
 report received over the socket (src/write_bw.c lines 248-256, v4.5-0.17), so with ``-a`` only the
 last size appears there.
 
+JSON (``--out_json``, perftest >= 25.x): {"test_info": {...}, "results": {...}}, one size per report.
+Latency reports (t_min .. percentile_99.9, in usec) parse like the table. Bandwidth reports do not: BW_peak and
+BW_average carry no unit and test_info records no report format (MiB/sec by default, Gb/sec with
+``--report_gbits``; ``write_test_info_to_file`` in src/perftest_parameters.c, tag 26.04.17), so they raise
+ParseError pointing at the table printed on stdout, which says its unit.
+
 Not results: ``--help`` and ``--version`` outputs raise ParseError. No RDMA device ("Did not detect
 devices", "No IB devices found", "IB device X not found") -> BenchmarkFailed no-device.
 """
 
+import json
 import re
 
 from . import BenchmarkFailed, Column, ParsedOutput, ParseError, Table
@@ -40,7 +47,9 @@ TOOL = 'perftest'
 _RULE = r'-{40,}'
 _TITLE = re.compile(rf'^{_RULE}\s*\n {{2,}}(\S[^\n]*? Test)\s*$', re.M)
 _SERVER = 'Waiting for client to connect'
-_USAGE = re.compile(r'^Usage:\s*\n\s+((?:ib|raw_ethernet)_\w+)\s+start a server', re.M)
+# the program as invoked: "ib_write_bw", or its full path ("/usr/local/bin/ib_write_bw", perftest 26.x)
+_USAGE = re.compile(r'^Usage:[ \t]*\n[ \t]+(?:[^\s/]*/)*((?:ib|raw_ethernet)_\w+)[ \t]+start a server', re.M)
+_JSON = re.compile(r'\A\s*\{\s*"test_info"\s*:')
 _VERSION = re.compile(r'^Version: (\S+)\s*$', re.M)
 _NO_DEVICE = re.compile(r'^[ \t]*(Did not detect devices|Unable to find the Infiniband/RoCE device|'
                         r'No IB devices found|IB device \S+ not found|Failed to get IB devices list|'
@@ -69,7 +78,7 @@ _META = {'Device': 'device', 'Transport type': 'transport', 'Connection type': '
 
 
 def detect(text):
-    return bool(_TITLE.search(text) or _SERVER in text or _USAGE.search(text) or _NO_PEER.search(text)
+    return bool(_JSON.match(text) or _TITLE.search(text) or _SERVER in text or _USAGE.search(text) or _NO_PEER.search(text)
                 or _NO_DEVICE.search(text) or re.fullmatch(r'Version: \d+(?:\.\d+)+', text.strip()))
 
 
@@ -172,6 +181,8 @@ def _meta_value(value):
 
 
 def parse(text, source):
+    if _JSON.match(text):
+        return _parse_json(text, source)
     _check_not_a_result(text, source)
     title = _TITLE.search(text)
     server = _SERVER in text
@@ -230,3 +241,39 @@ def _check_not_a_result(text, source):
         raise BenchmarkFailed(source, 'no-device',
                               'perftest: ' + '; '.join(m.strip() for m in missing))
 
+
+
+# JSON result key -> printed column, as the table of the same test prints it (src/perftest_parameters.h)
+_JSON_LATENCY = {'t_min': 't_min[usec]', 't_max': 't_max[usec]', 't_typical': 't_typical[usec]',
+                 't_avg': 't_avg[usec]', 't_stdev': 't_stdev[usec]', 'percentile_99': '99% percentile[usec]',
+                 'percentile_99.9': '99.9% percentile[usec]'}
+
+
+def _parse_json(text, source):
+    try:
+        report = json.loads(text)
+        info, results = report['test_info'], report['results']
+        test = str(info['test'])
+    except (ValueError, KeyError, TypeError) as err:
+        raise ParseError(source, f'perftest --out_json report unreadable ({type(err).__name__}: {err})') from None
+    m = re.fullmatch(r'(\w+?)_((?:Bidirectional_)?(?:BW|Latency))_Test', test)
+    if not m or not isinstance(results, dict) or not isinstance(info, dict):
+        raise ParseError(source, f'perftest --out_json report of an unknown test {test!r:.80}')
+    benchmark = f"{re.sub(r'^Atomic_', 'Atomic ', m.group(1))} {m.group(2).replace('_', ' ')}"
+    if 'BW_average' in results:
+        raise ParseError(source, f'perftest --out_json report of {benchmark}: its bandwidth carries no unit (MiB/sec '
+                                 'by default, Gb/sec with --report_gbits) and test_info does not say which: parse the '
+                                 'table perftest printed on stdout')
+    printed = ['#bytes', '#iterations'] + [_JSON_LATENCY[k] for k in _JSON_LATENCY if k in results]
+    values = [results.get('MsgSize'), results.get('n_iterations')] + [results[k] for k in _JSON_LATENCY if k in results]
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in values) or len(printed) < 3:
+        raise ParseError(source, f'perftest --out_json report of {benchmark}: results are not the numbers of a '
+                                 f'latency test: {json.dumps(results)[:120]}')
+    out = ParsedOutput(tool=TOOL, source=source, version=None)
+    out.meta.update({'test': test.replace('_', ' '), 'role': None, 'format': 'json'})
+    snake_meta = {_snake(label): key for label, key in _META.items()}    # "rdma_cm_QPs" is "rdma_cm QPs"
+    out.meta.update({snake_meta[_snake(k)]: v for k, v in info.items() if _snake(k) in snake_meta})
+    lines = [' '.join(printed), ' '.join(str(v) for v in values)]
+    params = {'connection': info.get('Connection_type'), 'bidirectional': 'Bidirectional' in benchmark}
+    out.tables.append(_table(lines, benchmark, params, source))
+    return out
