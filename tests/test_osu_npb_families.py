@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT, ReFrameRunner, output
 from ibrepro import rfmconfig
 from ibrepro.rfm import mvapich2
+from ibrepro.rfm import bench
 from ibrepro.rfm.layout import parse_layout
 from ibrepro.rfm.npb import parse_case
 from ibrepro.rfm.osu import expected_sizes
@@ -65,6 +66,19 @@ def skips(stdout):
 def test_expected_sizes(benchmark, sizes, first, last, count):
     got = expected_sizes(benchmark, sizes)
     assert (got[0], got[-1], len(got)) == (first, last, count)
+
+
+@pytest.mark.parametrize('sizes, option, rows', [
+    ('4096', '4096:4096', [4096]), ('0:4', '0:4', [0, 1, 2, 4]), ('1K:4K', '1K:4K', [1024, 2048, 4096]),
+    ('2:2', '2:2', [2])])
+def test_our_benchmarks_take_one_size_or_a_range(sizes, option, rows):
+    assert (bench.size_range(sizes), bench.expected_sizes(sizes)) == (option, rows)
+
+
+@pytest.mark.parametrize('sizes', ['', '4:2', 'x', '1Q:2', '1:2:3'])
+def test_our_benchmarks_refuse_sizes_naming_the_knob(sizes):
+    with pytest.raises(ValueError, match='message_sizes must be SIZE or MIN:MAX'):
+        bench.size_range(sizes)
 
 
 def test_cases_and_layouts_parse_or_say_why():

@@ -272,21 +272,42 @@ def test_two_hosts_pass_the_placement_check(tmp_path):
 
 
 @needs_perftest
-def test_a_perftest_server_without_its_device_fails_fast_with_its_reason(tmp_path):
+def test_a_rail_device_the_node_lacks_fails_at_the_probe_naming_it(tmp_path):
     lines = []
+    t0 = time.monotonic()
     rc = pair.run(spec(), tmp_path, log=lines.append)
-    assert rc == 1
-    assert any('flow 0: server on' in line and 'exited with 1 before a client connected' in line
+    assert rc == 1 and time.monotonic() - t0 < 5, lines
+    have = ', '.join(sorted(os.listdir('/sys/class/infiniband'))) if os.path.isdir('/sys/class/infiniband') else ''
+    assert any(f'RDMA device rxe_a, rxe_b not found (it has: {have or "none, no /sys/class/infiniband"})' in line
                for line in lines), lines
-    assert 'rxe_a' in (tmp_path / 'flow-0.server.out').read_text()
-    assert status(tmp_path, 'flow-0.server')['returncode'] == 1
+    assert not list(tmp_path.glob('flow-*'))        # nothing was started
+    assert 'RDMA device rxe_a, rxe_b not found' in json.loads((tmp_path / 'failed-0.json').read_text())['reason']
+
+
+def test_a_server_that_dies_while_its_client_retries_ends_the_flow(tmp_path):
+    """Nodes reached through node_exec (emulated nodes): servers get a 1 s grace, then their clients retry while
+    they are not listening. A server that dies after the grace ends the flow at once, with its own output."""
+    s = peer_spec(1, 19370, node_exec=['env'], python=sys.executable, wait_listen=False)
+    s['flows'][0]['server']['argv'] = [sys.executable, '-c', 'import sys, time; time.sleep(2); '
+                                       'print("server: lost its device"); sys.exit(3)']
+    s['flows'][0]['client']['argv'] = [sys.executable, '-c', 'import sys; print("Couldn\'t connect to 127.0.0.1:19370"); '
+                                       'sys.exit(1)']
+    lines = []
+    t0 = time.monotonic()
+    rc = pair.run(s, tmp_path, log=lines.append)
+    assert rc == 1 and time.monotonic() - t0 < 10, lines
+    assert any('flow 0: server on' in line and 'exited with 3 before a client connected: server: lost its device'
+               in line for line in lines), lines
+    assert status(tmp_path, 'flow-0.server')['returncode'] == 3
 
 
 @needs_perftest
 @pytest.mark.integration
 def test_verbs_family_on_a_partition_without_the_device_says_so(reframe):
-    """A partition that declares RoCE without having it: the checks fail, naming perftest's own report."""
+    """A partition that declares RoCE devices its nodes lack: the checks fail before perftest starts, naming the
+    devices and what the node has."""
     proc = reframe('-r', '-n', 'PerftestLatency%operation=rdma_write', '-S', 'iterations=100',
                    config='tests/configs/declared_rdma.py')
     assert proc.returncode == 1, output(proc)
-    assert 'server: no-device: perftest: Did not detect devices' in proc.stdout, output(proc)
+    assert 'Reason: sanity error: flow 0: the client never ran' in proc.stdout, output(proc)
+    assert 'RDMA device rxe_a, rxe_b not found (it has: ' in proc.stdout, output(proc)

@@ -241,7 +241,7 @@ def test_wrong_device_fails_clearly_in_seconds_and_others_continue(guest):
     cases = sessions[-1][1]
     assert cases['softroce_rdma_devices @dualport'][:2] == ('pass', None)
     result, reason, _ = cases['softroce_write_lat @dualport']
-    assert result == 'fail' and 'IB device rxe9 not found' in reason, reason
+    assert result == 'fail' and 'RDMA device rxe9 not found (it has: rxe0, rxe1' in reason, reason
 
 
 def test_guest_killed_mid_run_fails_clearly_and_keeps_what_was_measured(guest):

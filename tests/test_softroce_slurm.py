@@ -166,7 +166,7 @@ def test_a_wrong_device_fails_both_ends_within_a_minute(home, stored):
     assert rc == 1, output
     case = _cases(report)['PerftestLatency %operation=rdma_write']
     assert case['result'] == 'fail' and case['fail_phase'] == 'sanity'
-    assert 'IB device rxe9 not found' in case['fail_reason'], case['fail_reason']
+    assert 'RDMA device rxe9 not found (it has: rxe0, rxe1' in case['fail_reason'], case['fail_reason']
     job = _job(case['jobid'])
     assert job['state'] == 'FAILED' and job['elapsed'] <= 60, job
     # each end stopped with the reason: the one whose server failed, and its peer, told within seconds

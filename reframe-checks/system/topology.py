@@ -45,13 +45,16 @@ class RdmaTopology(rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def set_options(self):
-        # one process on the job's node; no MPI launcher needed
-        if self.current_partition.launcher_type.registered_name != 'softroce':
+        # one process on the job's node; no MPI launcher needed (the softroce launcher is what puts it in the guest)
+        in_guest = self.current_partition.launcher_type.registered_name == 'softroce'
+        if not in_guest:
             self.job.launcher = getlauncher('local')()
         self.probe = self.current_partition.extras.get('topology_probe', self.probe)
         if self.probe == 'ibv_devinfo':
-            # a partition whose nodes are reached through a prefix (emulated nodes): from here, node 0
-            prefix = [a.replace('{node}', '0') for a in self.current_partition.extras.get('node_exec') or []]
+            # a partition whose nodes are reached through a prefix (emulated nodes): from here, node 0; not
+            # when the launcher already runs the command on the node (the prefix is a program of this host)
+            node_exec = [] if in_guest else self.current_partition.extras.get('node_exec') or []
+            prefix = [a.replace('{node}', '0') for a in node_exec]
             self.executable, *self.executable_opts = [*prefix, 'ibv_devinfo', '-v']
         else:
             self.executable_opts = ['-m', 'ibrepro.cli', 'topology', '--json', '--sysfs', self.sysfs_root]

@@ -287,7 +287,9 @@ def probe(rails, sysfs='/sys'):
         allowed = set(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         allowed = set(range(os.cpu_count() or 1))
-    info = {'host': socket.gethostname(), 'pid': os.getpid(), 'cpus': sorted(allowed), 'rails': []}
+    devices = Path(sysfs) / 'class' / 'infiniband'
+    info = {'host': socket.gethostname(), 'pid': os.getpid(), 'cpus': sorted(allowed), 'rails': [],
+            'devices': sorted(p.name for p in devices.iterdir()) if devices.is_dir() else []}
     for device, port in rails:
         address, how = rail_address(device, port, sysfs)
         cpus, numa = near_cpus(device, allowed, sysfs)
@@ -422,6 +424,11 @@ class Runner:
             else:
                 info = probe(self.spec['rails'])
             info['node'] = node
+            missing = sorted({r['device'] for r in info['rails'] if r['device']} - set(info.get('devices', [])))
+            if missing:    # before anything starts: perftest would only say so once its peer waits for it
+                raise PairFailed(f'node {node} on {info["host"]}: RDMA device {", ".join(missing)} not found (it has: '
+                                 f'{", ".join(info.get("devices", [])) or "none, no /sys/class/infiniband"}); the '
+                                 "partition's extras rdma_devices name the devices of its nodes")
             self.rdv.publish(node, info)
             self.info[node] = info
             self.log(f'node {node} on {info["host"]}: ' + ', '.join(
@@ -591,6 +598,7 @@ class Runner:
             rc = proc.returncode
             text = self._file(flow, side, size, 'out').read_text(errors='replace')
             if retry and rc and any(s in text for s in _NOT_READY) and self._left() > 1:
+                self._server_alive(flow, size)
                 time.sleep(0.5)   # the server is not listening yet: start the client again
                 out.close()
                 self.start(flow, side, size, status['cpu'])
@@ -600,6 +608,16 @@ class Runner:
                 raise PairFailed(f'flow {flow["id"]}: {side} on {status["host"]} exited with {rc}: '
                                  f'{self._tail(flow, side, size)}')
             return
+
+    def _server_alive(self, flow, size):
+        """PairFailed if the flow's server, when this runner started it, has ended: its client would retry for
+        nothing until the time limit (a remote server's runner reports its own failure to the peers)."""
+        server = self.procs.get((flow['id'], 'server'))
+        if server and server[0].poll() is not None:
+            proc, _, status = server
+            self._finish(flow, 'server', proc.returncode)
+            raise PairFailed(f'flow {flow["id"]}: server on {status["host"]} exited with {proc.returncode} '
+                             f'before a client connected: {self._tail(flow, "server", size)}')
 
     def wait_servers(self, size):
         for flow in self._flows('server'):

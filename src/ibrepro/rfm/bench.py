@@ -17,9 +17,23 @@ from .layout import NodeLayout, parse_layout
 from .perftest import PerftestFlows, rails
 
 
+def size_range(sizes):
+    """``message_sizes`` as the benchmarks' ``-m MIN:MAX``: one size ``4096`` is ``4096:4096``; ValueError naming
+    the knob for anything else."""
+    lo, colon, hi = sizes.partition(':')
+    hi = hi if colon else lo
+    try:
+        if _bytes(lo) > _bytes(hi):
+            raise ValueError
+    except (ValueError, IndexError):
+        raise ValueError(f'message_sizes must be SIZE or MIN:MAX in bytes with K/M/G suffixes (e.g. 4096, '
+                         f'0:4M), got {sizes!r:.60}') from None
+    return f'{lo.strip()}:{hi.strip()}'
+
+
 def expected_sizes(sizes):
     """The rows an ibrepro-bench ``-m MIN:MAX`` sweep prints: 0 first if MIN is 0, then powers of two."""
-    lo, _, hi = sizes.partition(':')
+    lo, _, hi = size_range(sizes).partition(':')
     lo, hi = _bytes(lo), _bytes(hi)
     rows = [0] if lo == 0 else []
     size = 1
@@ -76,9 +90,9 @@ class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
         self.executable = self.program
         sizes = self.message_sizes or self.deprecated('sizes', 'message_sizes', self.sizes, '')
         sweep = sizes and self.sweeps_sizes
-        self.executable_opts = self.program_options() + (['-m', sizes] if sweep else [])
+        self.executable_opts = self.program_options() + (['-m', size_range(sizes)] if sweep else [])
         for option, value in (('-i', self.iterations), ('-x', self.warmup)):
-            if value is not None:
+            if value is not None and self.sweeps_sizes:   # a program without a sweep (ibrepro_memory) has no -i/-x
                 self.executable_opts += [option, str(value)]
         self.executable_opts += self.extra_options
         if sweep:
@@ -134,7 +148,7 @@ class BenchRDMA(PerftestFlows):
         argv = ['ibrepro_rdma', *common, *self.client_options]
         sizes = self.message_sizes or self.deprecated('sizes', 'message_sizes', self.sizes, '')
         if sizes:
-            argv += ['-m', sizes]
+            argv += ['-m', size_range(sizes)]
             self.expected_sizes = expected_sizes(sizes)
         if self.iterations is not None:     # timed iterations per size; default: the papers' counts
             argv += ['-i', str(self.iterations), '-I', str(self.iterations)]
