@@ -279,3 +279,16 @@ def test_a_metric_the_output_lacks_fails_naming_it():
         PaperExperiment.check_metrics(Check(), table)
     Check.report_metrics = ['lat']
     PaperExperiment.check_metrics(Check(), table)
+
+
+@pytest.mark.parametrize('stderr, event', [
+    # Slurm's slurmstepd line, as Slurm sites document it (e.g. the University of Bern's user guide)
+    ('slurmstepd: error: *** JOB 41239 ON fnode01 CANCELLED AT 2016-11-30T11:22:57 DUE TO TIME LIMIT ***',
+     'the job hit its time limit (Slurm cancelled the step)'),
+    ('srun: error: *** STEP 41239.0 ON cn7 CANCELLED AT 2026-11-24T10:00:00 DUE TO NODE FAILURE ***',
+     'node cn7 failed while the job ran (Slurm job state NODE_FAIL; `scontrol show node cn7` says why)'),
+    ('MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\nwith errorcode 3', None),  # not the scheduler
+])
+def test_what_the_scheduler_did_to_the_job(stderr, event):
+    from ibrepro.parsers import job_event
+    assert job_event(stderr) == event

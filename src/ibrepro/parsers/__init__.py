@@ -164,7 +164,16 @@ class ParsedOutput:
 
 # What MPI launchers and schedulers print when a job dies; shared by every MPI tool's parser. The launcher's
 # own refusals come first: they explain the aborts that follow them.
-_ABORTS = [
+#: What the scheduler did to the job (Slurm's "*** JOB 42 ON cn7 CANCELLED AT ... DUE TO ... ***" on stderr).
+_JOB_EVENTS = [
+    (r'\*\*\* (?:JOB|STEP) [\d.]+ ON (\S+) CANCELLED AT \S+ DUE TO NODE FAILURE',
+     'node {0} failed while the job ran (Slurm job state NODE_FAIL; `scontrol show node {0}` says why)'),
+    (r'\*\*\* (?:JOB|STEP) [\d.]+ ON (\S+) CANCELLED AT \S+ DUE TO PREEMPTION',
+     'the job was preempted on {0} (Slurm)'),
+    (r'DUE TO TIME LIMIT', 'the job hit its time limit (Slurm cancelled the step)'),
+]
+
+_ABORTS = _JOB_EVENTS + [
     (r'(?<!\S)(\S+) has detected an attempt to run as root',   # (?<!\S): tried at a word's start only: linear
      'Open MPI ({0}) refuses to run as root: the environment needs OMPI_ALLOW_RUN_AS_ROOT=1 and '
      'OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 (ibrepro sets them in its Open MPI environments), or run as another user'),
@@ -174,7 +183,6 @@ _ABORTS = [
     (r'MPI_ABORT was invoked on rank (\d+)[^\n]*\n\s*with errorcode (\d+)',
      'MPI_ABORT on rank {0}, error code {1}'),
     (r'application called MPI_Abort\(\S+, (\d+)\)', 'MPI_Abort with error code {0}'),
-    (r'DUE TO TIME LIMIT', 'the job hit its time limit (Slurm cancelled the step)'),
     (r'KILLED BY SIGNAL: (\d+) \(([^)]*)\)', 'a rank was killed by signal {0} ({1})'),
     (r'EXIT STRING: ([^\n(]*\(signal \d+\))', 'a rank was terminated: {0}'),
     (r'BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES[^\n]*\n[^\n]*\n=\s*EXIT CODE: (\d+)',
@@ -188,14 +196,19 @@ _ABORTS = [
 ]
 
 
-def mpi_abort_reason(text):
+def mpi_abort_reason(text, patterns=None):
     """A one-line reason if ``text`` shows an MPI job dying (abort, kill, time limit), else None."""
-    for pattern, message in _ABORTS:
+    for pattern, message in patterns or _ABORTS:
         m = re.search(pattern, text)
         if m:
             return message.format(*(g.strip() for g in m.groups()))
 
     return None
+
+
+def job_event(text):
+    """What the scheduler did to the job (a node failed, preemption, time limit), from its stderr, or None."""
+    return mpi_abort_reason(text, _JOB_EVENTS)
 
 
 def _tool_module(name):

@@ -324,7 +324,14 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     def assert_benchmark_output(self):
         if getattr(self, '_reference_error', None):
             raise SanityError(self._reference_error)
-        self.measured()
+        try:
+            self.measured()
+        except SanityError as err:
+            # what the scheduler did to the job comes first: the benchmark's own words are its consequence
+            event = parsers.job_event(self._read(self.stderr.evaluate()))
+            if event and event not in str(err):
+                raise SanityError(f'{event}; {err}') from None
+            raise
         return True
 
     # -- performance -------------------------------------------------------------------------------
