@@ -7,6 +7,10 @@ the reference value is the MEDIAN of its values over the chosen sessions, and th
 in the direction that means worse: latency and time may not rise above ref * (1 + tol), bandwidth, message rate
 and Mop/s may not fall below ref * (1 - tol). The output is ReFrame's ``$ref`` YAML, indexed by
 ``[$partition, $environ, <the check's parameters>]``.
+
+Only the variables a case judges get a reference: its ``reference_variables`` (small-message latency, the peak of
+each rate, the sizes the papers state), so one noisy size of a curve does not fail a night; ``--all-variables``
+writes every size (sessions that recorded no ``reference_variables`` give every variable either way).
 """
 
 import collections
@@ -50,12 +54,15 @@ def _round(x):
     return float(f'{x:.4g}')
 
 
-def build(perf_values, **method):
-    """The references document (a dict) for the given PerfValues."""
+def build(perf_values, all_variables=False, **method):
+    """The references document (a dict) for the given PerfValues (their representative ones unless
+    ``all_variables``)."""
     method = {**DEFAULTS, **method}
     series = collections.defaultdict(list)
     units = {}
     for pv in perf_values:
+        if not (all_variables or pv.representative):
+            continue
         series[pv.series_key].append(pv.value)
         units[pv.series_key] = pv.unit
 
@@ -167,6 +174,8 @@ def add_cli(subparsers):
     p.add_argument('--report', nargs='+', metavar='FILE', help='use JSON run reports instead of the database')
     p.add_argument('--output', help='write here instead of reference-data/systems/<system>/references.yaml')
     p.add_argument('--replace', action='store_true', help='replace the file instead of updating it')
+    p.add_argument('--all-variables', action='store_true',
+                   help="a reference for every message size, not only each case's reference_variables")
     for name, value in DEFAULTS.items():
         p.add_argument(f'--{name.replace("_", "-")}', type=type(value), default=value,
                        help=f'method parameter (default {value})')
@@ -206,7 +215,8 @@ def _cli(args):
             old = None
             if path.exists() and not args.replace:
                 old = references.read_yaml(path)
-            write(merge(old, build(mine, **method)), path, sessions, method)
+            doc = build(mine, all_variables=args.all_variables, **method)
+            write(merge(old, doc), path, sessions, method)
         except ValueError as err:   # a system name that is no directory of ours, an unreadable old file
             print(f'ibrepro baseline: {err}' + ('; write it elsewhere with --system and --output' if not args.output
                                                  and system_name_problem(system) else ''), file=sys.stderr)
@@ -214,7 +224,8 @@ def _cli(args):
         except OSError as err:
             print(f'ibrepro baseline: {path}: {err.strerror}', file=sys.stderr)
             return 1
-        print(f'{path}: {len(mine)} values from {len(sessions)} session(s), '
-              f'{len({pv.series_key for pv in mine})} references')
+        judged = {pv.series_key for pv in mine if args.all_variables or pv.representative}
+        print(f'{path}: {len(mine)} values from {len(sessions)} session(s), {len(judged)} references '
+              f'({len({pv.series_key for pv in mine})} variables stored)')
 
     return 0

@@ -55,6 +55,7 @@ class PerfValue:
     lower: float | None
     upper: float | None
     result: str             # ReFrame's verdict for this variable: pass, fail, xfail, xpass
+    representative: bool = True   # among the case's reference_variables (every variable if it recorded none)
 
     @property
     def series_key(self):
@@ -195,11 +196,14 @@ def _values(info, case, problems):
 def case_perf_values(info, case, problems=None):
     """The valid performance values of one test case of a session (``info`` is the report's session_info)."""
     system, partition, environ, check, params = case_key(case)
+    chosen = case.get('reference_variables')
+    chosen = set(v for v in chosen if isinstance(v, str)) if isinstance(chosen, list) and chosen else None
     for variable, value, unit, ref, lower, upper, result in _values(info, case, [] if problems is None else problems):
         yield PerfValue(
             session=info.get('uuid') or '', session_start=float(info.get('time_start_unix') or 0),
             system=system, partition=partition, environ=environ, check=check, name=case['name'], params=params,
-            variable=variable, value=value, unit=unit, ref=ref, lower=lower, upper=upper, result=result)
+            variable=variable, value=value, unit=unit, ref=ref, lower=lower, upper=upper, result=result,
+            representative=chosen is None or variable in chosen)
 
 
 def readable_cases(report, problems, where=None):
