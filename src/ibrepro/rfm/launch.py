@@ -26,6 +26,9 @@ The client/server runner (:mod:`ibrepro.pair`) pins its own processes near their
 #: Launchers that are srun (ReFrame's registered names).
 SRUN = ('srun', 'srunalloc')
 
+#: Launchers whose ranks are simulated (SimGrid's smpirun, :mod:`ibrepro.simulated`): no core to bind them to.
+SIMULATED = ('smpirun',)
+
 #: MPI launchers whose binding syntax depends on the environment's MPI.
 MPI_LAUNCHERS = ('mpirun', 'mpiexec', 'mpirun-openmpi', 'mpirun-intelmpi')
 
@@ -51,6 +54,8 @@ def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None,
            kill_on_bad_exit=False, bind=True):
     """``(launcher options, environment variables, description)`` binding and guarding one job's ranks."""
     options, env, said = [], {}, []
+    if launcher in SIMULATED:
+        return [], {}, 'binding does not apply: the ranks are simulated (SimGrid), their placement is the model\'s'
     oversubscribed = cores_per_node is not None and ranks_per_node > int(cores_per_node)
     if launcher in SRUN:
         if kill_on_bad_exit:
