@@ -150,9 +150,22 @@ if [[ -n $mirror_create ]]; then
     say "source mirror written to $mirror_create; on the target: SPACK_MIRROR=<copy of it> $0 $env_name"
     exit 0
 fi
+# The stamp says the view is complete: ibrepro declares environment spack-<ENV> only then (a partly built view
+# would offer half the benchmarks, or an MPI without its launcher). It also names the MPI's own prefix: an external
+# MPI (packages.yaml) is not linked into the view, and its mpirun is the one the benchmarks were built with.
+stamp=$DEPS/spack-view/.complete-$env_name.json
+rm -f "$stamp"
 run "${spack[@]}" -e "$env_dir" install --jobs "${SPACK_JOBS:-$(nproc)}"
 
 view=$DEPS/spack-view/$env_name
 [[ -d $view ]] || die "the install finished but the view $view is missing"
+mpi_prefix=$("${spack[@]}" -e "$env_dir" location -i mpi 2>/dev/null || true)
+"$SPACK_PYTHON" - "$stamp" "$env_name" "$mpi_prefix" <<'PY'
+import json, sys, time
+stamp, env, mpi_prefix = sys.argv[1:]
+with open(stamp, 'w') as f:
+    json.dump({'environment': env, 'mpi_prefix': mpi_prefix or None, 'installed': time.strftime('%Y-%m-%dT%H:%M:%SZ',
+              time.gmtime())}, f)
+PY
 say "environment $env_name installed; view: $view"
 say "use it by hand with: . $DEPS/spack-env.sh && spack -e $env_dir find"

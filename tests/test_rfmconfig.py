@@ -1,5 +1,6 @@
 """The configuration building blocks: environments declare what their binaries really provide."""
 
+import json
 import os
 
 from conftest import IMPI, needs_impi
@@ -14,23 +15,36 @@ def test_missing_prefix_gives_a_featureless_environment_that_says_why(tmp_path):
 
 @needs_impi
 def test_spack_views_become_environments_with_their_tools(tmp_path, monkeypatch):
-    """A view with IMB and OSU programs (real executables linked in) gives an environment with those features."""
-    view = tmp_path / 'spack-view' / 'ib-mvapich'
+    """A complete view with IMB and OSU programs (real executables linked in) and an external MPI (the Intel MPI
+    wheel, not linked into the view, as Spack leaves externals) gives an environment with those features and that
+    MPI's launcher; a view whose install has not finished (no stamp) gives none."""
+    views = tmp_path / 'spack-view'
+    view = views / 'ib-mvapich'
     osu = view / 'libexec' / 'osu-micro-benchmarks' / 'mpi' / 'pt2pt'
-    for d in (view / 'bin', osu):
+    for d in (view / 'bin', osu, views / 'half-built' / 'bin'):
         d.mkdir(parents=True)
     os.symlink(IMPI, view / 'bin' / 'IMB-MPI1')
     os.symlink('/bin/true', osu / 'osu_latency')
-    monkeypatch.setattr(rfmconfig, 'SPACK_VIEWS', tmp_path / 'spack-view')
+    os.symlink('/bin/true', views / 'half-built' / 'bin' / 'osu_bw')
+    mpi_prefix = IMPI.parents[1]
+    (views / '.complete-ib-mvapich.json').write_text(json.dumps({'environment': 'ib-mvapich',
+                                                                 'mpi_prefix': str(mpi_prefix)}))
+    monkeypatch.setattr(rfmconfig, 'SPACK_VIEWS', views)
 
     (env,) = rfmconfig.spack_environments()
     assert env['name'] == 'spack-ib-mvapich'
-    assert {'mpi', 'spack', 'imb', 'osu'} <= set(env['features'])
-    assert env['extras']['programs'] == ['IMB-MPI1', 'osu_latency']     # exactly the programs it has
+    assert {'mpi', 'impi', 'spack', 'imb', 'osu'} <= set(env['features'])
+    programs = env['extras']['programs']          # the programs it has (the MPI's prefix brings IMB's too)
+    assert {'IMB-MPI1', 'osu_latency'} <= set(programs) and 'osu_bw' not in programs    # not the half-built view's
     path = dict(env['env_vars'])['PATH']
-    assert f'"{view / "bin"}"' in path and f'"{osu}"' in path
+    assert f'"{view / "bin"}"' in path and f'"{osu}"' in path and f'"{mpi_prefix / "bin"}"' in path
     local = rfmconfig.local_system(rfmconfig.local_environments())
     assert 'spack-ib-mvapich' in local['partitions'][0]['environs']
+
+    # the stamp without the MPI's prefix: the benchmarks are there, but no launcher, so no 'mpi' feature
+    (views / '.complete-ib-mvapich.json').write_text(json.dumps({'environment': 'ib-mvapich', 'mpi_prefix': None}))
+    (env,) = rfmconfig.spack_environments()
+    assert 'mpi' not in env['features'] and 'osu' in env['features']
 
 
 def test_no_views_no_spack_environments(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ really found there (``imb``, ``osu``, ``perftest``, ``npb``, ``ibrepro-bench``),
 with ``valid_prog_environs = ['+imb']`` and is skipped, with its reason, where the binary is absent.
 """
 
+import json
 import os
 import re
 import shutil
@@ -158,7 +159,10 @@ def prefix_environment(name, prefix, *, descr, features=(), extra_lib_dirs=(), e
     programs = find_programs(bins)
     env['env_vars'] = [['PATH', path_value(bins, 'PATH')], ['LD_LIBRARY_PATH', path_value(lib_dirs, 'LD_LIBRARY_PATH')],
                        *_mpi_settings(family), *env_vars]
-    env['features'] = list(dict.fromkeys(['mpi', *([family] if family else []), *features, *programs]))
+    # 'mpi' only with a launcher among its directories: an environment's mpirun is the one its benchmarks need
+    launcher = any((d / name).exists() for d in bins for name in ('mpirun', 'mpiexec'))
+    env['features'] = list(dict.fromkeys([*(['mpi'] if launcher else []), *([family] if family else []), *features,
+                                          *programs]))
     env['extras']['programs'] = sorted(p for names in programs.values() for p in names)
     if cc:
         env['cc'] = cc
@@ -242,12 +246,28 @@ def smpi_environment():
 SPACK_VIEWS = paths.REPO_ROOT / '.deps' / 'spack-view'
 
 
+def spack_view_stamp(view):
+    """What scripts/spack-setup.sh recorded when ``view`` was complete ({'mpi_prefix': ...}), or None: a view
+    without its stamp is being built, or its install failed."""
+    try:
+        stamp = json.loads((view.parent / f'.complete-{view.name}.json').read_text())
+    except (OSError, ValueError):
+        return None
+    return stamp if isinstance(stamp, dict) else None
+
+
 def spack_environments():
-    """One programming environment per Spack view that exists (``spack-<env>``): its benchmarks and MPI."""
+    """One programming environment per complete Spack view (``spack-<env>``): its benchmarks and MPI, the MPI's
+    launcher from its own prefix when the MPI is external (not linked into the view)."""
     envs = []
-    for view in sorted(SPACK_VIEWS.glob('*')) if SPACK_VIEWS.is_dir() else []:
+    for view in sorted(p for p in SPACK_VIEWS.glob('*') if p.is_dir()) if SPACK_VIEWS.is_dir() else []:
+        stamp = spack_view_stamp(view)
+        if stamp is None:
+            continue
+        mpi_prefix = stamp.get('mpi_prefix')
+        extra_bins = [Path(mpi_prefix) / 'bin'] if isinstance(mpi_prefix, str) and mpi_prefix else []
         env = prefix_environment(f'spack-{view.name}', view, descr=f'Spack view of configs/spack/{view.name}',
-                                 features=['spack'], cc='mpicc')
+                                 features=['spack'], cc='mpicc', extra_bin_dirs=extra_bins)
         if env['features']:
             envs.append(env)
     return envs
