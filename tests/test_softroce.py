@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 
 from ibrepro.paths import REPO_ROOT
+from ibrepro.softroce.image import missing_host_tools
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.skipif(not shutil.which('qemu-system-x86_64'),
-                       reason='qemu-system-x86_64 not installed (make softroce-up installs it)'),
+    pytest.mark.skipif(bool(missing_host_tools()) and os.geteuid() != 0,
+                       reason=f'{", ".join(missing_host_tools())} not on PATH and not root to install them '
+                              '(make softroce-test, as root, installs qemu-system-x86 kmod cpio)'),
 ]
 
 BIN = Path(sys.executable).parent

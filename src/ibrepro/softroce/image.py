@@ -117,9 +117,17 @@ def _run(cmd, **kwargs):
                          f'{(err.stderr or err.stdout).strip()[-2000:]}') from None
 
 
+HOST_TOOLS = ('qemu-system-x86_64', 'depmod', 'modinfo', 'cpio')
+
+
+def missing_host_tools():
+    """The programs the guests need that are not on PATH (kmod's are in /usr/sbin, not on a user's PATH)."""
+    return [t for t in HOST_TOOLS if not shutil.which(t)]
+
+
 def ensure_host_tools(log=print):
     """Install QEMU, kmod and cpio from Debian if one of them is missing (root only)."""
-    missing = [t for t in ('qemu-system-x86_64', 'depmod', 'modinfo', 'cpio') if not shutil.which(t)]
+    missing = missing_host_tools()
     if not missing:
         return
 
