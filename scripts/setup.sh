@@ -77,6 +77,6 @@ install_prefix mpich mpich bin/mpicc
 say "building our benchmarks into build/bench/bin (benchmarks/Makefile)"
 mpicc=$DEPS/mpich/bin/mpicc
 case $mpicc in /*) ;; *) mpicc=../$mpicc ;; esac       # relative to benchmarks/
-make -s -C benchmarks BUILD=../build/bench MPICC="$mpicc" all
+make -s -C benchmarks BUILD=../build/bench MPICC="$mpicc" all inject
 
 say "done in $(( $(date +%s) - started )) s. Next: make test, then make run"

@@ -29,7 +29,7 @@ from reframe.core.builtins import run_after, run_before, sanity_function, variab
 from reframe.core.exceptions import PerformanceError, SanityError
 
 from .. import catalog, parsers, paths, rfmconfig
-from . import launch
+from . import inject, launch
 
 #: ReFrame reference file name inside a system's reference directory.
 REFERENCES_FILE = 'references.yaml'
@@ -143,6 +143,22 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: The model a simulated partition ran this case on (its extras ``simulation``: SimGrid version, platform
     #: hash, model parameters; :mod:`ibrepro.simulated`); empty on a real system.
     simulation = variable(typ.Dict[str, object], value={})
+
+    #: Injected slowdown (:mod:`ibrepro.rfm.inject`): microseconds more per MPI call that completes a message.
+    inject_us = variable(float, value=0.0, loggable=True)
+
+    #: Injected slowdown: percent of each such call's own duration more.
+    inject_pct = variable(float, value=0.0, loggable=True)
+
+    #: Injected slowdown only for messages of ``MIN:MAX`` bytes ('' = every size).
+    inject_sizes = variable(str, value='', loggable=True)
+
+    #: The injector library ('' = the one make setup builds, for MPICH-ABI environments).
+    inject_library = variable(str, value='')
+
+    #: What was injected, as applied ('' = nothing), and what the ranks really added (set after the run).
+    injected = variable(str, value='', loggable=True)
+    inject_added = variable(typ.Dict[str, object], value={}, loggable=True)
 
     @run_after('init')
     def _whole_nodes(self):
@@ -300,6 +316,24 @@ class PaperExperiment(rfm.RegressionTestPlugin):
                 bad = sorted({c for c in value if not _SAFE_NAME.fullmatch(c)})
                 raise ValueError(f'{name}={value!r}: a program or directory name may not contain white space, '
                                  f'newlines or shell characters ({", ".join(map(repr, bad))})')
+
+    @run_before('run')
+    def _inject(self):
+        if not (self.inject_us or self.inject_pct):
+            return
+        try:
+            env, options, self.injected = inject.settings(
+                self.inject_us, self.inject_pct, self.inject_sizes, self.inject_library,
+                launch.mpi_family(self.current_environ.features), self.job.launcher.registered_name, self.stagedir)
+        except inject.InjectError as err:
+            raise ValueError(f'injection: {err}') from None
+        self.env_vars = {**self.env_vars, **env}
+        self.job.launcher.options += options
+
+    @run_after('run')
+    def _injected(self):
+        if self.injected:
+            self.inject_added = inject.added(self.stagedir) or {}
 
     @run_before('run', always_last=True)
     def _quote_command(self):

@@ -1,0 +1,69 @@
+"""A controlled MPI slowdown for a check's run: the injector (benchmarks/inject/inject.c) preloaded into its ranks.
+
+``-S inject_us=5`` adds 5 us to every MPI call that completes a message (a latency regression), ``-S
+inject_pct=10`` 10 % of each call's own duration (a bandwidth regression), ``-S inject_sizes=8:8`` only for messages
+of that size range. The library is the one ``make setup`` builds with the MPICH wheel (MPICH ABI: the ``impi``,
+``mpich`` and ``mvapich2`` environments), or ``-S inject_library=<path>`` built with another MPI (``make -C
+benchmarks inject MPICC=<its mpicc> BUILD=<dir>``: Open MPI has its own ABI). Each rank appends what it really added
+to the stage's ``inject.txt``; the case records it (``inject_added``) beside what was asked (``injected``).
+"""
+
+import os
+import re
+
+from .. import paths
+
+#: The injector make setup builds (benchmarks/Makefile target ``inject``, the MPICH wheel's mpicc).
+DEFAULT_LIBRARY = paths.REPO_ROOT / 'build' / 'bench' / 'lib' / 'libibrepro_inject.so'
+
+#: MPI families whose ABI is MPICH's (the default library works with them).
+MPICH_ABI = ('mpich', 'impi', 'mvapich2')
+
+REPORT_FILE = 'inject.txt'
+
+_ADDED = re.compile(r'^rank (\d+): (\d+) of (\d+) calls slowed, ([0-9.]+) s added', re.M)
+
+
+class InjectError(ValueError):
+    """The injection asked for cannot be applied to this case; the message says why and what to do."""
+
+
+def settings(us, pct, sizes, library, family, launcher, stagedir):
+    """``(environment variables, launcher options, description)`` preloading the injector into a job's ranks."""
+    if us < 0 or pct < 0:
+        raise InjectError(f'inject_us={us} and inject_pct={pct} must be >= 0')
+    if family is None:
+        raise InjectError('the injector slows MPI calls, and this environment declares no MPI (its features name '
+                          'none of openmpi, mpich, impi, mvapich2)')
+    lib = library or str(DEFAULT_LIBRARY)
+    if not library and family not in MPICH_ABI:
+        raise InjectError(f'the default injector is built for the MPICH ABI, this environment is {family}: build '
+                          'one with its mpicc (make -C benchmarks inject MPICC=<mpicc> BUILD=<dir>) and set '
+                          'inject_library=<dir>/lib/libibrepro_inject.so')
+    if not os.path.isfile(lib):
+        raise InjectError(f'injector {lib} not found: make setup builds it (or make -C benchmarks inject)')
+    env = {'LD_PRELOAD': lib, 'IBREPRO_INJECT_US': repr(float(us)), 'IBREPRO_INJECT_PCT': repr(float(pct)),
+           'IBREPRO_INJECT_REPORT': os.path.join(stagedir, REPORT_FILE)}
+    said = f'{us:g} us + {pct:g} % per MPI call'
+    if sizes:
+        m = re.fullmatch(r'(\d+):(\d+)', sizes)
+        if not m or int(m.group(1)) > int(m.group(2)):
+            raise InjectError(f'inject_sizes must be MIN:MAX in bytes (e.g. 8:8), got {sizes!r:.40}')
+        env.update(IBREPRO_INJECT_MIN_BYTES=m.group(1), IBREPRO_INJECT_MAX_BYTES=m.group(2))
+        said += f' for {sizes} B messages'
+    # Open MPI's mpirun passes only the variables it is told to; the others pass the whole environment
+    options = [o for name in env for o in ('-x', name)] if family == 'openmpi' and 'mpirun' in launcher else []
+    return env, options, said
+
+
+def added(stagedir):
+    """What the ranks really added: {'ranks': n, 'calls': slowed, 'seconds': total}, or None without a report."""
+    try:
+        with open(os.path.join(stagedir, REPORT_FILE)) as f:
+            found = _ADDED.findall(f.read())
+    except OSError:
+        return None
+    if not found:
+        return None
+    return {'ranks': len(found), 'calls': sum(int(s) for _, s, _, _ in found),
+            'seconds': round(sum(float(t) for *_, t in found), 6)}

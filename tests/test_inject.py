@@ -1,0 +1,62 @@
+"""The injector (benchmarks/inject/inject.c, ibrepro.rfm.inject): a controlled MPI slowdown, preloaded into a
+check's ranks by ``-S inject_us=...``, shows up in the measured values at the size asked, and the case records what
+it asked and what the ranks really added."""
+
+import pytest
+
+from conftest import needs_impi, output
+from ibrepro import results
+from ibrepro.rfm import inject
+
+PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-p', 'impi',
+            '-S', 'IMBPointToPoint.message_sizes=8:64', '-S', 'IMBPointToPoint.iterations=2000']
+
+
+def test_settings_say_what_they_apply_and_refuse_what_cannot_work(tmp_path):
+    lib = tmp_path / 'libibrepro_inject.so'
+    lib.write_bytes(b'')
+    env, options, said = inject.settings(5, 0, '8:8', str(lib), 'openmpi', 'mpirun', '/stage')
+    assert env == {'LD_PRELOAD': str(lib), 'IBREPRO_INJECT_US': '5.0', 'IBREPRO_INJECT_PCT': '0.0',
+                   'IBREPRO_INJECT_REPORT': '/stage/inject.txt', 'IBREPRO_INJECT_MIN_BYTES': '8',
+                   'IBREPRO_INJECT_MAX_BYTES': '8'}
+    assert options[:4] == ['-x', 'LD_PRELOAD', '-x', 'IBREPRO_INJECT_US']    # Open MPI passes only what it is told
+    assert said == '5 us + 0 % per MPI call for 8:8 B messages'
+    for args, message in [((5, 0, '', '', None), 'declares no MPI'),
+                          ((5, 0, '', '', 'openmpi'), 'built for the MPICH ABI, this environment is openmpi'),
+                          ((5, 0, '9:8', str(lib), 'mpich'), 'inject_sizes must be MIN:MAX'),
+                          ((-1, 0, '', str(lib), 'mpich'), 'must be >= 0'),
+                          ((5, 0, '', str(tmp_path / 'none.so'), 'mpich'), 'not found')]:
+        with pytest.raises(inject.InjectError, match=message):
+            inject.settings(*args, 'mpirun', '/stage')
+
+
+def _lat(reframe, *args):
+    proc = reframe('-r', *PINGPONG, *args)
+    assert proc.returncode == 0, output(proc)
+    case, = results.testcases(results.stored_sessions(reframe.db)[-1])
+    values = {pv.variable: pv.value for pv in results.perf_values(results.stored_sessions(reframe.db)[-1])}
+    return values, case
+
+
+@needs_impi
+@pytest.mark.integration
+def test_an_injected_latency_shows_at_the_size_asked_and_is_recorded(reframe):
+    assert inject.DEFAULT_LIBRARY.exists(), 'make setup builds the injector'
+    base, case = _lat(reframe)
+    assert case['injected'] == '' and case['inject_added'] == {}
+    slow, case = _lat(reframe, '-S', 'inject_us=20', '-S', 'inject_sizes=64:64')
+    assert case['injected'] == '20 us + 0 % per MPI call for 64:64 B messages'
+    added = case['inject_added']
+    assert added['ranks'] == 2 and added['calls'] > 2000 and added['seconds'] >= added['calls'] * 20e-6
+    # one way: a send and the matching receive are each slowed by 20 us, half a round trip grows by >= 20 us
+    # (more on a loaded machine, where a busy wait can be preempted); the other sizes are not slowed
+    assert slow['lat_64'] >= base['lat_64'] + 20 * 0.9, (base, slow)
+    assert slow['lat_8'] < base['lat_8'] + 10, (base, slow)
+
+
+@needs_impi
+@pytest.mark.integration
+def test_an_injection_that_cannot_apply_fails_the_case_saying_why(reframe):
+    proc = reframe('-r', *PINGPONG, '-S', 'inject_us=5', '-S', 'inject_library=/nonexistent/lib.so')
+    assert proc.returncode == 1, output(proc)
+    assert 'injection: injector /nonexistent/lib.so not found' in proc.stdout, output(proc)
