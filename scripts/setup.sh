@@ -77,6 +77,10 @@ install_prefix mpich mpich bin/mpicc
 say "building our benchmarks into build/bench/bin (benchmarks/Makefile)"
 mpicc=$DEPS/mpich/bin/mpicc
 case $mpicc in /*) ;; *) mpicc=../$mpicc ;; esac       # relative to benchmarks/
-make -s -C benchmarks BUILD=../build/bench MPICC="$mpicc" all inject
+make -s -C benchmarks BUILD=../build/bench MPICC="$mpicc" all
+# The injector (a controlled slowdown, src/ibrepro/rfm/inject.py) goes to .deps: LD_PRELOAD cannot carry a path
+# with white space, and .deps is elsewhere when the checkout's path has one
+inject_build=$(cd "$DEPS" && pwd -P)/inject
+make -s -C benchmarks BUILD="$inject_build" MPICC="$mpicc" inject
 
 say "done in $(( $(date +%s) - started )) s. Next: make test, then make run"

@@ -13,8 +13,9 @@ import re
 
 from .. import paths
 
-#: The injector make setup builds (benchmarks/Makefile target ``inject``, the MPICH wheel's mpicc).
-DEFAULT_LIBRARY = paths.REPO_ROOT / 'build' / 'bench' / 'lib' / 'libibrepro_inject.so'
+#: The injector make setup builds (benchmarks/Makefile target ``inject``, the MPICH wheel's mpicc), in .deps (resolved:
+#: never under a path with white space, which LD_PRELOAD cannot carry).
+DEFAULT_LIBRARY = paths.DEPS_DIR / 'inject' / 'lib' / 'libibrepro_inject.so'
 
 #: MPI families whose ABI is MPICH's (the default library works with them).
 MPICH_ABI = ('mpich', 'impi', 'mvapich2')
@@ -40,6 +41,9 @@ def settings(us, pct, sizes, library, family, launcher, stagedir):
         raise InjectError(f'the default injector is built for the MPICH ABI, this environment is {family}: build '
                           'one with its mpicc (make -C benchmarks inject MPICC=<mpicc> BUILD=<dir>) and set '
                           'inject_library=<dir>/lib/libibrepro_inject.so')
+    if re.search(r'[\s:]', lib):
+        raise InjectError(f'injector {lib!r}: LD_PRELOAD cannot carry a path with white space or a colon; '
+                          'build it elsewhere (make -C benchmarks inject BUILD=<dir>)')
     if not os.path.isfile(lib):
         raise InjectError(f'injector {lib} not found: make setup builds it (or make -C benchmarks inject)')
     env = {'LD_PRELOAD': lib, 'IBREPRO_INJECT_US': repr(float(us)), 'IBREPRO_INJECT_PCT': repr(float(pct)),
