@@ -262,3 +262,13 @@ def test_options_reach_job_scripts_as_single_words(reframe):
     assert proc.returncode == 0, output(proc)
     (script,) = reframe.home.rglob('HostOverhead_*/rfm_job.sh')
     assert script.read_text().splitlines()[-1].endswith("ibrepro_overhead -v '$(touch pwned) `id`'")
+
+
+@needs_impi
+@pytest.mark.integration
+def test_skip_sanity_check_still_measures(reframe):
+    """Performance variables come from the performance stage (parsed once, shared with sanity): with
+    --skip-sanity-check they are still produced, without a traceback."""
+    proc = reframe('-r', '--skip-sanity-check', *PINGPONG, *SHORT_IMB)
+    assert proc.returncode == 0 and 'Traceback' not in proc.stdout + proc.stderr, output(proc)
+    assert 'P: lat_1: ' in proc.stdout, output(proc)
