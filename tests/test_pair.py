@@ -251,6 +251,21 @@ def test_a_killed_runner_stops_what_it_started_and_tells_the_peers(tmp_path):
     assert pids and not any(Path(f'/proc/{pid}').exists() for pid in pids)
 
 
+def test_a_runner_stopped_because_a_peer_failed_passes_the_peers_reason_on(tmp_path):
+    """srun --kill-on-bad-exit stops the other tasks when one fails: their markers carry the first reason."""
+    node = start_node(tmp_path, peer_spec(1, 19390, connect_timeout=30), 0)
+    deadline = time.monotonic() + 20
+    while not (tmp_path / 'node-0.json').exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (tmp_path / 'failed-1.json').write_text(json.dumps({'node': 1, 'host': 'cn2', 'time': time.time(),
+                                                        'reason': 'RDMA device rxe9 not found (it has: rxe0)'}))
+    node.terminate()
+    out = node.communicate(timeout=30)[0]
+    assert node.returncode == 1, out
+    assert 'node 1 (cn2) failed: RDMA device rxe9 not found' in json.loads((tmp_path / 'failed-0.json').read_text())[
+        'reason'], out
+
+
 def test_a_missing_program_is_reported_to_the_peers(tmp_path):
     lines = []
     rc = pair.run(spec(program='ib_no_such_test'), tmp_path, nodes=[0], log=lines.append)
@@ -287,7 +302,7 @@ def test_a_rail_device_the_node_lacks_fails_at_the_probe_naming_it(tmp_path):
 def test_a_server_that_dies_while_its_client_retries_ends_the_flow(tmp_path):
     """Nodes reached through node_exec (emulated nodes): servers get a 1 s grace, then their clients retry while
     they are not listening. A server that dies after the grace ends the flow at once, with its own output."""
-    s = peer_spec(1, 19370, node_exec=['env'], python=sys.executable, wait_listen=False)
+    s = peer_spec(1, 19380, node_exec=['env'], python=sys.executable, wait_listen=False)
     s['flows'][0]['server']['argv'] = [sys.executable, '-c', 'import sys, time; time.sleep(2); '
                                        'print("server: lost its device"); sys.exit(3)']
     s['flows'][0]['client']['argv'] = [sys.executable, '-c', 'import sys; print("Couldn\'t connect to 127.0.0.1:19370"); '

@@ -286,7 +286,8 @@ def test_a_metric_the_output_lacks_fails_naming_it():
     ('slurmstepd: error: *** JOB 41239 ON fnode01 CANCELLED AT 2016-11-30T11:22:57 DUE TO TIME LIMIT ***',
      'the job hit its time limit (Slurm cancelled the step)'),
     ('srun: error: *** STEP 41239.0 ON cn7 CANCELLED AT 2026-11-24T10:00:00 DUE TO NODE FAILURE ***',
-     'node cn7 failed while the job ran (Slurm job state NODE_FAIL; `scontrol show node cn7` says why)'),
+     'a node of the job failed while it ran: Slurm cancelled 41239.0 (job state NODE_FAIL; `sinfo -R` names the '
+     'node and why)'),
     ('MPI_ABORT was invoked on rank 1 in communicator MPI_COMM_WORLD\nwith errorcode 3', None),  # not the scheduler
 ])
 def test_what_the_scheduler_did_to_the_job(stderr, event):

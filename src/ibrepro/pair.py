@@ -678,9 +678,17 @@ def run(spec, workdir='.', nodes=None, log=print):
         runner.run()
         return 0
     except (PairFailed, _Terminated) as err:
-        log(f'ibrepro pair: {err}')
+        reason = str(err)
+        if isinstance(err, _Terminated):
+            # killed because a peer failed (srun --kill-on-bad-exit): its marker is written before it exits
+            peer, until = None, time.monotonic() + 2
+            while not peer and time.monotonic() < until:
+                peer = runner.rdv.failure()
+                time.sleep(POLL)
+            reason += f'; {peer}' if peer else ''
+        log(f'ibrepro pair: {reason}')
         for node in runner.nodes:
-            runner.rdv.fail(node, str(err))
+            runner.rdv.fail(node, reason)
         return 127 if 'not found on PATH' in str(err) else 1
     finally:
         runner.stop_all()

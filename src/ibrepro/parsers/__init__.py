@@ -166,10 +166,12 @@ class ParsedOutput:
 # own refusals come first: they explain the aborts that follow them.
 #: What the scheduler did to the job (Slurm's "*** JOB 42 ON cn7 CANCELLED AT ... DUE TO ... ***" on stderr).
 _JOB_EVENTS = [
-    (r'\*\*\* (?:JOB|STEP) [\d.]+ ON (\S+) CANCELLED AT \S+ DUE TO NODE FAILURE',
-     'node {0} failed while the job ran (Slurm job state NODE_FAIL; `scontrol show node {0}` says why)'),
-    (r'\*\*\* (?:JOB|STEP) [\d.]+ ON (\S+) CANCELLED AT \S+ DUE TO PREEMPTION',
-     'the job was preempted on {0} (Slurm)'),
+    # "ON <host>" is where the step's stepd runs, not the node that failed: `sinfo -R` names that one
+    (r'\*\*\* (?:JOB|STEP) ([\d.]+) ON \S+ CANCELLED AT \S+ DUE TO NODE FAILURE',
+     'a node of the job failed while it ran: Slurm cancelled {0} (job state NODE_FAIL; `sinfo -R` names the node '
+     'and why)'),
+    (r'\*\*\* (?:JOB|STEP) ([\d.]+) ON \S+ CANCELLED AT \S+ DUE TO PREEMPTION',
+     'the job was preempted: Slurm cancelled {0}'),
     (r'DUE TO TIME LIMIT', 'the job hit its time limit (Slurm cancelled the step)'),
 ]
 
