@@ -10,11 +10,8 @@ SPACK_ENV ?= generic
 CLUSTER_SMOKE := -t '^(imb|bench|system)$$' -S message_sizes=1:64K -S iterations=100 -S time_per_sample=5 \
                  -S BufferReuse.max_memory=64
 # The verbs families in soft-RoCE guests (emulated: plumbing, not performance): one small size, few iterations.
-# Not the multi-pair case: its two flows share the one emulated link of `nodes2`, and under TCG one of them is
-# starved for the whole measurement window (perftest prints 0.00, which is refused); the Slurm guests, with two
-# rails, run it (SOFTROCE_SLURM_SMOKE).
 SOFTROCE_SMOKE := -n 'PerftestLatency%operation=(send|rdma_write)' -n PerftestBandwidth \
-                  -n 'PerftestBinding%case=bidir-1proc' \
+                  -n 'PerftestBinding%case=bidir-1proc' -n 'PerftestMultiPair%program=ib_write_bw%pairs=2' \
                   -n 'VerbsTwoPort%case=(stripe-uni-1proc|bind-bi-1proc)' -n RdmaTopology \
                   -S message_sizes=4096 -S iterations=100 -S pair_timeout=240 \
                   -S VerbsTwoPort.message_sizes=2:16K -S VerbsTwoPort.iterations=5 -S VerbsTwoPort.window=4

@@ -282,9 +282,6 @@ def _check_values(out, text):
                 if value is None:
                     continue
                 problem = value_problem(metric, value)
-                if not problem and metric in ('bw', 'msgrate') and value == 0 and size:
-                    # a rate of 0 for bytes that were sent: the tool measured nothing (a stalled or empty run)
-                    problem = f'{metric} of 0 at {size} B: nothing was measured'
                 if problem:
                     _invalid(out, table, row, key, text, problem)
 
