@@ -217,7 +217,9 @@ CONF
 
 start_slurmctld() {
   mkdir -p "$CLUSTER_DIR/state"
-  slurmctld -i                       # -i: tolerate state files of an earlier run; daemonizes
+  # -c: a cluster that is brought up starts from no state (a node an interrupted fault test set DOWN stays DOWN
+  # otherwise); -i: tolerate what is left of an earlier run; daemonizes
+  slurmctld -c -i
 }
 
 # wait_nodes_idle N SECONDS: until N nodes are idle; die with sinfo otherwise
