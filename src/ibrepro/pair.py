@@ -544,11 +544,7 @@ class Runner:
         while True:
             waiting -= _listening_ports()
             for flow in flows:
-                proc, _, status = self.procs[(flow['id'], 'server')]
-                if proc.poll() is not None:
-                    self._finish(flow, 'server', proc.returncode)
-                    raise PairFailed(f'flow {flow["id"]}: server on {status["host"]} exited with {proc.returncode} '
-                                     f'before a client connected: {self._tail(flow, "server", size)}')
+                self._server_alive(flow, size)
             failure = self.rdv.failure()
             if failure:
                 raise PairFailed(failure)
@@ -610,8 +606,9 @@ class Runner:
             return
 
     def _server_alive(self, flow, size):
-        """PairFailed if the flow's server, when this runner started it, has ended: its client would retry for
-        nothing until the time limit (a remote server's runner reports its own failure to the peers)."""
+        """PairFailed if the flow's server, when this runner started it, has ended (before its clients start, or
+        while they retry: they would retry for nothing until the time limit; a remote server's runner reports its
+        own failure to the peers)."""
         server = self.procs.get((flow['id'], 'server'))
         if server and server[0].poll() is not None:
             proc, _, status = server
