@@ -68,10 +68,10 @@ run:
 report:
 	$(BIN)/ibrepro report
 
-# The nightly mode: run, store, compare with the history; non-zero on a failed check or a regression.
+# The nightly mode: run, store, judge against the history, re-run the suspects, report (ibrepro nightly).
+# Exit: 0 clean, 1 regression (or a failed check), 2 could not judge, 3 inconclusive (too noisy to judge).
 nightly:
-	@status=0; scripts/run-checks.sh $(CONFIG) --mode nightly || status=$$?; \
-	 $(BIN)/ibrepro report --nightly || status=$$?; exit $$status
+	$(BIN)/ibrepro nightly -C $(CONFIG)
 
 where:
 	@$(BIN)/ibrepro where

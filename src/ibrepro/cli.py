@@ -25,6 +25,7 @@ COMMANDS = {
     'simulated': 'ibrepro.simulated',
     'software': 'ibrepro.software',
     'report': 'ibrepro.report',
+    'nightly': 'ibrepro.nightly',
 }
 
 

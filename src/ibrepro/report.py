@@ -18,8 +18,16 @@ job summaries and merge-request comments). The page has
 What cannot be read (a session that is not a run report, a malformed test case or field, a value outside its
 metric's domain such as a stored ``inf``) is left out with one line naming the session, test case and field.
 
-``--nightly`` also prints the regressions (variable, change, interval, confidence) and exits 1 when there is one,
-0 when there is none (2: nothing to report on, or the system's references file cannot be read).
+``--nightly`` also prints the night's verdict (:mod:`ibrepro.verdict`: regressions with change, interval and q;
+suspects a confirmation cleared; test cases too noisy to judge) and exits with its status:
+
+  0  judged, no regression
+  1  a test case regressed (confirmed by its re-run; or flagged where no confirmation ran)
+  2  could not judge: nothing to report on, unreadable references or data, a crash of the report itself, or the
+     third inconclusive night in a row
+  3  inconclusive: a test case was too noisy to judge this night (and its confirmation too), nothing regressed
+
+``ibrepro nightly`` runs the checks, this test, the confirmation of the suspects, and this test again.
 """
 
 import argparse
@@ -40,7 +48,7 @@ from pathlib import Path
 
 import jinja2
 
-from . import baseline, catalog, compare, parsers, paths, plots, references, results, software, stats
+from . import baseline, catalog, compare, parsers, paths, plots, references, results, software, stats, verdict
 from . import topology as ibtopology
 from .simulated import table as simulated_table
 
@@ -157,8 +165,8 @@ def _select(inputs, db, rows, sessions, last, since, report_files):
         chosen = [row.uuid for row in _last_runs(rows, last or 1)]
     # a nightly run may be many sessions (one per test case): take all of its sessions
     chosen = set(chosen)
-    runs = {row.run for row in rows if row.uuid in chosen and row.run}
-    chosen = [row.uuid for row in rows if row.uuid in chosen or row.run in runs]
+    runs = {row.night for row in rows if row.uuid in chosen}
+    chosen = [row.uuid for row in rows if row.uuid in chosen or row.night in runs]
     inputs.selected = results.sessions_by_uuid(chosen, db, problems=inputs.problems)
 
 
@@ -170,9 +178,9 @@ def run_id(report):
 
 def _last_runs(rows, count):
     """The session rows of the last ``count`` runs (sessions sharing a ``nightly`` extra are one run)."""
-    runs = list(dict.fromkeys(row.run or row.uuid for row in rows))
+    runs = list(dict.fromkeys(row.night for row in rows))
     keep = set(runs[-count:])
-    return [row for row in rows if (row.run or row.uuid) in keep]
+    return [row for row in rows if row.night in keep]
 
 
 def _check_report(report, path):
@@ -201,22 +209,31 @@ def _when(start):
     return datetime.datetime.fromtimestamp(start, datetime.timezone.utc)
 
 
-def build(system, selected, history, method=stats.Method(), platforms_config=None):
+def build(system, selected, history, method=stats.Method(), platforms_config=None, guard=verdict.Guard()):
     """Everything the templates show for one system (a dict).
 
     ``selected``: the checked run reports the report is about (their test cases are shown); ``history``: the
     system's results.History, oldest first, the selected sessions included (the values the history test and the
     trends read). ``platforms_config``: a ReFrame configuration given explicitly (``-C``) to say why families did
-    not run; without it, the platforms the sessions recorded.
+    not run; without it, the platforms the sessions recorded. Confirmation sessions (``confirms`` extra: the re-run
+    of a night's suspects, :mod:`ibrepro.verdict`) are no point of the history: they judge their night only.
     """
     problems = list(history.problems)
     sessions = history.sessions
     selected_ids = {r['session_info'].get('uuid') for r in selected}
-    newest = selected[-1]
+    nights = [r for r in selected if not r['session_info'].get('confirms')]
+    newest = (nights or selected)[-1]
+    night = run_id(newest)
 
     runs, run_of = {}, []                    # a run: the sessions of one night (see run_id), oldest first
-    for row in sessions:
-        run_of.append(runs.setdefault(row.run or row.uuid, len(runs)))
+    confirming = set()                       # positions of the sessions that confirm the newest night
+    for position, row in enumerate(sessions):
+        if row.confirms:
+            run_of.append(None)
+            if row.confirms == night:
+                confirming.add(position)
+        else:
+            run_of.append(runs.setdefault(row.run or row.uuid, len(runs)))
     n = len(runs)
     keys, meta = {}, {}                      # index series -> series key; series key -> PerfValue of its oldest value
     for series, (position, value, ref, lower, upper, result) in history.first.items():
@@ -236,7 +253,7 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
         for series, (positions, xs) in values.items():
             slot = per_run[keys[series]]
             for position, x in zip(positions, xs):
-                if run_of[position] >= first_run:
+                if run_of[position] is not None and run_of[position] >= first_run:
                     slot[run_of[position]].append(x)
         found = {}
         for key, per in per_run.items():
@@ -247,10 +264,15 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
 
     latest = {}                              # series key -> the PerfValue of the newest selected session
     cases_now = {}                           # (partition, environ, name) -> (case, {variable: [values]})
+    confirmed_cases = {}                     # (partition, environ, name) -> the confirmation's test case
     for report in selected:
         info = report['session_info']
         for case in results.readable_cases(report, []):   # what is unreadable is in the history's problems
             if case['system'] != system:
+                continue
+            if info.get('confirms'):
+                if info['confirms'] == night:
+                    confirmed_cases[(case['partition'], case['environ'], case['name'])] = case
                 continue
             slot = cases_now.setdefault((case['partition'], case['environ'], case['name']),
                                         [case, collections.defaultdict(list)])
@@ -261,7 +283,7 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
 
     # the history test reads the newest window + confirm runs: only their values are read
     first_run = max(0, n - method.window - method.confirm)
-    since = next((p for p, j in enumerate(run_of) if j >= first_run), len(run_of))
+    since = next((p for p, j in enumerate(run_of) if j is not None and j >= first_run), len(run_of))
     recent = aligned(history.values(since=since), first_run)
     better = {key: parsers.METRIC_BETTER.get(_metric(key[-1]).split('_')[0]) for key in meta}
     result = stats.history_tests(
@@ -273,6 +295,8 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
 
     current = {key: (case, {v: statistics.median(xs) for v, xs in values.items()})
                for key, (case, values) in cases_now.items()}
+    verdicts = _verdicts(result, {k: c for k, (c, _) in cases_now.items()}, confirmed_cases,
+                         _confirmation_values(history, keys, confirming), guard)
     info = newest['session_info']
     model = {
         'system': system,
@@ -293,10 +317,58 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
         model['headline'] = simulated_table.own_testbed(model['headline'])
     starts = {}
     for row, j in zip(sessions, run_of):
-        starts.setdefault(j, _when(row.start))
+        if j is not None:
+            starts.setdefault(j, _when(row.start))
     model['runs'] = len(runs)
+    model['night'] = night
+    model['confirmations'] = [_session_row(sessions[p], True) for p in sorted(confirming)]
     model.update(_regressions(whole, meta, latest, result, [starts[j] for j in range(len(runs))], method))
+    model.update(_verdict_lists(verdicts, model['groups']))
+    model['guard'] = dataclasses.asdict(guard)
     return model
+
+
+def _confirmation_values(history, keys, positions):
+    """{series key: median of its values in the confirmation sessions at ``positions``}."""
+    if not positions:
+        return {}
+    found = collections.defaultdict(list)
+    for series, (where, xs) in history.values(since=min(positions)).items():
+        for position, x in zip(where, xs):
+            if position in positions and series in keys:
+                found[keys[series]].append(x)
+    return {key: statistics.median(xs) for key, xs in found.items()}
+
+
+def _verdicts(result, night_cases, confirmed_cases, confirmation_values, guard):
+    """{test case (partition, environ, name): verdict.CaseVerdict} of the newest night."""
+    verdicts = {}
+    for group in sorted(set(result.groups) | set(night_cases)):
+        again = confirmed_cases.get(group)
+        shift = (stats.confirmation_test(result, group, confirmation_values, alpha=guard.confirmation_alpha)
+                 if again is not None else None)
+        if again is not None and shift is None:   # the re-run measured nothing of this case (it failed)
+            shift = stats.Shift('untested', 'lower', 0, reason='the confirmation measured nothing')
+        verdicts[group] = verdict.judge(result.groups.get(group), verdict.noise_problem(night_cases.get(group), guard),
+                                        shift, verdict.noise_problem(again, guard))
+    return verdicts
+
+
+def _verdict_lists(verdicts, groups):
+    """The verdict of every test case, and the test cases the night's alarm is about."""
+    rows = [{'partition': g[0], 'environ': g[1], 'name': g[2], 'verdict': v.verdict, 'shift': v.night,
+             'confirmation': v.confirmation, 'noise': v.noise, 'confirmation_noise': v.confirmation_noise,
+             'meaning': verdict.VERDICTS[v.verdict]} for g, v in verdicts.items()]
+    for g in groups:   # the table of test cases shows each one's verdict
+        v = verdicts.get((g['partition'], g['environ'], g['name']))
+        g['verdict'] = v.verdict if v else g['shift'].verdict
+    by_kind = collections.defaultdict(list)
+    for row in rows:
+        by_kind[row['verdict']].append(row)
+    return {'case_verdicts': rows, 'verdict_objects': list(verdicts.values()),
+            'group_alarms': by_kind['regression'] + by_kind['unconfirmed'],
+            'cleared': by_kind['cleared'], 'inconclusive': by_kind['inconclusive'],
+            'suspects': [r for r, v in zip(rows, verdicts.values()) if v.needs_confirmation]}
 
 
 def _session_row(row, selected):
@@ -738,13 +810,16 @@ def _safe(name):
 
 
 def nightly_lines(model):
-    """What moved, by how much, with what confidence: the alarms, each test case with the sizes that moved most."""
+    """The night's verdict: the alarms (each test case with the sizes that moved most), then the test cases a
+    confirmation cleared and those too noisy to judge."""
     lines = []
     for g in model['group_alarms']:
-        s = g['shift']
-        lines.append(f"REGRESSION test case {g['name']} @{g['partition']}+{g['environ']}: its variables moved "
+        s, again = g['shift'], g.get('confirmation')
+        what = 'REGRESSION' if g.get('verdict', 'regression') == 'regression' else 'REGRESSION (unconfirmed)'
+        lines.append(f"{what} test case {g['name']} @{g['partition']}+{g['environ']}: its variables moved "
                      f"{_pct(s.change)} (median over sizes; 95 % interval {_pct(s.low)} .. {_pct(s.high)}), "
-                     f"q = {s.q:.2g} (confidence {1 - s.q:.4f}), baseline n = {s.n}")
+                     f"q = {s.q:.2g}, baseline n = {s.n}"
+                     + (f"; confirmed by a re-run: {_pct(again.change)}, p = {again.p:.2g}" if again else ''))
         # the sizes that moved most (each with its own q: with a short history single sizes rarely pass BH)
         moved = [r for r in model['variables'] if r['shift'].worse is not None and r['shift'].q is not None
                  and (r['partition'], r['environ'], r['name']) == (g['partition'], g['environ'], g['name'])]
@@ -752,13 +827,21 @@ def nightly_lines(model):
             lines.append(f"    {_variable_line(r)}")
     for r in model['alarms']:
         lines.append(f"CHANGE {r['name']} @{r['partition']}+{r['environ']} {_variable_line(r)}")
+    for g in model.get('cleared', []):
+        s, again = g['shift'], g['confirmation']
+        lines.append(f"cleared: test case {g['name']} @{g['partition']}+{g['environ']} moved {_pct(s.change)} "
+                     f"(q = {s.q:.2g}); its confirmation re-run moved {_pct(again.change)}"
+                     + (f" (p = {again.p:.2g})" if again.p is not None else '') + ': not an alarm')
+    for g in model.get('inconclusive', []):
+        lines.append(f"INCONCLUSIVE test case {g['name']} @{g['partition']}+{g['environ']}: "
+                     f"{g['confirmation_noise'] or g['noise']}")
     return lines
 
 
 def _variable_line(r):
     s = r['shift']
     return (f"{r['variable']}: {_num(s.baseline)} -> {_num(s.current)} {r['unit']} ({_pct(s.change)}; 95 % interval "
-            f"{_pct(s.low)} .. {_pct(s.high)}), q = {s.q:.2g} (confidence {1 - s.q:.4f}), baseline n = {s.n}")
+            f"{_pct(s.low)} .. {_pct(s.high)}), q = {s.q:.2g}, baseline n = {s.n}")
 
 
 def references_problems(system):
@@ -828,14 +911,49 @@ def add_cli(subparsers):
     p.add_argument('--history', type=int, default=DEFAULT_HISTORY, metavar='N',
                    help=f'runs in trends and available as baseline (default {DEFAULT_HISTORY})')
     add_method_arguments(p)
+    add_guard_arguments(p)
     p.add_argument('--nightly', action='store_true',
-                   help='print the regressions; exit 1 when there is one, 0 when there is none')
+                   help="print the night's verdict and exit with its status: 0 clean, 1 regression, 2 could not judge, "
+                        '3 inconclusive (see above)')
+    p.add_argument('--suspects', metavar='FILE',
+                   help='with --nightly: write the test cases to re-run as JSON to FILE (what ibrepro nightly confirms)')
     p.set_defaults(func=_cli)
+
+
+_GUARD_HELP = {
+    'max_noise': 'a night whose repetitions disagree by more (sd of the test-case index) is inconclusive',
+    'max_pressure': 'a night whose tasks waited for a CPU longer (share of the run) is inconclusive',
+    'confirmation_alpha': 'p-value at which a re-run confirms a suspect',
+}
+
+
+def add_guard_arguments(parser):
+    """One option per limit of the noise guard and the confirmation (verdict.Guard), with its default."""
+    defaults = verdict.Guard()
+    for field in dataclasses.fields(verdict.Guard):
+        parser.add_argument(f'--{field.name.replace("_", "-")}', type=float, default=getattr(defaults, field.name),
+                            metavar='X', help=f'{_GUARD_HELP[field.name]} (default {getattr(defaults, field.name)})')
+
+
+def guard_of(args):
+    """The verdict.Guard of parsed add_guard_arguments options (ValueError when out of range)."""
+    return verdict.Guard(**{f.name: getattr(args, f.name) for f in dataclasses.fields(verdict.Guard)})
 
 
 def _cli(args):
     try:
+        return _cli_checked(args)
+    except Exception as err:   # a crash is "could not judge", never a regression (exit 1) nor a pass
+        import traceback
+        traceback.print_exc()
+        print(f'ibrepro report: crashed ({type(err).__name__}: {err}): could not judge', file=sys.stderr)
+        return verdict.EXIT_UNJUDGED
+
+
+def _cli_checked(args):
+    try:
         method = method_of(args)
+        guard_of(args)
         history = max(args.history, method.window + method.confirm)
         inputs = select(db=args.db, sessions=args.sessions, last=args.last,
                         since=parse_since(args.since) if args.since else None, report_files=args.report,
@@ -860,10 +978,11 @@ def _report(args, method, inputs):
               + (f' for system {args.system}' if args.system else ''), file=sys.stderr)
         return 2
 
-    alarms, broken = [], []
+    broken, statuses, suspects = [], [], []
+    guard = guard_of(args)
     for system in systems:
         selected = [r for r in inputs.selected if system in _systems(r)]
-        model = build(system, selected, inputs.history[system], method, args.config)
+        model = build(system, selected, inputs.history[system], method, args.config, guard)
         model['problems'] = inputs.problems + model['problems']
         target = write(model, args.output_dir)
         print(f'{target / "index.html"}\n{target / "summary.md"}')
@@ -875,27 +994,84 @@ def _report(args, method, inputs):
         if refs_problems:
             broken.append(refs_file)
         if args.nightly:
-            lines = nightly_lines(model)
-            alarms += lines
-            if lines:
-                print(f'{system}: {len(model["group_alarms"])} test case(s) regressed, {len(model["alarms"])} '
-                      f'count(s) changed')
-            elif not model['tested']:
-                print(f'{system}: nothing tested: the history has fewer than {method.min_history} earlier '
-                      f'runs ({model["runs"]} in all); no regression can be detected yet')
-            else:
-                print(f'{system}: no regression in {len(model["groups"])} test case(s) ({model["tested"]} tested '
-                      f'variables, {len(model["variables"])} in all)')
-            moved = [r for r in model['flagged'] if r['shift'].verdict == 'regression'
-                     and not any((g['partition'], g['environ'], g['name']) == (r['partition'], r['environ'], r['name'])
-                                 for g in model['group_alarms'])]
-            if moved:
-                print(f'  not an alarm: {len(moved)} single variable(s) moved while their test case as a whole did '
-                      f'not (e.g. {moved[0]["name"]} {moved[0]["variable"]} {_pct(moved[0]["shift"].change)})')
-            for line in lines:
-                print(f'  {line}')
+            statuses.append(_nightly_verdict(system, model, method, inputs, guard))
+            suspects += [{'system': system, 'partition': g['partition'], 'environ': g['environ'], 'name': g['name'],
+                          'hashcode': _hashcode(selected, g), 'night': model['night'], 'verdict': g['verdict']}
+                         for g in model['suspects']]
+    if args.nightly and args.suspects:
+        Path(args.suspects).write_text(json.dumps({'suspects': suspects}, indent=1) + '\n')
     if args.nightly and broken:   # ReFrame judged nothing against them: the night cannot pass
         print(f'ibrepro report: the references ReFrame judges against cannot be read ({", ".join(map(str, broken))})'
               ': fix them (ibrepro refs validate) before the nightly test can pass', file=sys.stderr)
-        return 2
-    return 1 if args.nightly and alarms else 0
+        return verdict.EXIT_UNJUDGED
+    return verdict.combine(statuses) if args.nightly else 0
+
+
+def _hashcode(selected, group):
+    """The ReFrame hash of a test case of the night (what ``reframe -n /HASH`` selects), or None."""
+    for report in selected:
+        if report['session_info'].get('confirms'):
+            continue
+        for case in results.readable_cases(report, []):
+            if (case['partition'], case['environ'], case['name']) == (group['partition'], group['environ'],
+                                                                     group['name']):
+                code = case.get('hashcode')
+                return code if isinstance(code, str) and re.fullmatch(r'[0-9a-f]{8}', code) else None
+    return None
+
+
+def _nightly_verdict(system, model, method, inputs, guard):
+    """Print the night's verdict of one system; its exit status."""
+    lines = nightly_lines(model)
+    run = _inconclusive_run(model, inputs, system, guard) if model['inconclusive'] else 0
+    status = verdict.exit_status(model['verdict_objects'], run)
+    kinds = collections.Counter(v['verdict'] for v in model['case_verdicts'])
+    if model['group_alarms'] or model['alarms']:
+        print(f'{system}: {len(model["group_alarms"])} test case(s) regressed, {len(model["alarms"])} count(s) changed')
+    elif not model['tested']:
+        print(f'{system}: nothing tested: the history has fewer than {method.min_history} earlier '
+              f'runs ({model["runs"]} in all); no regression can be detected yet')
+    else:
+        print(f'{system}: no regression in {len(model["groups"])} test case(s) ({model["tested"]} tested '
+              f'variables, {len(model["variables"])} in all)')
+    print(f'  night {model["night"]}: ' + ', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))
+          + (f'; confirmation session(s) {", ".join(c["uuid"] for c in model["confirmations"])}'
+             if model['confirmations'] else ''))
+    alarmed = {(g['partition'], g['environ'], g['name']) for g in model['group_alarms']}
+    moved = [r for r in model['flagged'] if r['shift'].verdict == 'regression'
+             and (r['partition'], r['environ'], r['name']) not in alarmed]
+    if moved:
+        print(f'  not an alarm: {len(moved)} single variable(s) moved while their test case as a whole did '
+              f'not (e.g. {moved[0]["name"]} {moved[0]["variable"]} {_pct(moved[0]["shift"].change)})')
+    for line in lines:
+        print(f'  {line}')
+    if status == verdict.EXIT_UNJUDGED:
+        print(f'{system}: {verdict.INCONCLUSIVE_LIMIT} inconclusive nights in a row: the nightly test has not judged '
+              'this system since; find what disturbs the runs (another job, a noisy node)')
+    elif status == verdict.EXIT_INCONCLUSIVE:
+        print(f'{system}: inconclusive night ({run + 1} in a row; {verdict.INCONCLUSIVE_LIMIT} fail)')
+    return status
+
+
+def _inconclusive_run(model, inputs, system, guard):
+    """How many nights in a row before this one were inconclusive (read from their stored test cases: a night is
+    inconclusive when a test case of it was too noisy and no quiet confirmation judged it)."""
+    if inputs.index is None:
+        return 0
+    history = inputs.history[system]
+    nights = list(dict.fromkeys(row.night for row in history.sessions))
+    earlier = nights[:nights.index(model['night'])] if model['night'] in nights else []
+    count = 0
+    for night in reversed(earlier[-(verdict.INCONCLUSIVE_LIMIT - 1):]):
+        uuids = [row.uuid for row in history.sessions if row.night == night]
+        main, again = {}, {}
+        for report in results.sessions_by_uuid(uuids, inputs.index.db, problems=[]):
+            for case in results.readable_cases(report, []):
+                if case['system'] == system:
+                    key = (case['partition'], case['environ'], case['name'])
+                    (again if report['session_info'].get('confirms') else main)[key] = case
+        if not verdict.night_inconclusive(main, again, guard):
+            break
+        count += 1
+    return count
+

@@ -90,7 +90,7 @@ def check_report(report, where):
         raise ResultsError(f'{where}: not a ReFrame run report (session_info is {_kind(info)}, not an object)')
     if not isinstance(report.get('runs'), list):
         raise ResultsError(f'{where}: not a ReFrame run report (runs is {_kind(report.get("runs"))}, not a list)')
-    for field in ('uuid', 'nightly', 'time_start'):
+    for field in ('uuid', 'nightly', 'confirms', 'time_start'):
         if info.get(field) is not None and not isinstance(info[field], str):
             raise ResultsError(f'{where}: session_info.{field} is {_kind(info[field])}, not a string')
     start = info.get('time_start_unix')
@@ -241,6 +241,12 @@ class SessionRow:
     cases: int | None
     failures: int | None
     systems: tuple
+    confirms: str | None = None   # the ``confirms`` extra: this session re-ran a night's suspects (ibrepro nightly)
+
+    @property
+    def night(self):
+        """The run this session belongs to: the night it confirms, its ``nightly`` extra, or itself."""
+        return self.confirms or self.run or self.uuid
 
 
 def extract(report, uuid=None):
@@ -255,7 +261,7 @@ def extract(report, uuid=None):
                            value, ref, lower, upper, result))
     row = SessionRow(uuid or info.get('uuid') or '', float(info.get('time_start_unix') or 0), info.get('nightly'),
                      _count(info.get('num_cases')), _count(info.get('num_failures')),
-                     tuple(sorted({c['system'] for c in cases})))
+                     tuple(sorted({c['system'] for c in cases})), info.get('confirms'))
     return row, values, problems
 
 
@@ -326,11 +332,11 @@ class History:
 
 # -- the index beside the database ------------------------------------------------------------------
 
-_INDEX_FORMAT = '1'
+_INDEX_FORMAT = '2'
 _INDEX_SCHEMA = [
     'CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)',
     'CREATE TABLE sessions(id INTEGER PRIMARY KEY, uuid TEXT UNIQUE NOT NULL, start REAL, run TEXT, cases INTEGER, '
-    'failures INTEGER, systems TEXT, problems TEXT, unreadable TEXT)',
+    'failures INTEGER, systems TEXT, problems TEXT, unreadable TEXT, confirms TEXT)',
     'CREATE TABLE series(id INTEGER PRIMARY KEY, system TEXT, partition TEXT, environ TEXT, check_name TEXT, '
     'name TEXT, params TEXT, variable TEXT, unit TEXT, '
     'UNIQUE(system, partition, environ, check_name, name, params, variable, unit))',
@@ -466,9 +472,9 @@ class ValueIndex:
             return
         row, values, problems = extract(report, uuid)
         cursor = self.conn.execute('INSERT OR IGNORE INTO sessions(uuid, start, run, cases, failures, systems, '
-                                   'problems) VALUES(?, ?, ?, ?, ?, ?, ?)',
+                                   'problems, confirms) VALUES(?, ?, ?, ?, ?, ?, ?, ?)',
                                    (uuid, row.start, row.run, row.cases, row.failures, json.dumps(row.systems),
-                                    json.dumps(problems)))
+                                    json.dumps(problems), row.confirms))
         if not cursor.rowcount:
             return
         sid = cursor.lastrowid
@@ -489,13 +495,13 @@ class ValueIndex:
         """``(SessionRow, problems)`` of every readable stored session, oldest first, and the unreadable ones'
         reasons."""
         readable, unreadable = [], []
-        for uuid, start, run, cases, failures, systems, problems, bad in self.conn.execute(
-                'SELECT uuid, start, run, cases, failures, systems, problems, unreadable FROM sessions '
+        for uuid, start, run, cases, failures, systems, problems, bad, confirms in self.conn.execute(
+                'SELECT uuid, start, run, cases, failures, systems, problems, unreadable, confirms FROM sessions '
                 'ORDER BY start, uuid'):
             if bad:
                 unreadable.append(bad)
             else:
-                readable.append((SessionRow(uuid, start, run, cases, failures, tuple(json.loads(systems))),
+                readable.append((SessionRow(uuid, start, run, cases, failures, tuple(json.loads(systems)), confirms),
                                  json.loads(problems)))
         return readable, unreadable
 

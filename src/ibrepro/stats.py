@@ -271,6 +271,7 @@ class HistoryResult:
     groups: dict             # group -> Shift (the session index of a test case)
     group_index: dict        # group -> [index per session, None where missing] (the trend of the index)
     method: Method
+    members: dict = dataclasses.field(default_factory=dict)   # group -> keys of its directed variables
 
     @property
     def alarms(self):
@@ -293,7 +294,7 @@ def history_tests(series, method=Method()):
         history = [v for v in values[:-k][-method.window:] if v is not None]
         variables[key] = shift_test(history, tested, better, method=method)
         if group is not None and better and variables[key].verdict != 'untested':
-            members.setdefault(group, []).append((values, better, variables[key]))
+            members.setdefault(group, []).append((values, better, variables[key], key))
     _judge(list(variables.values()), method)
 
     groups, index = {}, {}
@@ -304,14 +305,40 @@ def history_tests(series, method=Method()):
         tested = [x for x in sessions[-k:] if x is not None]
         groups[group] = shift_log(history, tested, 'lower', method=method)
     _judge(list(groups.values()), method)
-    return HistoryResult(variables, groups, index, method)
+    return HistoryResult(variables, groups, index, method,
+                         {group: [item[3] for item in items] for group, items in members.items()})
+
+
+def confirmation_test(result, group, values, *, alpha):
+    """The test of a re-run of one test case (the confirmation of a night's suspect, ``ibrepro nightly``) against
+    the same baseline as the night: ``values`` maps the group's variable keys to their re-run values. Its index is
+    the median over the group's variables of the log deviation from their baselines, tested like the night's index;
+    it confirms when p <= ``alpha`` (one test of one pre-selected case: no multiplicity to correct) and the change
+    is at least ``min_effect``. None when the re-run has none of the group's variables."""
+    method = result.method
+    devs = []
+    for key in result.members.get(group, ()):
+        shift, value = result.variables[key], values.get(key)
+        if value is not None and value > 0 and shift.baseline:
+            sign = -1 if shift.better == 'higher' else 1
+            devs.append(sign * (math.log(value) - math.log(shift.baseline)))
+    if not devs:
+        return None
+    sessions = result.group_index.get(group) or []
+    history = [x for x in sessions[:-method.confirm][-method.window:] if x is not None]
+    shift = shift_log(history, [statistics.median(devs)], 'lower', method=method)
+    if shift.verdict != 'untested':
+        shift.q = shift.p
+        if shift.p <= alpha and shift.change >= method.min_effect:
+            shift.verdict = 'regression'
+    return shift
 
 
 def _session_index(items, method):
     """Per session: median over the group's variables of the log deviation from their baselines, worse > 0."""
     length = len(items[0][0])
     per_session = [[] for _ in range(length)]
-    for values, better, shift in items:
+    for values, better, shift, _ in items:
         center = math.log(shift.baseline)
         sign = -1 if better == 'higher' else 1
         for j, v in enumerate(values):

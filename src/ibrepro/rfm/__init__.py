@@ -16,6 +16,8 @@ that output it reports; :class:`PaperExperiment` then
   noisy size does not fail a night; the whole curve is stored for the report and the history test.
 """
 
+import collections
+import dataclasses
 import functools
 import os
 import re
@@ -29,7 +31,7 @@ from reframe.core.builtins import run_after, run_before, sanity_function, variab
 from reframe.core.exceptions import PerformanceError, SanityError
 
 from .. import catalog, parsers, paths, rfmconfig
-from . import inject, launch
+from . import inject, launch, repeat
 
 #: ReFrame reference file name inside a system's reference directory.
 REFERENCES_FILE = 'references.yaml'
@@ -160,6 +162,23 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     injected = variable(str, value='', loggable=True)
     inject_added = variable(typ.Dict[str, object], value={}, loggable=True)
 
+    #: Runs of the benchmark inside the job, back to back (:mod:`ibrepro.rfm.repeat`): each size reports the
+    #: median over them, and their spread is the night's own noise.
+    repetitions = variable(int, value=1, loggable=True)
+
+    #: Per performance variable, its value in each repetition (set in the performance stage; empty for one).
+    repetition_values = variable(typ.Dict[str, typ.List[float]], value={}, loggable=True)
+
+    #: The spread of the test case's index over the repetitions (log units, ~ relative; None for one).
+    repetition_spread = variable(float, type(None), value=None, loggable=True)
+
+    #: Share of the repetitions' time in which some task of the (first) node waited for a CPU (Linux PSI);
+    #: None where the node does not report it or for one repetition.
+    cpu_pressure = variable(float, type(None), value=None, loggable=True)
+
+    #: Whether the family's output can be repeated in one job (the pair runner's flows cannot: one barrier).
+    repeatable = True
+
     @run_after('init')
     def _whole_nodes(self):
         self.exclusive_access = True     # performance runs get whole nodes (the local scheduler ignores it)
@@ -242,6 +261,8 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     # -- sanity ------------------------------------------------------------------------------------
 
     def _read(self, name):
+        if name == self.stdout.evaluate() and getattr(self, '_stdout_text', None) is not None:
+            return self._stdout_text
         path = os.path.join(self.stagedir, name)
         try:
             with open(path, errors='replace') as fp:
@@ -293,14 +314,55 @@ class PaperExperiment(rfm.RegressionTestPlugin):
                               f'output (its columns: {columns}); `ibrepro parse` shows what was read')
 
     def measured(self):
-        """The parsed output and its reported table, parsed once per run (sanity and performance share it)."""
+        """The parsed output and its reported table, parsed once per run (sanity and performance share it); with
+        repetitions, each repetition's output is diagnosed and the table reports the median per size."""
         if getattr(self, '_measured', None) is None:
-            self._measured = self.diagnose()
+            self._measured = self.diagnose() if self.repetitions <= 1 else self._measure_repetitions()
         return self._measured
+
+    def _measure_repetitions(self):
+        stdout = self._read(self.stdout.evaluate())
+        try:
+            chunks = repeat.split_output(stdout, self.repetitions)
+        except ValueError as err:
+            raise SanityError(f'{self.tool}: {err}') from None
+        tables = []
+        for number, chunk in enumerate(chunks, 1):
+            self._stdout_text = chunk        # diagnose() reads this repetition's output as the job's stdout
+            try:
+                parsed, table = self.diagnose()
+            except SanityError as err:
+                raise SanityError(f'repetition {number} of {self.repetitions}: {err}') from None
+            finally:
+                self._stdout_text = None
+            tables.append(table)
+        combined = dataclasses.replace(tables[0], rows=repeat.median_rows(tables))
+        per_rep = collections.defaultdict(list)
+        for table in tables:
+            for name, value, _ in table.metric_values():
+                per_rep[name].append(value)
+        wanted = set(self.report_metrics)
+        self.repetition_values = {n: vs for n, vs in per_rep.items()
+                                  if not wanted or n.rsplit('_', 1)[0] in wanted}
+        better = {n: parsers.METRIC_BETTER.get(n.rsplit('_', 1)[0]) for n in self.repetition_values}
+        self.repetition_spread = repeat.spread(self.repetition_values, better)
+        self.cpu_pressure = repeat.cpu_pressure(self._read(repeat.LOG_FILE))
+        return parsed, combined
 
     @run_before('run')
     def _forget_measurement(self):
         self._measured = None
+
+    @run_before('run', always_last=True)
+    def _repeat(self):
+        repeat.check(self.repetitions)
+        if self.repetitions > 1 and not self.repeatable:
+            raise ValueError(f'repetitions={self.repetitions}: {type(self).__name__} measures once per job (its '
+                             'flows start together at one barrier); run the case again instead')
+        before, after = repeat.job_commands(self.repetitions)
+        if before:
+            self.prerun_cmds = self.prerun_cmds + before
+            self.postrun_cmds = after + self.postrun_cmds + [repeat.job_exit()]
 
     @run_before('run', always_last=True)
     def _bind(self):

@@ -121,6 +121,7 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
     """perftest flows run by the pair runner; subclasses say which flows (:meth:`flows`)."""
 
     tool = 'perftest'
+    repeatable = False      # the flows of one job start together at one barrier
     level = 'verbs'
     valid_prog_environs = ['+perftest']
     time_limit = DEFAULT_TIME_LIMIT

@@ -1,0 +1,146 @@
+"""``ibrepro nightly``: one night of a site's regression test, run and judged as :mod:`ibrepro.verdict` says.
+
+1. **Run** the checks in ReFrame's ``nightly`` mode (``scripts/run-checks.sh CONFIG --mode nightly``); every
+   session stores the night's id as the session extra ``nightly`` (``--night``, ``$IBREPRO_NIGHTLY``, or the date
+   and time). ``--no-run``: the night's sessions are already stored (a GitLab child pipeline stored one per case).
+2. **Judge** the night against its history (``ibrepro report --nightly``, no page written): the suspects (test
+   cases that regressed) and the test cases too noisy to judge.
+3. **Confirm** them at once: one more ReFrame session per partition and environment that runs only those test
+   cases (``-n /<hash>``, with the night's ``-S`` settings), stored with the extras ``nightly=<id>`` and
+   ``confirms=<id>``. ``--no-confirm`` leaves the suspects unconfirmed (an alarm, exit 1).
+4. **Report**: ``ibrepro report --nightly`` over the night and its confirmation (both shown, the page and
+   summary.md written), whose exit status is the night's.
+
+Exit status: the verdict's (0 clean, 1 regression, 2 could not judge, 3 inconclusive: ``ibrepro report --help``);
+a check that failed in ReFrame (sanity, references) makes it 1 unless it is worse, and a night whose session was not
+stored 2.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import paths, verdict
+
+RUN_CHECKS = paths.REPO_ROOT / 'scripts' / 'run-checks.sh'
+
+#: run-checks.sh's status when ReFrame ran but did not store the session.
+NOT_STORED = 3
+
+#: ReFrame options a confirmation keeps from the night's: the settings (``-S``), not the selection.
+_SETTING_OPTIONS = ('-S', '--setvar')
+
+
+def settings_only(options):
+    """The ``-S NAME=VALUE`` settings among ReFrame ``options`` (what a confirmation re-run must measure with)."""
+    kept, i = [], 0
+    while i < len(options):
+        option = options[i]
+        if option in _SETTING_OPTIONS and i + 1 < len(options):
+            kept += [option, options[i + 1]]
+            i += 2
+            continue
+        if option.startswith(('-S', '--setvar=')) and option not in _SETTING_OPTIONS:
+            kept.append(option)
+        i += 1
+    return kept
+
+
+def confirmation_runs(suspects):
+    """``[(system, partition, environ, [hash, ...])]``: one ReFrame invocation per partition and environment."""
+    groups = {}
+    for s in suspects:
+        if s.get('hashcode'):
+            groups.setdefault((s['system'], s['partition'], s['environ']), []).append(s['hashcode'])
+    return [(*key, sorted(set(hashes))) for key, hashes in sorted(groups.items())]
+
+
+def run_checks(config, options, env):
+    """scripts/run-checks.sh with ``options`` after ``-r``; its exit status."""
+    return subprocess.run([str(RUN_CHECKS), str(config), *options], env=env).returncode
+
+
+def _report(argv):
+    from . import cli
+    return cli.main(['report', *argv])
+
+
+def main(args):
+    night = args.night or os.environ.get('IBREPRO_NIGHTLY') or time.strftime('%Y%m%dT%H%M%S')
+    if not night.replace('-', '').replace('_', '').replace('.', '').isalnum():
+        print(f'ibrepro nightly: night id {night!r}: letters, digits, - _ . only', file=sys.stderr)
+        return verdict.EXIT_UNJUDGED
+    env = {**os.environ, 'IBREPRO_NIGHTLY': night}
+    os.environ['IBREPRO_NIGHTLY'] = night
+    reframe_options = list(args.reframe_options or [])
+    if reframe_options[:1] == ['--']:
+        reframe_options = reframe_options[1:]
+    started = time.monotonic()
+
+    ran = 0
+    if not args.no_run:
+        ran = run_checks(args.config, ['--mode', 'nightly', f'--session-extras=nightly={night}', *reframe_options],
+                         env)
+        if ran == NOT_STORED:
+            print('ibrepro nightly: the night\'s session was not stored: nothing to judge', file=sys.stderr)
+            return verdict.EXIT_UNJUDGED
+
+    report_options = [*args.report_options, '--nightly']
+    confirmed = []
+    if not args.no_confirm:
+        with tempfile.TemporaryDirectory(prefix='ibrepro-nightly-') as tmp:
+            suspects_file = Path(tmp) / 'suspects.json'
+            print(f'\n== ibrepro nightly {night}: the night against its history')
+            first = _report([*report_options, '--output-dir', str(Path(tmp) / 'first'),
+                             '--suspects', str(suspects_file)])
+            suspects = json.loads(suspects_file.read_text())['suspects'] if suspects_file.exists() else []
+        if first == verdict.EXIT_UNJUDGED and not suspects:
+            print('ibrepro nightly: the night could not be judged (above)', file=sys.stderr)
+        for system, partition, environ, hashes in confirmation_runs(suspects):
+            print(f'\n== ibrepro nightly {night}: confirming {len(hashes)} test case(s) on {system}:{partition} '
+                  f'+{environ} (' + ', '.join(s['name'] for s in suspects if s.get('hashcode') in hashes) + ')')
+            options = ['--mode', 'nightly', f'--system={system}:{partition}', '-p', f'^{environ}$',
+                       *[o for h in hashes for o in ('-n', f'/{h}')], f'--session-extras=nightly={night},confirms={night}',
+                       *settings_only(reframe_options)]
+            status = run_checks(args.config, options, env)
+            confirmed.append(status)
+            if status == NOT_STORED:
+                print('ibrepro nightly: the confirmation was not stored: its suspects stay unconfirmed',
+                      file=sys.stderr)
+        unnamed = [s['name'] for s in suspects if not s.get('hashcode')]
+        if unnamed:
+            print(f'ibrepro nightly: no ReFrame hash recorded for {", ".join(unnamed)}: not confirmed',
+                  file=sys.stderr)
+
+    print(f'\n== ibrepro nightly {night}: the verdict')
+    status = _report([*report_options, *(['--output-dir', args.output_dir] if args.output_dir else [])])
+    if ran and status == verdict.EXIT_CLEAN:
+        print('ibrepro nightly: a check failed in ReFrame (above): the night fails', file=sys.stderr)
+        status = verdict.EXIT_REGRESSION
+    print(f'ibrepro nightly {night}: exit {status} ({_MEANING[status]}) after {time.monotonic() - started:.0f} s')
+    return status
+
+
+_MEANING = {verdict.EXIT_CLEAN: 'clean', verdict.EXIT_REGRESSION: 'regression',
+            verdict.EXIT_UNJUDGED: 'could not judge', verdict.EXIT_INCONCLUSIVE: 'inconclusive'}
+
+
+def add_cli(subparsers):
+    p = subparsers.add_parser('nightly', help='one night: run the checks, judge them, confirm the suspects, report',
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('-C', '--config', default=str(paths.REPO_ROOT / 'configs' / 'local.py'), metavar='FILE',
+                   help='ReFrame configuration (default: configs/local.py)')
+    p.add_argument('--night', metavar='ID', help='id of this night (default: $IBREPRO_NIGHTLY, or the date and time)')
+    p.add_argument('--no-run', action='store_true', help='the night\'s sessions are stored already: judge them')
+    p.add_argument('--no-confirm', action='store_true', help='raise the alarm without re-running the suspects')
+    p.add_argument('--output-dir', metavar='DIR', help='where the report is written (ibrepro report --output-dir)')
+    p.add_argument('--report-option', dest='report_options', action='append', default=[], metavar='OPTION',
+                   help='an option for ibrepro report (repeat it: --report-option=--window --report-option=20)')
+    p.add_argument('reframe_options', nargs=argparse.REMAINDER, metavar='-- REFRAME OPTIONS',
+                   help='options for the night\'s ReFrame run (the confirmation keeps their -S settings)')
+    p.set_defaults(func=main)

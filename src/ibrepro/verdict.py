@@ -1,0 +1,144 @@
+"""The nightly verdict: what a night says about each test case, and what the night exits with.
+
+A night is judged in two stages (``ibrepro nightly`` runs both; docs/reports.md measures what they catch):
+
+1. **The night.** Every test case of the night's sessions is tested against its history (:mod:`ibrepro.stats`:
+   the test-case index, Benjamini-Hochberg across test cases). A flagged case is a *suspect*, not yet an alarm:
+   on a shared or busy machine whole sessions are sometimes 30-40 % slower for minutes, which no history test
+   can tell from a regression.
+2. **The confirmation.** The suspects, and the cases whose night was too noisy to judge, run again at once (a
+   second ReFrame session of the same night with the session extra ``confirms=<night>``). The re-run is tested
+   against the same baseline (:func:`ibrepro.stats.confirmation_test`); only a suspect whose re-run regressed
+   too raises the alarm. A passing transient slowdown does not survive the second run; a real one does.
+
+**The noise guard.** A night is too noisy to judge when its own repetitions (``-S repetitions=R``) disagree by
+more than ``max_noise`` (the standard deviation of the case's index over them), or when some task of the node
+waited for a CPU for more than ``max_pressure`` of the run (Linux pressure stall information: another job on the
+machine). Such a case is *inconclusive*, unless its confirmation is quiet and judges it; a confirmed regression is
+a regression however noisy. An inconclusive night is never a silent pass: it has its own exit status, and three
+inconclusive nights in a row fail.
+
+Per test case the verdict is one of :data:`VERDICTS`; the night's exit status (:func:`exit_status`) is the most
+severe of its cases'.
+"""
+
+import dataclasses
+
+#: What a night says of one test case.
+VERDICTS = {
+    'regression': 'regressed, and its confirmation regressed too',
+    'unconfirmed': 'regressed; no confirmation was run (ibrepro nightly runs one)',
+    'cleared': 'flagged, and its confirmation did not regress: not an alarm',
+    'inconclusive': 'too noisy to judge this night',
+    'ok': 'no regression',
+    'untested': 'not enough history to test',
+}
+
+#: Exit status of ``ibrepro report --nightly``, ``ibrepro nightly``, ``make nightly`` and ``ci/nightly.sh``.
+EXIT_CLEAN = 0          # judged, no regression
+EXIT_REGRESSION = 1     # a test case regressed (confirmed, or unconfirmed where no confirmation ran)
+EXIT_UNJUDGED = 2       # could not judge: unreadable references or data, a crash, 3 inconclusive nights in a row
+EXIT_INCONCLUSIVE = 3   # this night was too noisy to judge some test case, and nothing regressed
+
+#: Inconclusive nights in a row that fail (exit EXIT_UNJUDGED).
+INCONCLUSIVE_LIMIT = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Guard:
+    """Limits of the noise guard and the confirmation (``ibrepro report --help`` lists them)."""
+
+    max_noise: float = 0.05          # a night's repetitions may disagree by this much (sd of the index, relative)
+    max_pressure: float = 0.25       # share of the run's time some task of the node may wait for a CPU
+    confirmation_alpha: float = 0.01  # p-value that confirms a suspect's re-run
+
+    def __post_init__(self):
+        if not self.max_noise > 0 or not 0 < self.max_pressure <= 1 or not 0 < self.confirmation_alpha < 1:
+            raise ValueError('max-noise must be > 0, max-pressure in (0, 1], confirmation-alpha in (0, 1)')
+
+
+def noise_problem(case, guard):
+    """Why one stored test case (a run report's test case) was too noisy to judge, or None."""
+    if not isinstance(case, dict):
+        return None
+    spread, pressure = case.get('repetition_spread'), case.get('cpu_pressure')
+    reasons = []
+    if _number(spread) and spread > guard.max_noise:
+        reasons.append(f'its {case.get("repetitions")} repetitions disagree by {spread:.1%} '
+                       f'(at most {guard.max_noise:.1%})')
+    if _number(pressure) and pressure > guard.max_pressure:
+        reasons.append(f'tasks waited for a CPU {pressure:.0%} of the time (at most {guard.max_pressure:.0%}: '
+                       'another job shared the node)')
+    return '; '.join(reasons) or None
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+@dataclasses.dataclass
+class CaseVerdict:
+    verdict: str
+    night: object = None           # stats.Shift of the night's index
+    confirmation: object = None    # stats.Shift of the confirmation's index (None: no confirmation)
+    noise: str | None = None       # why the night was too noisy (None: quiet enough)
+    confirmation_noise: str | None = None
+
+    @property
+    def needs_confirmation(self):
+        """Whether ``ibrepro nightly`` re-runs this case: a suspect, or a night too noisy to judge."""
+        return self.confirmation is None and self.verdict in ('unconfirmed', 'inconclusive')
+
+
+def judge(night, noise=None, confirmation=None, confirmation_noise=None):
+    """The verdict of one test case from its night's test (a stats.Shift or None), the night's noise problem,
+    and the confirmation's test and noise problem (None when no confirmation ran)."""
+    flagged = night is not None and night.alarm
+    if confirmation is not None:
+        if confirmation.verdict == 'regression' and (flagged or noise):
+            verdict = 'regression'
+        elif confirmation_noise:
+            verdict = 'inconclusive'
+        elif flagged:
+            verdict = 'cleared'
+        else:
+            verdict = 'ok'      # a noisy night judged by its quiet confirmation
+    elif flagged:
+        verdict = 'unconfirmed'
+    elif noise:
+        verdict = 'inconclusive'
+    elif night is None or night.verdict == 'untested':
+        verdict = 'untested'
+    else:
+        verdict = 'ok'
+    return CaseVerdict(verdict, night, confirmation, noise, confirmation_noise)
+
+
+def exit_status(verdicts, inconclusive_run=0):
+    """The night's exit status from its cases' verdicts; ``inconclusive_run``: inconclusive nights in a row
+    before this one."""
+    kinds = {v.verdict for v in verdicts}
+    if kinds & {'regression', 'unconfirmed'}:
+        return EXIT_REGRESSION
+    if 'inconclusive' in kinds:
+        return EXIT_UNJUDGED if inconclusive_run + 1 >= INCONCLUSIVE_LIMIT else EXIT_INCONCLUSIVE
+    return EXIT_CLEAN
+
+
+def combine(statuses):
+    """One exit status for several systems: a regression first, then could-not-judge, then inconclusive."""
+    for status in (EXIT_REGRESSION, EXIT_UNJUDGED, EXIT_INCONCLUSIVE):
+        if status in statuses:
+            return status
+    return EXIT_CLEAN
+
+
+def night_inconclusive(night_cases, confirmation_cases, guard):
+    """Whether a stored night was inconclusive: a test case too noisy (``night_cases``: key -> test case) that no
+    quiet confirmation (``confirmation_cases``) judged. What the noise guard reads needs no baseline."""
+    for key, case in night_cases.items():
+        if noise_problem(case, guard):
+            again = confirmation_cases.get(key)
+            if again is None or noise_problem(again, guard):
+                return True
+    return False
