@@ -345,3 +345,28 @@ def _session_index(items, method):
             if v is not None and v > 0:
                 per_session[j].append(sign * (math.log(v) - center))
     return [statistics.median(devs) if devs else None for devs in per_session]
+
+
+# -- rates ----------------------------------------------------------------------------------------------
+
+def _binomial_cdf(k, n, p):
+    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+
+
+def clopper_pearson(count, trials, confidence=0.95):
+    """The two-sided Clopper-Pearson interval ``(low, high)`` of a rate of ``count`` in ``trials`` (exact binomial;
+    ``(None, None)`` without trials). With no events the upper end is 1 - ((1 - c) / 2)^(1/n)."""
+    if not trials:
+        return None, None
+    tail = (1 - confidence) / 2
+
+    def solve(target, k):   # the p at which P(X <= k; p) = target (decreasing in p)
+        lo, hi = 0.0, 1.0
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if _binomial_cdf(k, trials, mid) > target else (lo, mid)
+        return (lo + hi) / 2
+
+    low = 0.0 if count == 0 else solve(1 - tail, count - 1)
+    high = 1.0 if count == trials else solve(tail, count)
+    return low, high

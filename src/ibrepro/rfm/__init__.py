@@ -158,6 +158,10 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: The injector library ('' = the one make setup builds, for MPICH-ABI environments).
     inject_library = variable(str, value='')
 
+    #: Preload the injector even with nothing to add: the baseline of an injection experiment, so that the
+    #: clean runs carry the interposition's own cost (two clock reads per MPI call: 70 % of a 0.2 us latency).
+    inject_preload = variable(bool, value=False, loggable=True)
+
     #: What was injected, as applied ('' = nothing), and what the ranks really added (set after the run).
     injected = variable(str, value='', loggable=True)
     inject_added = variable(typ.Dict[str, object], value={}, loggable=True)
@@ -381,7 +385,7 @@ class PaperExperiment(rfm.RegressionTestPlugin):
 
     @run_before('run')
     def _inject(self):
-        if not (self.inject_us or self.inject_pct):
+        if not (self.inject_us or self.inject_pct or self.inject_preload):
             return
         try:
             env, options, self.injected = inject.settings(
