@@ -1037,7 +1037,8 @@ def _nightly_verdict(system, model, method, inputs, guard):
     print(f'  night {model["night"]}: ' + ', '.join(f'{n} {k}' for k, n in sorted(kinds.items()))
           + (f'; confirmation session(s) {", ".join(c["uuid"] for c in model["confirmations"])}'
              if model['confirmations'] else ''))
-    alarmed = {(g['partition'], g['environ'], g['name']) for g in model['group_alarms']}
+    alarmed = {(g['partition'], g['environ'], g['name'])
+               for g in model['group_alarms'] + model['cleared'] + model['inconclusive']}
     moved = [r for r in model['flagged'] if r['shift'].verdict == 'regression'
              and (r['partition'], r['environ'], r['name']) not in alarmed]
     if moved:

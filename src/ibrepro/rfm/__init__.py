@@ -367,6 +367,7 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         if before:
             self.prerun_cmds = self.prerun_cmds + before
             self.postrun_cmds = after + self.postrun_cmds + [repeat.job_exit()]
+            self.keep_files = self.keep_files + [repeat.LOG_FILE]   # beside the output, for whoever reads it
 
     @run_before('run', always_last=True)
     def _bind(self):

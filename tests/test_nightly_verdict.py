@@ -1,0 +1,251 @@
+"""The nightly verdict (ibrepro.verdict, ibrepro nightly): repetitions inside one job, the confirmation re-run of a
+night's suspects, the noise guard (inconclusive nights) and the exit status, on real ReFrame sessions of IMB
+PingPong on this machine. A real regression is Intel MPI over libfabric's TCP provider instead of shared memory
+(10x and more slower, far beyond any noise of this machine); a noisy night is made by the guard's own limit, set
+below the spread every real night has."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, ReFrameRunner, needs_impi, output
+from ibrepro import results, stats, verdict
+from ibrepro.rfm import repeat
+
+NIGHT = ['-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-p', 'impi', '-S', 'message_sizes=1:16',
+         '-S', 'iterations=1000', '-S', 'repetitions=2']
+TCP = {'I_MPI_FABRICS': 'ofi', 'FI_PROVIDER': 'tcp'}
+HISTORY = 8      # the history test's --min-history
+#: The noise guard off: these tests judge regressions that are 10x and more, on whatever load this machine has
+QUIET = ['--report-option=--max-noise=1000', '--report-option=--max-pressure=1']
+
+
+# -- the pieces ----------------------------------------------------------------------------------------
+
+def test_repetitions_knob_is_bounded_and_one_means_no_loop():
+    assert repeat.job_commands(1) == ([], [])
+    before, after = repeat.job_commands(3)
+    assert 'for ibrepro_repetition in $(seq 1 3); do' in before and after[-1] == 'done'
+    for bad in (0, -1, 51, 2.5, True, '3'):
+        with pytest.raises(ValueError, match='repetitions='):
+            repeat.check(bad)
+
+
+def test_split_output_refuses_a_job_that_ended_early():
+    text = f'{repeat.MARKER} 1 of 3\nfirst\n{repeat.MARKER} 2 of 3\nsecond\n'
+    with pytest.raises(ValueError, match='only 2 of 3 repetitions started'):
+        repeat.split_output(text, 3)
+    assert repeat.split_output(text.replace('of 3', 'of 2'), 2) == ['\nfirst\n', '\nsecond\n']
+    with pytest.raises(ValueError, match='out of order'):
+        repeat.split_output(f'{repeat.MARKER} 2 of 2\nx\n', 2)
+
+
+def test_spread_is_the_index_over_repetitions():
+    # two variables, three repetitions: the second repetition 10 % worse in both, the others equal
+    per_rep = {'lat_1': [1.0, 1.1, 1.0], 'bw_1': [100.0, 100 / 1.1, 100.0]}
+    better = {'lat_1': 'lower', 'bw_1': 'higher'}
+    expected = stats.statistics.stdev([0.0, 0.0953102, 0.0])
+    assert repeat.spread(per_rep, better) == pytest.approx(expected, abs=1e-6)
+    assert repeat.spread({'lat_1': [1.0]}, better) is None
+
+
+def test_cpu_pressure_from_the_repetition_log():
+    log = 'start 1 100.0 5000000\nend 1 102.0 5500000 0\nstart 2 102.0 5500000\nend 2 104.0 5500000 0\n'
+    assert repeat.cpu_pressure(log) == pytest.approx(0.5 / 4)   # 0.5 s waited in 4 s
+    assert repeat.cpu_pressure('start 1 100.0 -\nend 1 101.0 - 0\n') is None   # no PSI on this node
+
+
+def shift(verdict_, change=0.3, p=1e-6):
+    return stats.Shift(verdict_, 'lower', 20, change=change, p=p, q=p)
+
+
+@pytest.mark.parametrize('night, noise, again, again_noise, expected', [
+    ('ok', None, None, None, 'ok'),
+    ('untested', None, None, None, 'untested'),
+    ('regression', None, None, None, 'unconfirmed'),
+    ('regression', None, 'regression', None, 'regression'),
+    ('regression', None, 'ok', None, 'cleared'),
+    ('regression', None, 'ok', 'noisy', 'inconclusive'),
+    ('regression', 'noisy', 'regression', 'noisy', 'regression'),   # never hidden by noise
+    ('ok', 'noisy', None, None, 'inconclusive'),
+    ('ok', 'noisy', 'ok', None, 'ok'),                               # a quiet re-run judged the noisy night
+    ('ok', 'noisy', 'regression', None, 'regression'),
+    ('ok', 'noisy', 'ok', 'noisy', 'inconclusive'),
+    ('ok', None, 'regression', None, 'ok'),                          # only suspects and noisy nights confirm
+])
+def test_verdict_of_a_test_case(night, noise, again, again_noise, expected):
+    got = verdict.judge(shift(night), noise, shift(again) if again else None, again_noise)
+    assert got.verdict == expected
+    assert got.needs_confirmation == (again is None and expected in ('unconfirmed', 'inconclusive'))
+
+
+def test_exit_status_of_a_night():
+    v = {k: verdict.CaseVerdict(k) for k in verdict.VERDICTS}
+    assert verdict.exit_status([v['ok'], v['cleared'], v['untested']]) == verdict.EXIT_CLEAN
+    assert verdict.exit_status([v['ok'], v['inconclusive']]) == verdict.EXIT_INCONCLUSIVE
+    assert verdict.exit_status([v['inconclusive']], inconclusive_run=2) == verdict.EXIT_UNJUDGED
+    assert verdict.exit_status([v['inconclusive'], v['regression']], inconclusive_run=2) == verdict.EXIT_REGRESSION
+    assert verdict.exit_status([v['unconfirmed']]) == verdict.EXIT_REGRESSION
+    assert verdict.combine([0, 3, 2]) == 2 and verdict.combine([3, 0]) == 3 and verdict.combine([2, 1]) == 1
+    assert len({verdict.EXIT_CLEAN, verdict.EXIT_REGRESSION, verdict.EXIT_UNJUDGED, verdict.EXIT_INCONCLUSIVE}) == 4
+
+
+def test_clopper_pearson_interval():
+    low, high = stats.clopper_pearson(0, 300)
+    assert low == 0 and high == pytest.approx(1 - 0.025 ** (1 / 300))
+    low, high = stats.clopper_pearson(9, 10)
+    # the exact binomial tails at the ends of the interval
+    assert sum(stats.math.comb(10, k) * low ** k * (1 - low) ** (10 - k) for k in range(9, 11)) == \
+        pytest.approx(0.025, abs=1e-9)
+    assert sum(stats.math.comb(10, k) * high ** k * (1 - high) ** (10 - k) for k in range(0, 10)) == \
+        pytest.approx(0.025, abs=1e-9)
+    assert stats.clopper_pearson(0, 0) == (None, None)
+
+
+def test_confirmation_keeps_the_settings_not_the_selection():
+    from ibrepro import nightly
+    assert nightly.settings_only(['-n', 'X', '-S', 'a=1', '-p', 'impi', '-Sb=2', '--setvar', 'c=3', '-r']) == \
+        ['-S', 'a=1', '-Sb=2', '--setvar', 'c=3']
+    assert nightly.confirmation_runs([
+        {'system': 's', 'partition': 'p', 'environ': 'e', 'hashcode': 'bbbbbbbb'},
+        {'system': 's', 'partition': 'p', 'environ': 'e', 'hashcode': 'aaaaaaaa'},
+        {'system': 's', 'partition': 'q', 'environ': 'e', 'hashcode': 'cccccccc'},
+        {'system': 's', 'partition': 'q', 'environ': 'e', 'hashcode': None}]) == \
+        [('s', 'p', 'e', ['aaaaaaaa', 'bbbbbbbb']), ('s', 'q', 'e', ['cccccccc'])]
+
+
+# -- real sessions ---------------------------------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def clean_history(tmp_path_factory):
+    """Eight real nights of IMB PingPong over shared memory, one repetition each (no spread: never too noisy)."""
+    runner = ReFrameRunner(tmp_path_factory.mktemp('verdict') / 'home')
+    for k in range(HISTORY):
+        proc = runner('-r', '--mode', 'nightly', f'--session-extras=nightly=clean{k}', *NIGHT, '-S', 'repetitions=1')
+        assert proc.returncode == 0, output(proc)
+    return runner.home
+
+
+@pytest.fixture
+def night(clean_history, tmp_path):
+    """A copy of the clean history to add a night to."""
+    home = tmp_path / 'home'
+    shutil.copytree(clean_history, home)
+    return ReFrameRunner(home)
+
+
+def nightly(runner, *args, env=None):
+    return subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'nightly', '--output-dir',
+                           str(runner.home / 'reports'), *args], cwd=ROOT, env={**runner.env, **(env or {})},
+                          capture_output=True, text=True, timeout=600)
+
+
+def pages(proc):
+    html = re.findall(r'^(\S+index\.html)$', proc.stdout, re.M)[-1]
+    md = re.findall(r'^(\S+summary\.md)$', proc.stdout, re.M)[-1]
+    return open(html).read(), open(md).read()
+
+
+def stored_night(runner, night):
+    return [r['session_info'] for r in results.stored_sessions(runner.db)
+            if r['session_info'].get('nightly') == night]
+
+
+@needs_impi
+@pytest.mark.integration
+def test_repetitions_run_in_one_job_and_report_the_median(night):
+    proc = night('-r', *NIGHT)
+    assert proc.returncode == 0, output(proc)
+    report = results.stored_sessions(night.db, last=1)[0]
+    case = report['runs'][0]['testcases'][0]
+    assert case['repetitions'] == 2 and 'for ibrepro_repetition in $(seq 1 2); do' in case['prerun_cmds']
+    values = {pv.variable: pv.value for pv in results.perf_values(report)}
+    for name, reps in case['repetition_values'].items():
+        assert len(reps) == 2 and values[name] == pytest.approx(stats.statistics.median(reps))
+    assert isinstance(case['repetition_spread'], float) and case['repetition_spread'] >= 0
+    assert case['cpu_pressure'] is None or 0 <= case['cpu_pressure'] <= 1
+    log = open(f"{case['outputdir']}/{repeat.LOG_FILE}").read()
+    assert re.findall(r'^(start|end) (\d) ', log, re.M) == [('start', '1'), ('end', '1'), ('start', '2'), ('end', '2')]
+
+
+@needs_impi
+@pytest.mark.integration
+def test_a_confirmed_regression_fails_the_night_with_both_sessions_shown(night):
+    proc = nightly(night, '--night', 'tcp', *QUIET, '--', *NIGHT, env=TCP)
+    assert proc.returncode == verdict.EXIT_REGRESSION, output(proc)
+    assert re.search(r'^  REGRESSION test case IMBPointToPoint %benchmark=PingPong %layout=1x2 @default\+impi: .*'
+                     r'confirmed by a re-run: \+[0-9.,]+ %', proc.stdout, re.M), output(proc)
+    sessions = stored_night(night, 'tcp')
+    assert len(sessions) == 2 and [s.get('confirms') for s in sessions] == [None, 'tcp']
+    html, md = pages(proc)
+    confirmation = sessions[1]['uuid']
+    assert confirmation in html and confirmation in md
+    assert re.search(r'<tr class="regression"><td>IMBPointToPoint %benchmark=PingPong %layout=1x2</td>', html)
+    assert re.search(r'^\| IMBPointToPoint .*\| regression \| \+[0-9.,]+ % \| \+[0-9.,]+ % \|', md, re.M), md
+
+
+@needs_impi
+@pytest.mark.integration
+def test_a_suspect_whose_rerun_is_clean_is_cleared(night):
+    # the night's session over TCP; the confirmation runs without it (a transient slowdown that passed)
+    proc = night('-r', '--mode', 'nightly', '--session-extras=nightly=blip', *NIGHT, env=TCP)
+    assert proc.returncode == 0, output(proc)
+    proc = nightly(night, '--night', 'blip', '--no-run', *QUIET, '--', *NIGHT)
+    assert proc.returncode == verdict.EXIT_CLEAN, output(proc)
+    assert re.search(r'^  cleared: test case IMBPointToPoint .* its confirmation re-run moved', proc.stdout, re.M)
+    html, md = pages(proc)
+    assert '<td class="cleared"' in html and '| cleared |' in md
+    assert len(stored_night(night, 'blip')) == 2
+
+
+@needs_impi
+@pytest.mark.integration
+def test_noisy_nights_are_inconclusive_and_three_in_a_row_fail(night):
+    # every real night's two repetitions differ a little: a limit below that makes each night too noisy to judge
+    # (and no change below 1000x counts: whatever else runs on this machine, nothing here is a regression)
+    noisy = ['--report-option=--max-noise=1e-12', '--report-option=--min-effect=1000']
+    statuses = []
+    for k in range(3):
+        proc = nightly(night, '--night', f'noisy{k}', *noisy, '--', *NIGHT)
+        statuses.append(proc.returncode)
+        assert 'INCONCLUSIVE test case IMBPointToPoint' in proc.stdout, output(proc)
+        assert len(stored_night(night, f'noisy{k}')) == 2    # the noisy case was re-run (and was noisy again)
+    assert statuses == [verdict.EXIT_INCONCLUSIVE, verdict.EXIT_INCONCLUSIVE, verdict.EXIT_UNJUDGED]
+    assert '3 inconclusive nights in a row' in proc.stdout
+    html, md = pages(proc)
+    assert 'id="status">Inconclusive: 1 test case(s)' in html and '<td class="inconclusive"' in html
+    assert '**Inconclusive: 1 test case(s) too noisy to judge this night**' in md
+    assert '| inconclusive |' in md and 'repetitions disagree by' in md
+
+    # the same nights with the guard off: judged (shared memory all along: no regression of 10x)
+    proc = night.ibrepro('report', '--nightly', '--output-dir', str(night.home / 'r2'), '--min-effect', '9',
+                         '--max-noise', '1000', '--max-pressure', '1')
+    assert proc.returncode == verdict.EXIT_CLEAN, output(proc)
+
+
+def test_a_crash_of_the_report_is_could_not_judge(capsys):
+    # whatever breaks inside the report (here: options it was never given), the night reads "could not judge",
+    # never "regression" (exit 1) nor a pass
+    import argparse
+    from ibrepro import report
+    assert report._cli(argparse.Namespace(nightly=True)) == verdict.EXIT_UNJUDGED
+    assert 'crashed (AttributeError' in capsys.readouterr().err
+
+
+@needs_impi
+@pytest.mark.integration
+def test_suspects_file_names_the_hash_to_rerun(night, tmp_path):
+    proc = night('-r', '--mode', 'nightly', '--session-extras=nightly=slow', *NIGHT, env=TCP)
+    assert proc.returncode == 0, output(proc)
+    suspects = tmp_path / 'suspects.json'
+    proc = night.ibrepro('report', '--nightly', '--suspects', str(suspects), '--output-dir', str(tmp_path),
+                         '--max-noise', '1000', '--max-pressure', '1')
+    assert proc.returncode == verdict.EXIT_REGRESSION, output(proc)
+    found = json.loads(suspects.read_text())['suspects']
+    stored = results.stored_sessions(night.db, last=1)[0]['runs'][0]['testcases'][0]
+    assert found == [{'system': 'local', 'partition': 'default', 'environ': 'impi', 'name': stored['name'],
+                      'hashcode': stored['hashcode'], 'night': 'slow', 'verdict': 'unconfirmed'}]
