@@ -3,8 +3,9 @@
 #
 #   ci/nightly.sh run             run the checks once (reframe --mode=nightly); the session is stored
 #   ci/nightly.sh generate FILE   GitLab child pipeline, one job per test case (reframe --ci-generate)
-#   ci/nightly.sh report          this night against its history (ibrepro report --nightly): the report
-#                                 directory (index.html, summary.md); exit 1 if performance regressed
+#   ci/nightly.sh report          this night against its history, its suspects re-run (ibrepro nightly --no-run):
+#                                 the report directory (index.html, summary.md); exit 0 clean, 1 regression,
+#                                 2 could not judge, 3 inconclusive
 #
 # Environment (all optional):
 #   IBREPRO_CONFIG      ReFrame configuration               (configs/ci-cluster.py)
@@ -78,10 +79,11 @@ PY
 }
 
 report() {
-  # this night beside the papers, the history and the link limits; exit 1 on a regression, or when the
-  # night stored no session at all (a run whose results never reached the database)
+  # this night against its history, its suspects re-run at once (ibrepro nightly --no-run: the confirmation
+  # is one more ReFrame session of this night), then the report. Exit status: 0 clean, 1 regression,
+  # 2 could not judge (also: the night stored no session at all), 3 inconclusive (too noisy to judge)
   mkdir -p "$REPORT_DIR"
-  "$PYTHON" - "$IBREPRO_NIGHTLY" <<'PY' || exit 1
+  "$PYTHON" - "$IBREPRO_NIGHTLY" <<'PY' || exit 2
 import sys
 from ibrepro import results
 
@@ -89,7 +91,7 @@ night = sys.argv[1]
 if not any(r['session_info'].get('nightly') == night for r in results.stored_sessions()):
     sys.exit(f'no session of nightly {night} is stored in the results database')
 PY
-  ibrepro report --nightly --output-dir "$REPORT_DIR"
+  ibrepro nightly --no-run -C "$CONFIG" --night "$IBREPRO_NIGHTLY" --output-dir "$REPORT_DIR"
 }
 
 case ${1:-} in
