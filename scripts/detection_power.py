@@ -185,8 +185,10 @@ def run_case(args, case, results_out):
         reports = sessions_of(home, night)
         measured = slowdown(reports[0], center) if reports else None
         confirmed = len(reports) > 1
+        added = next(iter(results.testcases(reports[0])), {}).get('inject_added') if reports else None
         outcomes.append({'night': night, 'level': level, 'status': status, 'wall_s': round(wall, 1),
-                         'slowdown': measured, 'confirmation': confirmed})
+                         'slowdown': measured, 'confirmation': confirmed,
+                         'inject_overshoot': (added or {}).get('overshoot') if level else None})
         log(f'  {night}: exit {status}' + (f', slowdown {measured:+.1%}' if measured is not None else '')
             + (', confirmation re-run' if confirmed else '') + f', {wall:.0f} s')
         if level:
@@ -214,6 +216,8 @@ def summarise(args, case, center, injections, outcomes, series, history_wall):
         row = {'level': level, 'inject': f'inject_{args.inject}={amount:.4g}', 'calibrated_slowdown': calibrated,
                'calibration': trace,
                'injected_ratio': round(1 + statistics.median(measured), 4) if measured else None,
+               'inject_overshoot': _median([o['inject_overshoot'] for o in mine
+                                            if o['inject_overshoot'] is not None], 4),
                'nights': len(mine), 'detected': sum(o['status'] == verdict.EXIT_REGRESSION for o in mine),
                'inconclusive': sum(o['status'] == verdict.EXIT_INCONCLUSIVE for o in mine),
                'unjudged': sum(o['status'] == verdict.EXIT_UNJUDGED for o in mine),
@@ -228,8 +232,8 @@ def summarise(args, case, center, injections, outcomes, series, history_wall):
     return entry
 
 
-def _median(xs):
-    return round(statistics.median(xs), 1) if xs else None
+def _median(xs, digits=1):
+    return round(statistics.median(xs), digits) if xs else None
 
 
 def _slug(text):

@@ -49,6 +49,10 @@ def test_an_injected_latency_shows_at_the_size_asked_and_is_recorded(reframe):
     assert case['injected'] == '20 us + 0 % per MPI call for 64:64 B messages'
     added = case['inject_added']
     assert added['ranks'] == 2 and added['calls'] > 2000 and added['seconds'] >= added['calls'] * 20e-6
+    # what was asked is exact; what the wait took is at least that (a preempted spin overshoots: reported)
+    assert added['asked_seconds'] == pytest.approx(added['calls'] * 20e-6, rel=1e-4)
+    assert added['overshoot'] == pytest.approx(added['seconds'] / added['asked_seconds'] - 1, abs=1e-3)
+    assert added['overshoot'] >= 0
     # one way: a send and the matching receive are each slowed by 20 us, half a round trip grows by >= 20 us
     # (more on a loaded machine, where a busy wait can be preempted); the other sizes are not slowed
     assert slow['lat_64'] >= base['lat_64'] + 20 * 0.9, (base, slow)

@@ -22,7 +22,7 @@ MPICH_ABI = ('mpich', 'impi', 'mvapich2')
 
 REPORT_FILE = 'inject.txt'
 
-_ADDED = re.compile(r'^rank (\d+): (\d+) of (\d+) calls slowed, ([0-9.]+) s added', re.M)
+_ADDED = re.compile(r'^rank (\d+): (\d+) of (\d+) calls slowed, ([0-9.]+) s added(?: of ([0-9.]+) s asked)?', re.M)
 
 
 class InjectError(ValueError):
@@ -61,7 +61,9 @@ def settings(us, pct, sizes, library, family, launcher, stagedir):
 
 
 def added(stagedir):
-    """What the ranks really added: {'ranks': n, 'calls': slowed, 'seconds': total}, or None without a report."""
+    """What the ranks really added: {'ranks': n, 'calls': slowed, 'seconds': total, 'asked_seconds': what the
+    settings asked for, 'overshoot': added / asked - 1 (a busy wait preempted by another task runs long)}, or None
+    without a report."""
     try:
         with open(os.path.join(stagedir, REPORT_FILE)) as f:
             found = _ADDED.findall(f.read())
@@ -69,5 +71,10 @@ def added(stagedir):
         return None
     if not found:
         return None
-    return {'ranks': len(found), 'calls': sum(int(s) for _, s, _, _ in found),
-            'seconds': round(sum(float(t) for *_, t in found), 6)}
+    added = {'ranks': len(found), 'calls': sum(int(s) for _, s, _, _, _ in found),
+             'seconds': round(sum(float(t) for *_, t, _ in found), 6)}
+    if all(asked for *_, asked in found):
+        asked = sum(float(a) for *_, a in found)
+        added['asked_seconds'] = round(asked, 6)
+        added['overshoot'] = round(added['seconds'] / asked - 1, 4) if asked > 0 else None
+    return added
