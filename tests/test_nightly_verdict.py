@@ -249,3 +249,32 @@ def test_suspects_file_names_the_hash_to_rerun(night, tmp_path):
     stored = results.stored_sessions(night.db, last=1)[0]['runs'][0]['testcases'][0]
     assert found == [{'system': 'local', 'partition': 'default', 'environ': 'impi', 'name': stored['name'],
                       'hashcode': stored['hashcode'], 'night': 'slow', 'verdict': 'unconfirmed'}]
+
+
+@needs_impi
+@pytest.mark.integration
+def test_power_harness_runs_nights_through_the_nightly_flow(tmp_path):
+    # the smallest real run: 8 clean history nights, one level, one injected and one clean night
+    out = tmp_path / 'power.json'
+    proc = subprocess.run([sys.executable, ROOT / 'scripts' / 'detection_power.py',
+                           '--cases', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '--history', str(HISTORY),
+                           '--nights', '1', '--clean-nights', '1', '--levels', '50', '--calibration-tries', '2',
+                           '--home', str(tmp_path / 'homes'), '--json', str(out), '--',
+                           '-S', 'message_sizes=1:16', '-S', 'iterations=1000'],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, output(proc)
+    data = json.loads(out.read_text())
+    level, = data['levels']
+    assert level['level'] == 50 and level['nights'] == 1 and level['clean_nights'] == 1
+    assert level['detected'] + level['inconclusive'] <= 1 and level['false_alarms'] <= 1
+    assert level['injected_ratio'] is not None and level['night_wall_s'] > 0
+    low, high = level['detection']['low95'], level['detection']['high95']
+    assert 0 <= low <= high <= 1
+    case, = data['cases']
+    night_kinds = sorted(n['level'] or 0 for n in case['nights'])
+    assert night_kinds == [0, 50] and all(n['status'] in (0, 1, 2, 3) for n in case['nights'])
+    # the injected night's sessions were deleted: the history holds the clean nights only
+    db = tmp_path / 'homes' / 'IMBPointToPoint_benchmark_PingPong_layout_1x2' / 'results.db'
+    nights = {row[3] for row in results.session_index(db)}
+    assert not any('L50' in n for n in nights) and any('clean' in n for n in nights)
+    assert re.search(r'^50 % \| [0-9.]+ \| [01]/1 ', proc.stdout, re.M), proc.stdout
