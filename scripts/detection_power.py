@@ -121,6 +121,19 @@ def slowdown(report, center):
 
 # -- the harness -----------------------------------------------------------------------------------------
 
+def history_noise(history, series):
+    """What the noise guard and the history test see in the clean history: the standard deviation of the nights'
+    test-case index, and the quartiles of the repetitions' spread and of the CPU pressure."""
+    def quartiles(xs):
+        xs = sorted(x for x in xs if isinstance(x, (int, float)))
+        return [round(statistics.quantiles(xs, n=4)[i], 4) for i in range(3)] if len(xs) >= 4 else xs
+    cases = [c for r in history for c in results.testcases(r)]
+    logs = [math.log1p(x) for x in series if x is not None]
+    return {'index_sd': statistics.stdev(logs) if len(logs) > 1 else 0.0,
+            'spread': quartiles(c.get('repetition_spread') for c in cases),
+            'cpu_pressure': quartiles(c.get('cpu_pressure') for c in cases)}
+
+
 def calibrate(args, home, level, center, logfile):
     """The injection that makes the case ``level`` % slower: ``(amount, measured slowdown, trace)``."""
     amount = float(level) if args.inject == 'pct' else args.start_us * level / 10
@@ -169,6 +182,9 @@ def run_case(args, case, results_out):
     center = centers(history)
     series = [slowdown(r, center) for r in history]      # the index of every clean night, in order
     log(f'  history: {args.history} nights, {history_wall:.1f} s each (ReFrame session, no judging)')
+    noise = history_noise(history, series)
+    log(f'  history noise: index sd {noise["index_sd"]:.2%}, repetition spread {noise["spread"]}, '
+        f'CPU pressure {noise["cpu_pressure"]}')
 
     injections = {}
     for level in args.levels:
@@ -195,7 +211,9 @@ def run_case(args, case, results_out):
             delete_night(args, home, night, logfile)
         else:
             series.append(measured)
-    results_out.append(summarise(args, case, center, injections, outcomes, series, history_wall))
+    entry = summarise(args, case, center, injections, outcomes, series, history_wall)
+    entry['history_noise'] = noise
+    results_out.append(entry)
 
 
 def summarise(args, case, center, injections, outcomes, series, history_wall):

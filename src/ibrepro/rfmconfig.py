@@ -348,6 +348,11 @@ def local_system(environments=None):
     }
 
 
+#: Repetitions per check family in the nightly mode (``-S <family>.repetitions=R``): chosen from the power and cost
+#: the detection harness measured (docs/reports.md, "What the nightly catches"); families not listed run once.
+NIGHTLY_REPETITIONS = {'IMBPointToPoint': 3}
+
+
 def site_configuration(systems, environments, *, modes=(), nightly_subset=False):
     """A complete ReFrame configuration for ``systems``, with ibrepro's storage, reports and references.
 
@@ -374,7 +379,9 @@ def site_configuration(systems, environments, *, modes=(), nightly_subset=False)
         'storage': [{'enable': True, 'sqlite_db_file': str(paths.results_db())}],
         'modes': [
             {'name': 'nightly', 'options': ['--exec-policy=serial', '--max-retries=1', '--performance-report',
-                                            *(['--tag=nightly'] if nightly_subset else [])]},
+                                            *(['--tag=nightly'] if nightly_subset else []),
+                                            *[f'-S{family}.repetitions={r}'
+                                              for family, r in NIGHTLY_REPETITIONS.items()]]},
             *modes,
         ],
         'logging': [{
