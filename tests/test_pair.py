@@ -326,3 +326,41 @@ def test_verbs_family_on_a_partition_without_the_device_says_so(reframe):
     assert proc.returncode == 1, output(proc)
     assert 'Reason: sanity error: flow 0: the client never ran' in proc.stdout, output(proc)
     assert 'RDMA device rxe_a, rxe_b not found (it has: ' in proc.stdout, output(proc)
+
+
+# -- the oldest Python a compute node may have -------------------------------------------------------------
+
+def _old_python():
+    """A Python 3.6 interpreter (EL8's platform Python), if this machine has one (pyenv)."""
+    for candidate in [*sorted(Path.home().glob('.pyenv/versions/3.6*/bin/python3.6')), shutil.which('python3.6')]:
+        try:
+            done = subprocess.run([str(candidate), '-c', 'import sys; print(sys.version_info[:2] == (3, 6))'],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True)
+        except (OSError, TypeError):
+            continue
+        if done.stdout.strip() == 'True':     # a pyenv shim answers, but not as 3.6
+            return str(candidate)
+    return None
+
+
+def test_the_runner_needs_at_most_python_3_6():
+    vermin = Path(sys.executable).parent / 'vermin'
+    if not vermin.exists():
+        pytest.skip('vermin not installed (pip install -e .[test])')
+    done = subprocess.run([str(vermin), '--no-tips', '--violations', '-t=3.6-', RUNNER], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'Minimum required versions: 3.6' in done.stdout or 'Minimum required versions: 3.' in done.stdout
+
+
+@pytest.mark.skipif(not _old_python(), reason='no Python 3.6 here (pyenv install 3.6)')
+def test_the_runner_runs_flows_under_python_3_6(tmp_path):
+    """The runner itself under 3.6 (the sides are this test's own programs), both nodes in one task."""
+    path = tmp_path / 'flows.json'
+    path.write_text(json.dumps(peer_spec(2, 19390)))
+    done = subprocess.run([_old_python(), RUNNER, str(path)], cwd=tmp_path, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k not in ('SLURM_PROCID', 'PMI_RANK')})
+    assert done.returncode == 0, done.stdout
+    assert all(status(tmp_path, f'flow-{i}.client')['returncode'] == 0 for i in (0, 1))
+    assert (tmp_path / 'flow-0.client.out').read_text().splitlines()[1].startswith('# ibrepro pair: pinned to cpu ')

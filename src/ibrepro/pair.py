@@ -8,7 +8,8 @@ rail 0 and its client on rail 1 of the same node.
 
 This module is the compute-node side: it imports the Python standard library only and runs as a script. The
 checks copy it into the stage directory and the job runs ``<python> ibrepro_pair.py flows.json`` with the
-interpreter the partition names (extras ``python``), so compute nodes need no ibrepro installation.
+interpreter the partition names (extras ``python``), so compute nodes need no ibrepro installation; any Python
+>= 3.6 runs it (EL8's platform Python).
 
 Per node:
 
@@ -82,6 +83,16 @@ POLL = 0.02
 _ADDR = re.compile(r'\{addr:(\d+):(\d+)\}')
 
 _IPV4_MAPPED = re.compile(r'^0000:0000:0000:0000:0000:ffff:([0-9a-f]{4}):([0-9a-f]{4})$')
+
+
+#: subprocess.run's capture_output=True, text=True, as Python 3.6 spells it (EL8's platform Python: see the module
+#: doc; tests/test_pair.py runs vermin on this file).
+_CAPTURE = {'stdout': subprocess.PIPE, 'stderr': subprocess.PIPE, 'universal_newlines': True}
+
+
+def _join(argv):
+    """shlex.join (Python 3.8)."""
+    return ' '.join(shlex.quote(arg) for arg in argv)
 
 
 class SpecError(ValueError):
@@ -227,7 +238,7 @@ def _ipv4_of_netdev(netdev):
         pass
     ip = shutil.which('ip')
     if ip:
-        out = subprocess.run([ip, '-4', '-o', 'addr', 'show', 'dev', netdev], capture_output=True, text=True)
+        out = subprocess.run([ip, '-4', '-o', 'addr', 'show', 'dev', netdev], **_CAPTURE)
         m = re.search(r'\binet (\d+\.\d+\.\d+\.\d+)/', out.stdout)
         if m:
             return m.group(1)
@@ -414,12 +425,12 @@ class Runner:
         for node in self.nodes:
             if self.spec.get('node_exec'):
                 cmd = self._exec_prefix(node) + [self._python(), self.script, '--probe', json.dumps(self.spec['rails'])]
-                out = subprocess.run(cmd, capture_output=True, text=True, cwd=self.workdir,
+                out = subprocess.run(cmd, cwd=self.workdir, **_CAPTURE,
                                      timeout=max(5.0, self._left()))
                 try:
                     info = json.loads(out.stdout)
                 except json.JSONDecodeError:
-                    raise PairFailed(f'probing node {node} ({shlex.join(cmd)}) failed with {out.returncode}: '
+                    raise PairFailed(f'probing node {node} ({_join(cmd)}) failed with {out.returncode}: '
                                      f'{(out.stderr or out.stdout).strip()[-300:]}') from None
             else:
                 info = probe(self.spec['rails'])
@@ -512,7 +523,7 @@ class Runner:
             cmd += [self._python(), self.script, '--pin', str(cpu), '--']
         cmd += tool
         out = open(self._file(flow, side, size, 'out'), 'w')
-        out.write(f'# {side}: {shlex.join(tool)}\n')
+        out.write(f'# {side}: {_join(tool)}\n')
         out.flush()
         status = {'flow': flow['id'], 'side': side, 'node': node, 'host': self.info[node]['host'],
                   'device': self.spec['rails'][flow[side].get('rail', 0)][0], 'size': size, 'cpu': cpu,
@@ -522,10 +533,10 @@ class Runner:
                                     start_new_session=True)
         except OSError as err:
             out.close()
-            raise PairFailed(f'flow {flow["id"]}: cannot start the {side} ({shlex.join(cmd)}): {err}') from None
+            raise PairFailed(f'flow {flow["id"]}: cannot start the {side} ({_join(cmd)}): {err}') from None
         self.procs[(flow['id'], side)] = (proc, out, status)
         self.log(f'flow {flow["id"]}: {side} started on {status["host"]}' + (f' cpu {cpu}' if cpu is not None
-                                                                             else '') + f': {shlex.join(tool)}')
+                                                                             else '') + f': {_join(tool)}')
         return proc
 
     def start_servers(self, round_, size, taken):
