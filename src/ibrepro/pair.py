@@ -26,7 +26,8 @@ Per node:
    then starts all its clients at once: concurrent flows measure the same size at the same time, and each
    side's start and end are recorded, so the check can verify that the measurement windows overlapped.
 4. **Failure**: a side that fails (a server that exits before its client came, a missing program, a timeout, a
-   peer that never shows up) writes ``failed-<i>.json`` with the reason; every node polls for it while waiting
+   peer that never shows up, a client that still cannot connect ``connect_timeout`` seconds after the barrier: a
+   firewalled or mis-routed rail, named with its address) writes ``failed-<i>.json`` with the reason; every node polls for it while waiting
    and stops what it started within a second or two. The launcher's own kill-on-bad-exit (``srun
    --kill-on-bad-exit``) ends the rest of the job step.
 
@@ -410,6 +411,7 @@ class Runner:
         self.info = {}         # node -> what it published
         self.procs = {}        # (flow id, side) -> (Popen, output file, status dict)
         self.failed = False
+        self.retry_until = None    # clients that cannot connect retry until then (set when they start)
 
     # which node does what
     def _flows(self, side):
@@ -581,6 +583,8 @@ class Runner:
 
     def run_clients(self, size, taken):
         flows = self._flows('client')
+        # every server listens (or was given its moment): a client that still cannot connect retries this long
+        self.retry_until = time.monotonic() + float(self.spec['connect_timeout'])
         for flow in flows:
             cpu = self._cpu_for(flow['client']['node'], flow['client'].get('rail', 0), taken)
             self.start(flow, 'client', size, cpu)
@@ -604,8 +608,11 @@ class Runner:
             status['end'] = time.time()
             rc = proc.returncode
             text = self._file(flow, side, size, 'out').read_text(errors='replace')
-            if retry and rc and any(s in text for s in _NOT_READY) and self._left() > 1:
+            if retry and rc and any(s in text for s in _NOT_READY):
                 self._server_alive(flow, size)
+                if self._left() <= 1 or time.monotonic() > self.retry_until:
+                    self._finish(flow, side, rc)
+                    raise PairFailed(self._unreachable(flow, size))
                 time.sleep(0.5)   # the server is not listening yet: start the client again
                 out.close()
                 self.start(flow, side, size, status['cpu'])
@@ -615,6 +622,18 @@ class Runner:
                 raise PairFailed(f'flow {flow["id"]}: {side} on {status["host"]} exited with {rc}: '
                                  f'{self._tail(flow, side, size)}')
             return
+
+    def _unreachable(self, flow, size):
+        """Why a client gave up: the address and rail it could not reach (a firewall, a wrong route, a rail down)."""
+        server = flow['server']
+        rail = server.get('rail', 0)
+        device, port = self.spec['rails'][rail]
+        address = self._address(server['node'], rail)
+        client = self.procs[(flow['id'], 'client')][2]['host']
+        return (f'flow {flow["id"]}: client on {client} could not connect to its server at {address} port '
+                f'{flow["port"]} (node {server["node"]}, rail {rail}: {device or "default device"} port {port or 1}) '
+                f'for {self.spec["connect_timeout"]} s after every server was started: '
+                f'{self._tail(flow, "client", size)}')
 
     def _server_alive(self, flow, size):
         """PairFailed if the flow's server, when this runner started it, has ended (before its clients start, or
