@@ -42,8 +42,9 @@ def peer_flows(n, base_port, seconds=0.6, server_node=1, client_node=0):
 
 
 def peer_spec(n=1, base_port=19300, **kw):
+    # orchestration tests: this machine may have fewer CPUs than sides (binding: the tests near the end)
     return pair.check_spec({'version': 2, 'rails': [[None, None]], 'nodes': 2, 'flows': peer_flows(n, base_port),
-                            'timeout': 60, 'connect_timeout': 10, **kw})
+                            'timeout': 60, 'connect_timeout': 10, 'cpu_sharing': True, **kw})
 
 
 def start_node(tmp_path, spec_, rank, env=None, prefix=()):
@@ -154,9 +155,9 @@ def test_a_rail_without_an_address_says_why(tmp_path):
 def test_cpus_near_the_device_within_what_the_launcher_allows(tmp_path):
     sysfs_rail(tmp_path, 'mlx5_1', numa=1, cpulist='8-11,24-27')
     assert pair.near_cpus('mlx5_1', {0, 1, 9, 10, 25}, tmp_path) == ([9, 10, 25], 1)
-    assert pair.near_cpus('mlx5_1', {0, 1}, tmp_path) == ([0, 1], 1)       # none near: any allowed one
+    assert pair.near_cpus('mlx5_1', {0, 1}, tmp_path) == ([], 1)            # none near: none (the case fails)
     sysfs_rail(tmp_path, 'rxe0', numa=-1, cpulist='')
-    assert pair.near_cpus('rxe0', {2, 3}, tmp_path) == ([2, 3], None)       # soft-RoCE: no PCI device
+    assert pair.near_cpus('rxe0', {2, 3}, tmp_path) == (None, None)         # soft-RoCE: locality unknown
 
 
 # -- running flows -----------------------------------------------------------------------------------------
@@ -381,3 +382,129 @@ def test_a_client_that_cannot_reach_a_listening_server_gives_up_after_the_connec
     assert '(node 1, rail 0: default device port 1) for 2 s after every server was started' in reason
     assert 'Connection refused' in reason
     assert status(tmp_path, 'flow-0.server')['returncode'] == 'killed'      # nothing is left running
+
+
+# -- binding that is true or fails: a fake sysfs and a restricted affinity mask ----------------------------
+
+def _binding_spec(tmp_path, cpulists, flows, **kw):
+    """Rails on devices whose PCI functions have the given local_cpulist (None: no PCI function, as soft-RoCE)."""
+    sysfs = tmp_path / 'sys'
+    for i, cpulist in enumerate(cpulists):
+        if cpulist is None:
+            (sysfs / 'class' / 'infiniband' / f'rxe{i}').mkdir(parents=True)
+        else:
+            sysfs_rail(sysfs, f'mlx5_{i}', numa=i, cpulist=cpulist)
+    names = [f'rxe{i}' if c is None else f'mlx5_{i}' for i, c in enumerate(cpulists)]
+    return pair.check_spec({'version': 2, 'rails': [[n, 1] for n in names], 'nodes': 2, 'flows': flows,
+                            'timeout': 60, 'connect_timeout': 10, 'wait_listen': False, 'sysfs': str(sysfs), **kw})
+
+
+def _run_confined(tmp_path, spec_, cpus):
+    """The runner as one task confined to ``cpus`` (as a cgroup cpuset of srun -c N would), both nodes."""
+    path = tmp_path / 'flows.json'
+    path.write_text(json.dumps(spec_))
+    return subprocess.run([sys.executable, RUNNER, str(path)], cwd=tmp_path, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=60,
+                          preexec_fn=lambda: os.sched_setaffinity(0, cpus),
+                          env={k: v for k, v in os.environ.items() if k not in ('SLURM_PROCID', 'PMI_RANK')})
+
+
+def _peer(side, port, node, rail, **extra):
+    argv = [sys.executable, PEER, side, str(port)] + (['127.0.0.1', '0.3'] if side == 'client' else [])
+    return {'node': node, 'rail': rail, 'argv': argv, **extra}
+
+
+needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='needs two CPUs')
+
+
+@needs_two_cpus
+def test_each_side_runs_on_its_own_cpu_near_its_device(tmp_path):
+    cpu0, cpu1 = sorted(os.sched_getaffinity(0))[:2]
+    flows = [{'id': 0, 'port': 19410, 'server': _peer('server', 19410, 1, 0), 'client': _peer('client', 19410, 0, 1)}]
+    done = _run_confined(tmp_path, _binding_spec(tmp_path, [str(cpu0), str(cpu1)], flows), {cpu0, cpu1})
+    assert done.returncode == 0, done.stdout
+    server, client = status(tmp_path, 'flow-0.server'), status(tmp_path, 'flow-0.client')
+    assert (server['cpus'], client['cpus']) == ([cpu0], [cpu1])
+    assert server['binding'] == 'near mlx5_0 (NUMA node 0)' and client['binding'] == 'near mlx5_1 (NUMA node 1)'
+    assert (tmp_path / 'flow-0.client.out').read_text().splitlines()[2].endswith(f'cpus [{cpu1}]')   # really
+
+
+@needs_two_cpus
+def test_a_side_that_cannot_get_a_cpu_near_its_device_fails_the_case_saying_why(tmp_path):
+    """The issue's measurement: the device on NUMA node 1, the task confined to a CPU of node 0 (srun -c 1 under
+    task/cgroup): the runner used to fall back to the far CPU silently; now nothing starts and the reason is
+    recorded for the check."""
+    cpu0, cpu1 = sorted(os.sched_getaffinity(0))[:2]
+    flows = [{'id': 0, 'port': 19420, 'server': _peer('server', 19420, 1, 0), 'client': _peer('client', 19420, 0, 0)}]
+    done = _run_confined(tmp_path, _binding_spec(tmp_path, [str(cpu1)], flows), {cpu0})
+    assert done.returncode == 1, done.stdout
+    reason = json.loads((tmp_path / 'failed-0.json').read_text())['reason']
+    assert f'needs 1 CPU(s) of its own near mlx5_0 (CPUs {cpu1} are local to it)' in reason
+    assert f'this task may use only CPUs {cpu0}' in reason and 'srun --whole' in reason
+    assert not list(tmp_path.glob('flow-*.out'))        # nothing measured far from the HCA
+
+
+def test_two_sides_never_share_a_cpu_on_a_real_partition(tmp_path):
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    flows = [{'id': 0, 'port': 19430, 'server': _peer('server', 19430, 1, 0), 'client': _peer('client', 19430, 0, 0)}]
+    done = _run_confined(tmp_path, _binding_spec(tmp_path, [str(cpu)], flows), {cpu})
+    assert done.returncode == 1 and 'needs 1 CPU(s) of its own near mlx5_0' in done.stdout, done.stdout
+    # emulated nodes may share (cpu_sharing), and their status says so
+    emulated = tmp_path / 'emulated'
+    emulated.mkdir()
+    done = _run_confined(emulated, _binding_spec(emulated, [str(cpu)], flows, cpu_sharing=True), {cpu})
+    assert done.returncode == 0, done.stdout
+    assert 'shares CPUs' in status(emulated, 'flow-0.client')['binding']
+
+
+@needs_two_cpus
+def test_a_device_without_pci_locality_says_the_numa_node_is_unknown(tmp_path):
+    flows = [{'id': 0, 'port': 19440, 'server': _peer('server', 19440, 1, 0), 'client': _peer('client', 19440, 0, 0)}]
+    done = _run_confined(tmp_path, _binding_spec(tmp_path, [None], flows), set(os.sched_getaffinity(0)))
+    assert done.returncode == 0, done.stdout
+    binding = status(tmp_path, 'flow-0.server')['binding']
+    assert binding.startswith('rxe0: HCA NUMA node unknown')
+
+
+#: A side that forks two busy processes (as ibrepro_rdma -P 2 does); each says which CPUs it may run on once the
+#: runner has pinned it (or after 20 s).
+FORKER = (
+    'import os, sys, time\n'
+    'kids = []\n'
+    'for i in range(2):\n'
+    '    pid = os.fork()\n'
+    '    if pid == 0:\n'
+    '        until = time.time() + 20\n'
+    '        while len(os.sched_getaffinity(0)) > 1 and time.time() < until:\n'
+    '            time.sleep(0.05)\n'
+    '        print("child", sorted(os.sched_getaffinity(0)), flush=True)\n'
+    '        os._exit(0)\n'
+    '    kids.append(pid)\n'
+    'print("parent", sorted(os.sched_getaffinity(0)), flush=True)\n'
+    'for pid in kids:\n'
+    '    os.waitpid(pid, 0)\n')
+
+
+#: A server that ends once its client has (the runner fails a flow whose server ends first).
+WAIT_FOR_CLIENT = ('import os, time\n'
+                   'while not os.path.exists("flow-0.client.status.json"):\n'
+                   '    time.sleep(0.05)\n')
+
+
+@needs_two_cpus
+def test_each_forked_process_of_a_side_gets_its_own_cpu(tmp_path):
+    """ibrepro_rdma -P 2 forks its pairs: pinning the side to one CPU put both busy pollers on it (inherited mask).
+    Two runner processes (one per node), each with two CPUs near the device."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    flows = [{'id': 0, 'port': 19450,
+              'server': {'node': 1, 'rail': 0, 'argv': [sys.executable, '-c', WAIT_FOR_CLIENT]},
+              'client': {'node': 0, 'rail': 0, 'argv': [sys.executable, '-c', FORKER], 'processes': 2}}]
+    spec_ = _binding_spec(tmp_path, [','.join(map(str, cpus))], flows)
+    nodes = [start_node(tmp_path, spec_, rank) for rank in (0, 1)]
+    outs = [n.communicate(timeout=60)[0] for n in nodes]
+    assert [n.returncode for n in nodes] == [0, 0], outs
+    client = status(tmp_path, 'flow-0.client')
+    assert client['cpus'] == cpus and sorted(client['process_cpus'].values()) == cpus
+    lines = (tmp_path / 'flow-0.client.out').read_text().splitlines()
+    assert f'parent {cpus}' in lines                                     # the side: both CPUs, shared by none
+    assert sorted(line for line in lines if line.startswith('child')) == [f'child [{c}]' for c in cpus]

@@ -125,7 +125,10 @@ def test_the_template_runs_in_an_allocation_as_job_steps(reframe):
     (script,) = reframe.home.rglob('PerftestBandwidth_*/rfm_job.sh')
     text = script.read_text()
     assert '#SBATCH' not in text and '--partition' not in text
-    assert text.splitlines()[-1].startswith('srun ') and '--ntasks=2' in text and '--ntasks-per-node=1' in text
+    step = text.splitlines()[-1].split()
+    assert step[0] == 'srun' and '--ntasks=2' in step and '--ntasks-per-node=1' in step
+    # the runner chooses among the node's CPUs: no -c N, and no --exclusive (in an allocation both imply --exact)
+    assert '--whole' in step and not [o for o in step if o.startswith(('--cpus-per-task', '--exclusive'))]
 
 
 @pytest.mark.parametrize('config', ['configs/example-cluster.py', 'configs/ci-cluster.py'])

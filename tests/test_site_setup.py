@@ -1,5 +1,6 @@
 """docs/site-setup.md, step by step on the site template (configs/example-cluster.py, partition hdr)."""
 
+import json
 import re
 
 import yaml
@@ -56,6 +57,19 @@ def test_a_verbs_job_script_reads_as_the_guide_says(reframe):
     (script,) = reframe.home.rglob('PerftestBinding_*/rfm_job.sh')
     text = script.read_text()
     assert '#SBATCH --exclusive' in text and '#SBATCH --nodes=2' in text and '#SBATCH --ntasks-per-node=1' in text
-    assert text.splitlines()[-1] == ('srun --cpus-per-task=2 --kill-on-bad-exit=1 --cpu-bind=none python3 '
+    # the step gets the node's CPUs (no -c N: it implies --exact, a cpuset the runner could only choose within)
+    assert text.splitlines()[-1] == ('srun --kill-on-bad-exit=1 --whole --cpu-bind=none python3 '
                                      'ibrepro_pair.py flows.json')
+    assert '--cpus-per-task' not in text
     assert (script.parent / 'ibrepro_pair.py').read_text() == (ROOT / 'src' / 'ibrepro' / 'pair.py').read_text()
+
+
+def test_the_two_port_case_with_two_processes_asks_a_cpu_for_each(reframe):
+    """VerbsTwoPort with 2 processes: each side forks two busy pollers, each to get its own CPU near the HCA."""
+    proc = reframe('--dry-run', '-n', 'VerbsTwoPort%case=bind-bi-2proc', *SITE, **EXAMPLE)
+    assert proc.returncode == 0, output(proc)
+    (spec,) = reframe.home.rglob('VerbsTwoPort_*/flows.json')
+    (flow,) = json.loads(spec.read_text())['flows']
+    assert flow['server']['processes'] == flow['client']['processes'] == 2
+    assert '-P 2' in ' '.join(flow['client']['argv'])
+    assert json.loads(spec.read_text())['cpu_sharing'] is False     # a real partition: no CPU is shared

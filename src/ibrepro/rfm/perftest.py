@@ -238,7 +238,8 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
                 'rails': [list(r) for r in rails(self.current_partition)], 'nodes': len(nodes),
                 'distinct_hosts': two_hosts, 'flows': flows, 'sizes': self.round_sizes or None,
                 'timeout': self.pair_timeout, 'connect_timeout': self.connect_timeout,
-                'node_exec': extras.get('node_exec'), 'python': self.runner_python()}
+                'node_exec': extras.get('node_exec'), 'python': self.runner_python(),
+                'cpu_sharing': bool(extras.get('emulated'))}
 
     @run_before('run')
     def write_spec(self):
@@ -256,11 +257,17 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
 
         self.executable = spec['python']
         self.executable_opts = [RUNNER_FILE, SPEC_FILE]
-        processes = max(sum(1 for f in spec['flows'] for side in ('server', 'client') if f[side]['node'] == n)
+        processes = max(sum(f[side].get('processes', 1) for f in spec['flows'] for side in ('server', 'client')
+                            if f[side]['node'] == n)
                         for n in range(spec['nodes']))
         if spec['distinct_hosts']:
             self.num_tasks, self.num_tasks_per_node = spec['nodes'], 1
-            self.num_cpus_per_task = processes          # one CPU per process of the node, pinned by the runner
+            # no -c N: it implies --exact, a cpuset of N CPUs (often far from the HCA) the runner could only choose
+            # within; the step gets the node's CPUs (launch policy: srun --whole) and the runner pins each process
+            self.num_cpus_per_task = None
+            if self.job.launcher.registered_name == 'srunalloc':
+                # a step inside the (exclusive) allocation: srun --exclusive there implies --exact too
+                self.exclusive_access = False
             self.apply_launch_policy(tasks_per_node=1, kill_on_bad_exit=True, bind=False)
         else:
             # one node plays every end: one plain process, whatever MPI launcher the partition has
@@ -326,7 +333,8 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
             for end in (server, status):
                 if end:
                     windows.append({k: end.get(k) for k in ('flow', 'side', 'size', 'node', 'host', 'device',
-                                                            'cpu', 'start', 'end', 'returncode')})
+                                                            'cpu', 'cpus', 'process_cpus', 'binding', 'start', 'end',
+                                                            'returncode')})
         return (tables[0] if len(tables) == 1 else merge_rounds(tables)), windows
 
     def check_overlap(self):
