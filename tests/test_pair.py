@@ -508,3 +508,22 @@ def test_each_forked_process_of_a_side_gets_its_own_cpu(tmp_path):
     lines = (tmp_path / 'flow-0.client.out').read_text().splitlines()
     assert f'parent {cpus}' in lines                                     # the side: both CPUs, shared by none
     assert sorted(line for line in lines if line.startswith('child')) == [f'child [{c}]' for c in cpus]
+
+
+# -- what the check makes of concurrent flows -----------------------------------------------------------------
+
+def test_a_starved_concurrent_flow_fails_the_case_on_a_real_partition():
+    """A real output with a 0.00 MiB/sec row (a starved window under emulation, at 2048 B) beside a flow that moved
+    data: summed, the 0 would pass as half the traffic."""
+    from ibrepro.parsers import parse_file
+    from ibrepro.rfm import perftest
+    from reframe.core.exceptions import SanityError
+
+    fixtures = Path(__file__).parent / 'fixtures' / 'perftest' / '26.04.17-rxe'
+    stalled = parse_file(fixtures / 'ib_write_bw.all.txt').table()
+    moving = parse_file(fixtures / 'ib_write_bw.txt').table()
+    with pytest.raises(SanityError, match=r'flow 1 at 2048 B \(bw, msgrate 0\).*not simultaneous traffic'):
+        perftest.starved([moving, stalled], [0, 1])
+    # emulated partitions record it, and the sum goes on (their numbers are not performance data)
+    assert perftest.starved([moving, stalled], [0, 1], emulated=True) == ['flow 1 at 2048 B (bw, msgrate 0)']
+    assert perftest.starved([moving, moving], [0, 1]) == []
