@@ -527,3 +527,17 @@ def test_a_starved_concurrent_flow_fails_the_case_on_a_real_partition():
     # emulated partitions record it, and the sum goes on (their numbers are not performance data)
     assert perftest.starved([moving, stalled], [0, 1], emulated=True) == ['flow 1 at 2048 B (bw, msgrate 0)']
     assert perftest.starved([moving, moving], [0, 1]) == []
+
+
+def test_each_node_and_side_records_its_locked_memory_limit(tmp_path):
+    """ulimit -l: RDMA registers memory in locked pages; a job started from a shell with a small limit fails or
+    measures less, so every node and side says what it had (here: a real limit set in the child, in bytes)."""
+    path = tmp_path / 'flows.json'
+    path.write_text(json.dumps(peer_spec(1, 19460)))
+    code = ('import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_MEMLOCK, (65536, 65536)); '
+            f'sys.argv = ["ibrepro_pair.py", {str(path)!r}]; runpy.run_path({RUNNER!r}, run_name="__main__")')
+    done = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k not in ('SLURM_PROCID', 'PMI_RANK')})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((tmp_path / 'node-0.json').read_text())['memlock'] == 65536
+    assert status(tmp_path, 'flow-0.client')['memlock'] == 65536

@@ -306,6 +306,19 @@ def near_cpus(device, allowed, sysfs='/sys'):
     return ([c for c in local if c in allowed] if local else None), numa
 
 
+def memlock():
+    """This process's locked-memory limit (``ulimit -l``) in bytes, 'unlimited', or None where it cannot be read:
+    RDMA registers its buffers in locked memory, and Slurm passes the submitting shell's limit on to the job
+    (PropagateResourceLimits)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    return 'unlimited' if soft == resource.RLIM_INFINITY else soft
+
+
 def probe(rails, sysfs='/sys'):
     """What this node says about itself: host, allowed CPUs and per rail its address and near CPUs."""
     try:
@@ -314,6 +327,7 @@ def probe(rails, sysfs='/sys'):
         allowed = set(range(os.cpu_count() or 1))
     devices = Path(sysfs) / 'class' / 'infiniband'
     info = {'host': socket.gethostname(), 'pid': os.getpid(), 'cpus': sorted(allowed), 'rails': [],
+            'memlock': memlock(),
             'devices': sorted(p.name for p in devices.iterdir()) if devices.is_dir() else []}
     for device, port in rails:
         address, how = rail_address(device, port, sysfs)
@@ -584,6 +598,7 @@ class Runner:
         status = {'flow': flow['id'], 'side': side, 'node': node, 'host': self.info[node]['host'],
                   'device': self.spec['rails'][flow[side].get('rail', 0)][0], 'size': size,
                   'cpu': cpus[0] if cpus else None, 'cpus': cpus, 'binding': how,
+                  'memlock': self.info[node].get('memlock'),
                   'command': tool, 'start': time.time(), 'end': None, 'returncode': None}
         try:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,

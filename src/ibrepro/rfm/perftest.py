@@ -353,8 +353,8 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
             for end in (server, status):
                 if end:
                     windows.append({k: end.get(k) for k in ('flow', 'side', 'size', 'node', 'host', 'device',
-                                                            'cpu', 'cpus', 'process_cpus', 'binding', 'start', 'end',
-                                                            'returncode')})
+                                                            'cpu', 'cpus', 'process_cpus', 'binding', 'memlock',
+                                                            'start', 'end', 'returncode')})
         return (tables[0] if len(tables) == 1 else merge_rounds(tables)), windows
 
     def check_overlap(self):
