@@ -13,7 +13,8 @@ This is the template docs/site-setup.md walks through. A site copies it and chan
   ``rdma_devices`` x ``ib_ports`` (the rails of a node: ``['mlx5_0', 'mlx5_1']`` x 1 for two single-port
   ConnectX adapters or the two ports of one ConnectX-4 and later, which Linux shows as two devices;
   ``['mlx4_0']`` x 2 for a dual-port ConnectX-3), ``hca_numa_node`` (the NUMA node of the HCA: ranks and perftest
-  sides are bound near it), ``python`` (the interpreter that runs the stdlib-only pair runner on compute nodes);
+  sides are bound near it), ``python`` (the interpreter, Python >= 3.6, that runs the stdlib-only pair runner on
+  compute nodes);
   features ``ib`` (or ``roce``) and ``dual-port`` (two connected rails per node).
 * per environment (:func:`ibrepro.rfmconfig.site_environment`): the install prefix (a Spack view from
   ``make spack``, or any prefix: its ``bin/`` and OSU's ``libexec/osu-micro-benchmarks/mpi/...`` directories, OMB 5
