@@ -541,3 +541,11 @@ def test_each_node_and_side_records_its_locked_memory_limit(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads((tmp_path / 'node-0.json').read_text())['memlock'] == 65536
     assert status(tmp_path, 'flow-0.client')['memlock'] == 65536
+
+
+def test_a_side_that_cannot_be_pinned_does_not_run_elsewhere(tmp_path):
+    marker = tmp_path / 'ran'
+    done = subprocess.run([sys.executable, RUNNER, '--pin', '4095', '--', 'touch', str(marker)],
+                          capture_output=True, text=True)
+    assert done.returncode == 126 and 'could not pin to cpu 4095' in done.stdout
+    assert not marker.exists()

@@ -22,14 +22,15 @@ Per node:
    runs on its own host (a 2x1 layout measured within one host would measure loopback under the same name).
 3. **Rounds**: one round per message size of ``sizes`` (perftest's duration mode ``-D`` cannot sweep ``-a``), or
    one round when the command sweeps by itself. In a round, a node starts its servers (each pinned to CPUs of
-   its own near its rail, see Binding) and waits until they listen, says it is ready, waits until every node is ready (a barrier),
-   then starts all its clients at once: concurrent flows measure the same size at the same time, and each
-   side's start and end are recorded, so the check can verify that the measurement windows overlapped.
+   its own near its rail, see Binding) and waits until they listen, says it is ready, waits until every node is
+   ready (a barrier), then starts all its clients at once: concurrent flows measure the same size at the same
+   time, and each side's start and end are recorded, so the check can verify that the measurement windows
+   overlapped.
 4. **Failure**: a side that fails (a server that exits before its client came, a missing program, a timeout, a
    peer that never shows up, a client that still cannot connect ``connect_timeout`` seconds after the barrier: a
-   firewalled or mis-routed rail, named with its address) writes ``failed-<i>.json`` with the reason; every node polls for it while waiting
-   and stops what it started within a second or two. The launcher's own kill-on-bad-exit (``srun
-   --kill-on-bad-exit``) ends the rest of the job step.
+   firewalled or mis-routed rail, named with its address) writes ``failed-<i>.json`` with the reason; every node
+   polls for it while waiting and stops what it started within a second or two. The launcher's own
+   kill-on-bad-exit (``srun --kill-on-bad-exit``) ends the rest of the job step.
 
 Files per flow: ``flow-<id>[.s<size>].<side>.out`` (what the tool printed, after one ``#`` line with the
 command and one with the CPU binding) and ``flow-<id>[.s<size>].<side>.status.json`` (node, host, CPU, start and
@@ -835,7 +836,9 @@ def pin_and_exec(cpus, argv):
         os.sched_setaffinity(0, set(cpus))
         print(f'# ibrepro pair: pinned to cpu {_cpuset(cpus)} on {socket.gethostname()}', flush=True)
     except (AttributeError, OSError) as err:
-        print(f'# ibrepro pair: could not pin to cpu {_cpuset(cpus)}: {err}', flush=True)
+        # the side's status says these CPUs: it does not run anywhere else
+        print(f'ibrepro pair: could not pin to cpu {_cpuset(cpus)}: {err}', flush=True)
+        return 126
     try:
         os.execvp(argv[0], argv)
     except OSError as err:

@@ -424,10 +424,10 @@ def summary(topo):
     """A small dict for a ReFrame partition's ``extras``.
 
     ``hcas`` devices of the fabric with an active port (:func:`fabric_devices`), ``hca`` the first
-    of them (``''`` if none), ``ports`` the number of active ports, ``hca_ports`` {device: [active port numbers]}, ``link_gbps`` data
-    rate per direction of the first active port (0 if none), ``bus`` the host bus spec of the
-    first adapter with active ports (``''`` if unknown), ``limit_MBps`` / ``limit_bidir_MBps``
-    the bound of that adapter (0 if none).
+    of them (``''`` if none), ``ports`` the number of active ports, ``hca_ports`` {device: [active
+    port numbers]}, ``link_gbps`` data rate per direction of the first active port (0 if none),
+    ``bus`` the host bus spec of the first adapter with active ports (``''`` if unknown),
+    ``limit_MBps`` / ``limit_bidir_MBps`` the bound of that adapter (0 if none).
     """
     fabric = fabric_devices(topo)
     active = {d['name']: [p['port'] for p in active_ports(d)] for d in fabric}
