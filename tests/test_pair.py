@@ -370,12 +370,12 @@ def test_the_runner_runs_flows_under_python_3_6(tmp_path):
 def test_a_client_that_cannot_reach_a_listening_server_gives_up_after_the_connect_timeout(tmp_path):
     """A firewalled or mis-routed rail: the server listens, its client is refused. The runner stops retrying
     `connect_timeout` seconds after the barrier (not at the 60 s time limit) and names the address and rail."""
-    s = peer_spec(1, 19400, connect_timeout=2)
+    s = peer_spec(1, 19400, connect_timeout=2, timeout=300)
     s['flows'][0]['client']['argv'][3] = '19401'          # refused: nothing listens there
     lines = []
     t0 = time.monotonic()
     rc = pair.run(s, tmp_path, log=lines.append)
-    assert rc == 1 and time.monotonic() - t0 < 20, lines
+    assert rc == 1 and time.monotonic() - t0 < 150, lines     # long before the 300 s time limit
     reason = json.loads((tmp_path / 'failed-0.json').read_text())['reason']
     host = json.loads((tmp_path / 'node-1.json').read_text())['host']
     assert f'could not connect to its server at {host} port 19400' in reason
