@@ -9,12 +9,16 @@
 #
 # Environment (all optional):
 #   IBREPRO_CONFIG      ReFrame configuration               (configs/ci-cluster.py)
+#   IBREPRO_SYSTEM      its system (or system:partition) to run: every child job names it with --system
+#                       (default: the system whose hostnames match the host that generates)
 #   IBREPRO_CHECKS      check directory, searched recursively (reframe-checks)
 #   IBREPRO_NIGHTLY     id of this nightly run; every session stores it as session extra `nightly`
 #                       (the CI run id; default: the date and time)
 #   IBREPRO_HOME        results database and reports: must persist from one night to the next
 #   IBREPRO_REPORT_DIR  where the report is written       (nightly-report)
 #   IBREPRO_CHILD_TAGS  runner tags of the GitLab child jobs, comma-separated (ibrepro-batch)
+#   IBREPRO_RESOURCE_GROUP  GitLab resource_group of the child jobs: one runs at a time, as performance runs
+#                       never share the fabric (ibrepro-fabric); empty: the site opts out
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO"
@@ -23,32 +27,50 @@ CHECKS=${IBREPRO_CHECKS:-reframe-checks}
 export IBREPRO_NIGHTLY=${IBREPRO_NIGHTLY:-$(date +%Y%m%dT%H%M%S)}
 REPORT_DIR=${IBREPRO_REPORT_DIR:-nightly-report}
 PYTHON=${PYTHON:-python3}
+SYSTEM=${IBREPRO_SYSTEM:-}
+RESOURCE_GROUP=${IBREPRO_RESOURCE_GROUP-ibrepro-fabric}
+# both reach a command line and the generated YAML: names only
+[[ $SYSTEM =~ ^[A-Za-z0-9_.:-]*$ ]] || { echo "nightly.sh: IBREPRO_SYSTEM=$SYSTEM is not a system name" >&2; exit 2; }
+[[ $RESOURCE_GROUP =~ ^[A-Za-z0-9_.-]*$ ]] ||
+  { echo "nightly.sh: IBREPRO_RESOURCE_GROUP=$RESOURCE_GROUP is not a resource group name" >&2; exit 2; }
+SYSTEM_OPT=(${SYSTEM:+--system="$SYSTEM"})
 
 usage() { sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 run() {
   mkdir -p "$REPORT_DIR"
-  reframe -C "$CONFIG" -c "$CHECKS" -R --mode=nightly -r \
+  reframe -C "$CONFIG" "${SYSTEM_OPT[@]}" -c "$CHECKS" -R --mode=nightly -r \
           --report-file="$REPORT_DIR/run-report.json" --report-junit="$REPORT_DIR/junit.xml"
 }
 
 generate() {
   local file=${1:?usage: nightly.sh generate FILE}
-  reframe -C "$CONFIG" -c "$CHECKS" -R --mode=nightly --ci-generate="$file"
+  # the child jobs run on compute nodes, whose names the configuration need not match: they name the system
+  # this host is (a host no system names fails here, loudly: rfmconfig.configured_host)
+  local system=$SYSTEM
+  if [ -z "$system" ]; then
+    system=$(reframe -C "$CONFIG" --show-config=systems/0/name | tail -n 1 | tr -d '"') ||
+      { echo "nightly.sh: $CONFIG names no system for $(hostname): set IBREPRO_SYSTEM" >&2; exit 1; }
+    [[ $system =~ ^[A-Za-z0-9_.-]+$ && $system != generic ]] ||
+      { echo "nightly.sh: $CONFIG names no system for $(hostname) (ReFrame picked '$system'): set IBREPRO_SYSTEM" >&2
+        exit 1; }
+  fi
+  reframe -C "$CONFIG" --system="$system" -c "$CHECKS" -R --mode=nightly --ci-generate="$file"
   # the nodes each test case needs (its layout), so that each child job asks Slurm for exactly those
   local described
   described=$(mktemp)
-  reframe -C "$CONFIG" -c "$CHECKS" -R --mode=nightly --describe > "$described"
+  reframe -C "$CONFIG" --system="$system" -c "$CHECKS" -R --mode=nightly --describe > "$described"
   # ReFrame writes the config's absolute path into every job, and no runner settings: make the
   # jobs use their own checkout, give them runner tags, the set-up of a fresh checkout, the id of
   # this night and an allocation of the nodes their test needs.
-  "$PYTHON" - "$file" "$REPO" "${IBREPRO_CHILD_TAGS:-ibrepro-batch}" "$IBREPRO_NIGHTLY" "$described" <<'PY'
+  "$PYTHON" - "$file" "$REPO" "${IBREPRO_CHILD_TAGS:-ibrepro-batch}" "$IBREPRO_NIGHTLY" "$described" \
+             "$system" "$RESOURCE_GROUP" <<'PY'
 import json
 import re
 import sys
 import yaml
 
-path, repo, tags, nightly, described = sys.argv[1:]
+path, repo, tags, nightly, described, system, group = sys.argv[1:]
 with open(path) as f:
     pipeline = yaml.safe_load(f)
 with open(described) as f:
@@ -57,11 +79,16 @@ nodes = {t['hashcode']: t.get('job_nodes') or 1 for t in json.loads(text[text.in
 
 for name, job in pipeline.items():
     if isinstance(job, dict) and 'script' in job:
-        job['script'] = [line.replace(f'{repo}/', '${CI_PROJECT_DIR}/') for line in job['script']]
+        job['script'] = [re.sub(r'^reframe ', f'reframe --system={system} ', line.replace(f'{repo}/', '${CI_PROJECT_DIR}/'))
+                         for line in job['script']]
         hashes = re.findall(r'-n /([0-9a-f]{8})\b', ' '.join(job['script']))
         need = max((nodes.get(h, 1) for h in hashes), default=1)
         # Jacamar makes each child job's allocation from SCHEDULER_PARAMETERS (whole nodes: performance runs)
         job['variables'] = {'SCHEDULER_PARAMETERS': f'--nodes={need} --exclusive ${{IBREPRO_SCHEDULER_OPTIONS}}'}
+        if group:
+            job['resource_group'] = group     # one child job at a time: performance runs never share the fabric
+if not any(isinstance(job, dict) and 'script' in job for job in pipeline.values()):
+    sys.exit(f'nightly.sh: no test case of system {system} to run (reframe --ci-generate wrote no job)')
 
 pipeline = {
     'variables': {'IBREPRO_NIGHTLY': nightly},      # the sessions' `nightly` extra (--mode=nightly)

@@ -10,11 +10,11 @@ cores, so performance values here are smoke values, not measurements of a networ
 
 Environment: IBREPRO_CLUSTER_DIR (the cluster's work dir, default /tmp/ibrepro-cluster),
 IBREPRO_HOME (results, reports, ReFrame scratch; default <cluster dir>/ibrepro-home, so a
-throw-away cluster never writes into the user's own history), IBREPRO_NIGHTLY (ci/nightly.sh).
+throw-away cluster never writes into the user's own history), IBREPRO_NIGHTLY (ci/nightly.sh;
+read by ibrepro.rfmconfig.site_configuration, like the in-allocation switch).
 """
 
 import os
-import time
 from pathlib import Path
 
 CLUSTER_DIR = Path(os.environ.get('IBREPRO_CLUSTER_DIR', '/tmp/ibrepro-cluster'))
@@ -24,14 +24,6 @@ os.environ.setdefault('IBREPRO_HOME', str(CLUSTER_DIR / 'ibrepro-home'))
 os.environ['SLURM_CONF'] = str(CLUSTER_DIR / 'etc' / 'slurm.conf')
 
 from ibrepro import paths, rfmconfig  # noqa: E402  (reads IBREPRO_HOME)
-
-# Inside a Slurm allocation (a Jacamar batch job made from SCHEDULER_PARAMETERS, salloc) the
-# partition runs its tests as job steps of that allocation: a job submitted from inside would
-# wait for the very nodes the allocation holds. Same partition name, so results stay comparable.
-IN_ALLOCATION = 'SLURM_JOB_ID' in os.environ
-
-# The nightly run this session belongs to (ci/nightly.sh sets it; GitLab child jobs inherit it)
-NIGHTLY = os.environ.get('IBREPRO_NIGHTLY') or time.strftime('%Y%m%dT%H%M%S')
 
 # Between the namespace "nodes" every MPI must use TCP: they share one kernel, and a transport
 # that notices (UCX, libfabric shm) would use shared memory and never touch the veth.
@@ -67,12 +59,12 @@ SYSTEM = {
         'name': 'veth',
         'descr': 'node1 + node2 (Slurm partition ci): one slurmd per network namespace, '
                  'joined by veth to a bridge; no RDMA',
-        # slurm: sbatch, then polls sacct (slurmdbd runs on the head); in an allocation:
-        # srunalloc = srun with the test's task layout. The PMI flavour comes from each
+        # slurm: sbatch, then polls sacct (slurmdbd runs on the head); inside an allocation (a
+        # CI batch job) rfmconfig runs the tests as its job steps. The PMI flavour comes from each
         # environment (SLURM_MPI_TYPE).
-        'scheduler': 'local' if IN_ALLOCATION else 'slurm',
-        'launcher': 'srunalloc' if IN_ALLOCATION else 'srun',
-        'access': [] if IN_ALLOCATION else ['--partition=ci'],
+        'scheduler': 'slurm',
+        'launcher': 'srun',
+        'access': ['--partition=ci'],
         'time_limit': '10m',
         'max_jobs': 4,
         'environs': ['impi', 'mpich', 'openmpi'],
@@ -86,8 +78,3 @@ SYSTEM = {
 }
 
 site_configuration = rfmconfig.site_configuration(systems=[SYSTEM], environments=[IMPI, MPICH, OPENMPI])
-# nightly sessions carry the id of their night: ci/nightly.sh report compares nights, and
-# --ci-generate passes only --mode on to the GitLab child jobs
-for mode in site_configuration['modes']:
-    if mode['name'] == 'nightly':
-        mode['options'].append(f'--session-extras=nightly={NIGHTLY}')

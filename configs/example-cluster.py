@@ -1,4 +1,4 @@
-"""ReFrame configuration of ``example-cluster``: a Slurm + InfiniBand site, and the papers' testbeds as partitions.
+"""ReFrame configuration of ``example-cluster``: a Slurm + InfiniBand site, the template a site copies.
 
 Its host names match no real host, so it is selected explicitly; with ``--dry-run`` ReFrame writes every job script
 without submitting anything (no Slurm needed)::
@@ -13,7 +13,8 @@ This is the template docs/site-setup.md walks through. A site copies it and chan
   ``rdma_devices`` x ``ib_ports`` (the rails of a node: ``['mlx5_0', 'mlx5_1']`` x 1 for two single-port
   ConnectX adapters or the two ports of one ConnectX-4 and later, which Linux shows as two devices;
   ``['mlx4_0']`` x 2 for a dual-port ConnectX-3), ``hca_numa_node`` (the NUMA node of the HCA: ranks and perftest
-  sides are bound near it), ``python`` (the interpreter that runs the stdlib-only pair runner on compute nodes);
+  sides are bound near it), ``python`` (the interpreter, Python >= 3.6, that runs the stdlib-only pair runner on
+  compute nodes);
   features ``ib`` (or ``roce``) and ``dual-port`` (two connected rails per node).
 * per environment (:func:`ibrepro.rfmconfig.site_environment`): the install prefix (a Spack view from
   ``make spack``, or any prefix: its ``bin/`` and OSU's ``libexec/osu-micro-benchmarks/mpi/...`` directories, OMB 5
@@ -23,9 +24,9 @@ This is the template docs/site-setup.md walks through. A site copies it and chan
 Every feature declared here is read by something: ``mpi`` (the MPI families), ``ib``/``roce`` (the verbs families),
 ``dual-port`` (two-port families), ``nodes<N>``/``cores<P>`` (layouts); environments: the MPI family and the tools.
 
-Partitions: ``hdr`` is a site's partition of today (the template); the others are the papers' testbeds
-(000/003 Sec. IV.A, 001 Sec. 4, 002 Sec. 3 and 4.2/4.7: extras ``testbed`` names the paper), judged against the
-papers' own numbers (reference-data/systems/example-cluster/references.yaml).
+Partitions: ``hdr``, a site's partition of today, and nothing else: every partition of a site's configuration is
+run every night. The papers' testbeds are in configs/testbeds.py (a dry-run target, judged against the papers' own
+numbers).
 """
 
 from ibrepro import paths, rfmconfig
@@ -50,7 +51,7 @@ def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, fe
 
 EXAMPLE_CLUSTER = {
     'name': 'example-cluster',
-    'descr': 'a Slurm + InfiniBand site (template) and the seed papers\' testbeds as partitions',
+    'descr': 'a Slurm + InfiniBand site (template)',
     'hostnames': [r'^example-login\d+$'],                # SITE: your login nodes
     'modules_system': 'nomod',                           # SITE: 'lmod' or 'tmod4' if environments use modules
     'prefix': str(paths.data_home() / 'rfm'),
@@ -60,25 +61,6 @@ EXAMPLE_CLUSTER = {
                           'PCIe 4.0 x16, one leaf switch',
                    nodes=16, cores_per_node=128, rdma_devices=['mlx5_0', 'mlx5_1'], ib_ports=1,
                    features=['dual-port'], hca_numa_node=1, link='4X HDR', bus='PCIe 4.0 x16'),
-        # the papers' testbeds
-        _partition('pcie-sdr', '000/003: 4 nodes, 2 Xeon 3.4 GHz, MT25208 on PCIe x8, dual-port 4X SDR, '
-                               'InfiniScale switch',
-                   nodes=4, cores_per_node=2, rdma_devices=['mthca0'], ib_ports=2, features=['dual-port'],
-                   hca='MT25208 InfiniHost III Ex', link='4X SDR', bus='PCIe x8', testbed='000/003'),
-        _partition('pcix-sdr', '000/003: the same 4 nodes with MT23108 on PCI-X 64 bit/133 MHz, dual-port',
-                   nodes=4, cores_per_node=2, rdma_devices=['mthca0'], ib_ports=2, features=['dual-port'],
-                   hca='MT23108 InfiniHost', link='4X SDR', bus='PCI-X 64 bit/133 MHz', testbed='000/003'),
-        _partition('connectx-qdr', '001: 2 nodes back to back, 2 quad-core Xeon 2.83 GHz, ConnectX QDR '
-                                   'firmware on PCIe 2.0 x8',
-                   nodes=2, cores_per_node=8, rdma_devices=['mlx4_0'], ib_ports=2, features=['dual-port'],
-                   hca='ConnectX', link='4X QDR', bus='PCIe 2.0 x8', testbed='001'),
-        _partition('ib-pcix-8node', '002: 8 nodes, 2 Xeon 2.4 GHz, MT23108 on PCI-X 64 bit/133 MHz, '
-                                    'InfiniScale 8-port switch',
-                   nodes=8, cores_per_node=2, rdma_devices=['mthca0'], ib_ports=1,
-                   hca='MT23108 InfiniHost', link='4X SDR', bus='PCI-X 64 bit/133 MHz', testbed='002'),
-        _partition('ib-pci-8node', '002 Sec. 4.7: the same 8 nodes with the HCA forced to a 66 MHz PCI bus',
-                   nodes=8, cores_per_node=2, rdma_devices=['mthca0'], ib_ports=1,
-                   hca='MT23108 InfiniHost', link='4X SDR', bus='PCI 64 bit/66 MHz', testbed='002'),
     ],
 }
 

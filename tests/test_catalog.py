@@ -19,8 +19,8 @@ def test_all_43_experiments_are_encoded_or_out_of_scope_with_a_reason():
 
 
 def test_catalogued_checks_carry_the_experiment_tag(reframe):
-    """Each check a row names is a test case of the example cluster tagged with that row (exp<N>)."""
-    proc = reframe('--describe', '--system', 'example-cluster', config='configs/example-cluster.py')
+    """Each check a row names is a test case of the papers' testbeds tagged with that row (exp<N>)."""
+    proc = reframe('--describe', '--system', 'testbeds', config='configs/testbeds.py')
     assert proc.returncode == 0, output(proc)
     described = json.loads(proc.stdout[proc.stdout.index('['):])
     for row in catalog.experiments().values():

@@ -185,7 +185,9 @@ def test_generated_child_pipeline(tmp_path, checks):
     assert jobs, 'no test case in the child pipeline'
     for name, job in jobs.items():
         [command] = job['script']
-        assert command.startswith('reframe '), command
+        # compute nodes need not match the configuration's host names: the job names its system
+        assert command.startswith('reframe --system=ci-cluster '), command
+        assert job['resource_group'] == 'ibrepro-fabric'     # one at a time: runs never share the fabric
         assert '-C ${CI_PROJECT_DIR}/configs/ci-cluster.py' in command
         assert str(REPO) not in command            # runs in the child job's own checkout
         assert '--mode=nightly' in command and ' -r' in command
@@ -199,3 +201,34 @@ def test_generated_child_pipeline(tmp_path, checks):
     layouts = {job['variables']['SCHEDULER_PARAMETERS'].split()[0] for job in jobs.values()}
     if checks == 'reframe-checks':
         assert layouts == {'--nodes=1', '--nodes=2'}         # the ci-cluster has two nodes: 1x2 and 2x1 cases
+
+
+def _generate(tmp_path, **env):
+    child = tmp_path / 'child-pipeline.yml'
+    env = dict(os.environ, IBREPRO_CHECKS='reframe-checks/verbs', IBREPRO_NIGHTLY='4242',
+               IBREPRO_HOME=str(tmp_path), PATH=f'{Path(sys.executable).parent}{os.pathsep}{os.environ["PATH"]}', **env)
+    env.pop('SLURM_JOB_ID', None)
+    done = subprocess.run([REPO / 'ci' / 'nightly.sh', 'generate', child], env=env, capture_output=True, text=True,
+                          timeout=120)
+    return done, (yaml.safe_load(child.read_text()) if done.returncode == 0 else None)
+
+
+def test_a_site_configuration_generates_jobs_that_name_its_system(tmp_path):
+    """The template matches login nodes only: generating on another host fails, saying why, instead of a child
+    pipeline of ReFrame's `generic` system (0 test cases, every job passing); named, its jobs name it too."""
+    done, _ = _generate(tmp_path, IBREPRO_CONFIG='configs/example-cluster.py')
+    assert done.returncode != 0
+    assert 'matches the hostnames of no system' in done.stderr and 'IBREPRO_SYSTEM' in done.stderr
+
+    done, pipeline = _generate(tmp_path, IBREPRO_CONFIG='configs/example-cluster.py', IBREPRO_SYSTEM='example-cluster',
+                               IBREPRO_RESOURCE_GROUP='')
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = {name: job for name, job in pipeline.items() if name not in GITLAB_GLOBAL}
+    assert jobs and gitlab_problems(pipeline) == []
+    for job in jobs.values():
+        assert job['script'][0].startswith('reframe --system=example-cluster ')
+        assert 'resource_group' not in job                 # the site opted out
+
+    for bad in ({'IBREPRO_SYSTEM': 'x; reboot'}, {'IBREPRO_RESOURCE_GROUP': '$(reboot)'}):
+        done, _ = _generate(tmp_path, **bad)
+        assert done.returncode == 2 and 'nightly.sh: IBREPRO_' in done.stderr

@@ -8,7 +8,7 @@ from ibrepro.rfm import launch
 @pytest.mark.parametrize('launcher, features, kw, options, env, said', [
     ('srun', ['mpi'], {}, ['--cpu-bind=cores'], {}, 'srun --cpu-bind=cores'),
     ('srun', ['openmpi'], {'hca_numa_node': 1}, ['--cpu-bind=map_ldom:1'], {}, 'map_ldom:1'),
-    ('srun', [], {'bind': False, 'kill_on_bad_exit': True}, ['--kill-on-bad-exit=1', '--cpu-bind=none'], {},
+    ('srun', [], {'bind': False, 'kill_on_bad_exit': True}, ['--kill-on-bad-exit=1', '--whole', '--cpu-bind=none'], {},
      'the launcher leaves binding to the job'),
     ('mpirun', ['openmpi'], {}, ['--bind-to', 'core'], {}, 'mpirun --bind-to core'),
     ('mpiexec', ['mpich'], {}, ['-bind-to', 'core'], {}, 'mpiexec -bind-to core'),

@@ -64,8 +64,8 @@ def test_local_system_describes_this_machine(reframe):
 
 
 def test_selection_by_paper_figure(reframe):
-    """Tags name the papers' figures; on the example cluster every family of a figure is there."""
-    proc = reframe('-l', '-t', '^s002-fig11$', '--system', 'example-cluster', config='configs/example-cluster.py')
+    """Tags name the papers' figures; on the papers' testbeds every family of a figure is there."""
+    proc = reframe('-l', '-t', '^s002-fig11$', '--system', 'testbeds', config='configs/testbeds.py')
     assert proc.returncode == 0, output(proc)
     assert 'IMBCollective %benchmark=Alltoall %layout=8x1' in proc.stdout
     assert 'OSUCollective %case=osu_alltoall-8x1' in proc.stdout

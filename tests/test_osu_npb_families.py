@@ -32,10 +32,10 @@ VARIANTS = {'OSULatency': 1, 'OSUBandwidth': 3, 'OSUBiBandwidth': 2, 'OSUIntraNo
             'OSUCollective': 5, 'MVAPICH2MultiRail': 6, 'MVAPICH2MultiRailCollective': 6,
             'MVAPICH2RailPolicy': 2, 'MVAPICH2Inline': 3, 'NPB': 42}
 
-#: The partitions of the example cluster the dry run uses: together they fit every layout (2x8, 8x2), but
+#: The partitions of the testbeds the dry run uses: together they fit every layout (2x8, 8x2), but
 #: for 4x1 on two ports (the 000 testbed, pcie-sdr), where only that family runs (keeps the test short).
-DRY_PARTITIONS = ['example-cluster:connectx-qdr', 'example-cluster:ib-pcix-8node']
-FOUR_NODES_TWO_PORTS = {'MVAPICH2MultiRailCollective': 'example-cluster:pcie-sdr'}
+DRY_PARTITIONS = ['testbeds:connectx-qdr', 'testbeds:ib-pcix-8node']
+FOUR_NODES_TWO_PORTS = {'MVAPICH2MultiRailCollective': 'testbeds:pcie-sdr'}
 
 _SKIP = re.compile(r'^\[\s*SKIP\s*\] \(\s*\d+/\d+\) (.+?) /[0-9a-f]{8} @(\S+) \[(.*)\]$', re.M)
 
@@ -113,11 +113,11 @@ def test_mvapich2_cap_warning_fails_the_run():
 
 # -- where the families run, and why not -------------------------------------------------------------------
 
-EXAMPLE = {'config': 'configs/example-cluster.py'}
+TESTBEDS = {'config': 'configs/testbeds.py'}
 
 
-def test_every_family_is_listed_on_the_example_cluster(reframe):
-    proc = families(reframe, '-l', '--system', 'example-cluster', **EXAMPLE)
+def test_every_family_is_listed_on_the_testbeds(reframe):
+    proc = families(reframe, '-l', '--system', 'testbeds', **TESTBEDS)
     assert proc.returncode == 0, output(proc)
     listed = re.findall(r'^- (\w+)', proc.stdout, re.M)
     for family, count in VARIANTS.items():
@@ -147,7 +147,7 @@ def listed_cases(proc):
 
 def test_selection_by_experiment_and_figure(reframe):
     def listed(tag):
-        return listed_cases(families(reframe, '-l', '-t', tag, '--system', 'example-cluster', **EXAMPLE))
+        return listed_cases(families(reframe, '-l', '-t', tag, '--system', 'testbeds', **TESTBEDS))
 
     pci = {f'NPB %case={c}' for c, (rows, _) in npb_cases().items() if 37 in rows}
     assert len(pci) == 7
@@ -165,7 +165,7 @@ def test_selection_by_experiment_and_figure(reframe):
 def test_requirements_are_visible_without_running(reframe):
     proc = families(reframe, '--describe', '-n',
                     'NPB%case=is.B-2x8-loopback|MVAPICH2MultiRail%benchmark=osu_bw%ports=2',
-                    '--system', 'example-cluster', **EXAMPLE)
+                    '--system', 'testbeds', **TESTBEDS)
     assert proc.returncode == 0, output(proc)
     described = {d['display_name']: d for d in json.loads(proc.stdout[proc.stdout.index('['):])}
     npb = described['NPB %case=is.B-2x8-loopback']
@@ -210,10 +210,10 @@ def test_only_what_fits_is_a_case_and_the_catalog_says_why_the_rest_is_not(refra
     selection = '|'.join(['OSUCollective%case=osu_alltoall-8x1', 'OSUMultiPair%benchmark=osu_mbw_mr%pairs=8',
                           'MVAPICH2MultiRail%benchmark=osu_bw%ports=2', 'NPB%case=is.B-2x8-loopback',
                           'NPB%case=ft.A-4x2'])
-    proc = families(reframe, '-lC', '-n', selection, '--system', 'example-cluster:connectx-qdr', **EXAMPLE)
+    proc = families(reframe, '-lC', '-n', selection, '--system', 'testbeds:connectx-qdr', **TESTBEDS)
     assert proc.returncode == 0, output(proc)
     cases = set(re.findall(r'^- (.+?) /[0-9a-f]{8} @(\S+)$', proc.stdout, re.M))
-    where = 'example-cluster:connectx-qdr+{}'
+    where = 'testbeds:connectx-qdr+{}'
     # fits: 2 nodes x 8 cores, two rails, MVAPICH2 where MVAPICH2 is needed
     assert cases == {('OSUMultiPair %benchmark=osu_mbw_mr %pairs=8', where.format('openmpi')),
                      ('OSUMultiPair %benchmark=osu_mbw_mr %pairs=8', where.format('mvapich2')),
@@ -221,7 +221,7 @@ def test_only_what_fits_is_a_case_and_the_catalog_says_why_the_rest_is_not(refra
                      ('NPB %case=is.B-2x8-loopback', where.format('mvapich2'))}, proc.stdout
 
     from ibrepro import catalog
-    sysconf = catalog.load_system(ROOT / 'configs' / 'example-cluster.py', 'example-cluster:connectx-qdr')
+    sysconf = catalog.load_system(ROOT / 'configs' / 'testbeds.py', 'testbeds:connectx-qdr')
     sysconf['partitions'] = [p for p in sysconf['partitions'] if p['name'] == 'connectx-qdr']
     assert catalog.why_not_here(['+mpi +nodes8'], ['+osu'], sysconf) == [
         ('needs 8 nodes (has 2)', catalog.ENABLE['nodes'][1])]
@@ -321,9 +321,9 @@ def test_other_mpis_are_not_candidates_for_mvapich2_settings_and_npb_33_names(tm
     """Open MPI would ignore MV2_* silently: no such case runs in it; NPB 3.3.x binaries are named per process
     count."""
     runner = ReFrameRunner(tmp_path / 'home')
-    proc = families(runner, '--dry-run', '--system', 'example-cluster:connectx-qdr', '-p', 'openmpi',
+    proc = families(runner, '--dry-run', '--system', 'testbeds:connectx-qdr', '-p', 'openmpi',
                     '-n', 'MVAPICH2Inline%benchmark=osu_latency|NPB%case=is.B-2x8', '-S',
-                    'NPB.npb_binary={program}.{cls}.{ranks}', config='configs/example-cluster.py')
+                    'NPB.npb_binary={program}.{cls}.{ranks}', config='configs/testbeds.py')
     assert proc.returncode == 0, output(proc)
     report = last_report(runner)
     assert {c['display_name'] for c in report} == {'NPB %case=is.B-2x8'}
@@ -332,8 +332,8 @@ def test_other_mpis_are_not_candidates_for_mvapich2_settings_and_npb_33_names(tm
 
 
 def test_bad_npb_binary_pattern_says_what_is_allowed(reframe):
-    proc = families(reframe, '--dry-run', '--system', 'example-cluster:connectx-qdr', '-p', 'openmpi',
-                    '-n', 'NPB%case=is.B-2x8$', '-S', 'npb_binary={prog}.x', config='configs/example-cluster.py')
+    proc = families(reframe, '--dry-run', '--system', 'testbeds:connectx-qdr', '-p', 'openmpi',
+                    '-n', 'NPB%case=is.B-2x8$', '-S', 'npb_binary={prog}.x', config='configs/testbeds.py')
     assert proc.returncode == 1, output(proc)
     assert ("npb_binary '{prog}.x': KeyError('prog'); the placeholders are {program}, {cls} and {ranks}"
             in proc.stdout), output(proc)

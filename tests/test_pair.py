@@ -42,8 +42,9 @@ def peer_flows(n, base_port, seconds=0.6, server_node=1, client_node=0):
 
 
 def peer_spec(n=1, base_port=19300, **kw):
+    # orchestration tests: this machine may have fewer CPUs than sides (binding: the tests near the end)
     return pair.check_spec({'version': 2, 'rails': [[None, None]], 'nodes': 2, 'flows': peer_flows(n, base_port),
-                            'timeout': 60, 'connect_timeout': 10, **kw})
+                            'timeout': 60, 'connect_timeout': 10, 'cpu_sharing': True, **kw})
 
 
 def start_node(tmp_path, spec_, rank, env=None, prefix=()):
@@ -154,9 +155,9 @@ def test_a_rail_without_an_address_says_why(tmp_path):
 def test_cpus_near_the_device_within_what_the_launcher_allows(tmp_path):
     sysfs_rail(tmp_path, 'mlx5_1', numa=1, cpulist='8-11,24-27')
     assert pair.near_cpus('mlx5_1', {0, 1, 9, 10, 25}, tmp_path) == ([9, 10, 25], 1)
-    assert pair.near_cpus('mlx5_1', {0, 1}, tmp_path) == ([0, 1], 1)       # none near: any allowed one
+    assert pair.near_cpus('mlx5_1', {0, 1}, tmp_path) == ([], 1)            # none near: none (the case fails)
     sysfs_rail(tmp_path, 'rxe0', numa=-1, cpulist='')
-    assert pair.near_cpus('rxe0', {2, 3}, tmp_path) == ([2, 3], None)       # soft-RoCE: no PCI device
+    assert pair.near_cpus('rxe0', {2, 3}, tmp_path) == (None, None)         # soft-RoCE: locality unknown
 
 
 # -- running flows -----------------------------------------------------------------------------------------
@@ -326,3 +327,225 @@ def test_verbs_family_on_a_partition_without_the_device_says_so(reframe):
     assert proc.returncode == 1, output(proc)
     assert 'Reason: sanity error: flow 0: the client never ran' in proc.stdout, output(proc)
     assert 'RDMA device rxe_a, rxe_b not found (it has: ' in proc.stdout, output(proc)
+
+
+# -- the oldest Python a compute node may have -------------------------------------------------------------
+
+def _old_python():
+    """A Python 3.6 interpreter (EL8's platform Python), if this machine has one (pyenv)."""
+    for candidate in [*sorted(Path.home().glob('.pyenv/versions/3.6*/bin/python3.6')), shutil.which('python3.6')]:
+        try:
+            done = subprocess.run([str(candidate), '-c', 'import sys; print(sys.version_info[:2] == (3, 6))'],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True)
+        except (OSError, TypeError):
+            continue
+        if done.stdout.strip() == 'True':     # a pyenv shim answers, but not as 3.6
+            return str(candidate)
+    return None
+
+
+def test_the_runner_needs_at_most_python_3_6():
+    vermin = Path(sys.executable).parent / 'vermin'
+    if not vermin.exists():
+        pytest.skip('vermin not installed (pip install -e .[test])')
+    done = subprocess.run([str(vermin), '--no-tips', '--violations', '-t=3.6-', RUNNER], capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert 'Minimum required versions: 3.6' in done.stdout or 'Minimum required versions: 3.' in done.stdout
+
+
+@pytest.mark.skipif(not _old_python(), reason='no Python 3.6 here (pyenv install 3.6)')
+def test_the_runner_runs_flows_under_python_3_6(tmp_path):
+    """The runner itself under 3.6 (the sides are this test's own programs), both nodes in one task."""
+    path = tmp_path / 'flows.json'
+    path.write_text(json.dumps(peer_spec(2, 19390)))
+    done = subprocess.run([_old_python(), RUNNER, str(path)], cwd=tmp_path, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k not in ('SLURM_PROCID', 'PMI_RANK')})
+    assert done.returncode == 0, done.stdout
+    assert all(status(tmp_path, f'flow-{i}.client')['returncode'] == 0 for i in (0, 1))
+    assert (tmp_path / 'flow-0.client.out').read_text().splitlines()[1].startswith('# ibrepro pair: pinned to cpu ')
+
+
+def test_a_client_that_cannot_reach_a_listening_server_gives_up_after_the_connect_timeout(tmp_path):
+    """A firewalled or mis-routed rail: the server listens, its client is refused. The runner stops retrying
+    `connect_timeout` seconds after the barrier (not at the 60 s time limit) and names the address and rail."""
+    s = peer_spec(1, 19400, connect_timeout=2, timeout=300)
+    s['flows'][0]['client']['argv'][3] = '19401'          # refused: nothing listens there
+    lines = []
+    t0 = time.monotonic()
+    rc = pair.run(s, tmp_path, log=lines.append)
+    assert rc == 1 and time.monotonic() - t0 < 150, lines     # long before the 300 s time limit
+    reason = json.loads((tmp_path / 'failed-0.json').read_text())['reason']
+    host = json.loads((tmp_path / 'node-1.json').read_text())['host']
+    assert f'could not connect to its server at {host} port 19400' in reason
+    assert '(node 1, rail 0: default device port 1) for 2 s after every server was started' in reason
+    assert 'Connection refused' in reason
+    assert status(tmp_path, 'flow-0.server')['returncode'] == 'killed'      # nothing is left running
+
+
+# -- binding that is true or fails: a fake sysfs and a restricted affinity mask ----------------------------
+
+def _binding_spec(tmp_path, cpulists, flows, **kw):
+    """Rails on devices whose PCI functions have the given local_cpulist (None: no PCI function, as soft-RoCE)."""
+    sysfs = tmp_path / 'sys'
+    for i, cpulist in enumerate(cpulists):
+        if cpulist is None:
+            (sysfs / 'class' / 'infiniband' / f'rxe{i}').mkdir(parents=True)
+        else:
+            sysfs_rail(sysfs, f'mlx5_{i}', numa=i, cpulist=cpulist)
+    names = [f'rxe{i}' if c is None else f'mlx5_{i}' for i, c in enumerate(cpulists)]
+    return pair.check_spec({'version': 2, 'rails': [[n, 1] for n in names], 'nodes': 2, 'flows': flows,
+                            'timeout': 60, 'connect_timeout': 10, 'wait_listen': False, 'sysfs': str(sysfs), **kw})
+
+
+def _run_confined(tmp_path, spec_, cpus):
+    """The runner as one task confined to ``cpus`` (as a cgroup cpuset of srun -c N would), both nodes."""
+    path = tmp_path / 'flows.json'
+    path.write_text(json.dumps(spec_))
+    return subprocess.run([sys.executable, RUNNER, str(path)], cwd=tmp_path, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=60,
+                          preexec_fn=lambda: os.sched_setaffinity(0, cpus),
+                          env={k: v for k, v in os.environ.items() if k not in ('SLURM_PROCID', 'PMI_RANK')})
+
+
+def _peer(side, port, node, rail, **extra):
+    argv = [sys.executable, PEER, side, str(port)] + (['127.0.0.1', '0.3'] if side == 'client' else [])
+    return {'node': node, 'rail': rail, 'argv': argv, **extra}
+
+
+needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason='needs two CPUs')
+
+
+@needs_two_cpus
+def test_each_side_runs_on_its_own_cpu_near_its_device(tmp_path):
+    cpu0, cpu1 = sorted(os.sched_getaffinity(0))[:2]
+    flows = [{'id': 0, 'port': 19410, 'server': _peer('server', 19410, 1, 0), 'client': _peer('client', 19410, 0, 1)}]
+    done = _run_confined(tmp_path, _binding_spec(tmp_path, [str(cpu0), str(cpu1)], flows), {cpu0, cpu1})
+    assert done.returncode == 0, done.stdout
+    server, client = status(tmp_path, 'flow-0.server'), status(tmp_path, 'flow-0.client')
+    assert (server['cpus'], client['cpus']) == ([cpu0], [cpu1])
+    assert server['binding'] == 'near mlx5_0 (NUMA node 0)' and client['binding'] == 'near mlx5_1 (NUMA node 1)'
+    assert (tmp_path / 'flow-0.client.out').read_text().splitlines()[2].endswith(f'cpus [{cpu1}]')   # really
+
+
+@needs_two_cpus
+def test_a_side_that_cannot_get_a_cpu_near_its_device_fails_the_case_saying_why(tmp_path):
+    """The issue's measurement: the device on NUMA node 1, the task confined to a CPU of node 0 (srun -c 1 under
+    task/cgroup): the runner used to fall back to the far CPU silently; now nothing starts and the reason is
+    recorded for the check."""
+    cpu0, cpu1 = sorted(os.sched_getaffinity(0))[:2]
+    flows = [{'id': 0, 'port': 19420, 'server': _peer('server', 19420, 1, 0), 'client': _peer('client', 19420, 0, 0)}]
+    done = _run_confined(tmp_path, _binding_spec(tmp_path, [str(cpu1)], flows), {cpu0})
+    assert done.returncode == 1, done.stdout
+    reason = json.loads((tmp_path / 'failed-0.json').read_text())['reason']
+    assert f'needs 1 CPU(s) of its own near mlx5_0 (CPUs {cpu1} are local to it)' in reason
+    assert f'this task may use only CPUs {cpu0}' in reason and 'srun --whole' in reason
+    assert not list(tmp_path.glob('flow-*.out'))        # nothing measured far from the HCA
+
+
+def test_two_sides_never_share_a_cpu_on_a_real_partition(tmp_path):
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    flows = [{'id': 0, 'port': 19430, 'server': _peer('server', 19430, 1, 0), 'client': _peer('client', 19430, 0, 0)}]
+    done = _run_confined(tmp_path, _binding_spec(tmp_path, [str(cpu)], flows), {cpu})
+    assert done.returncode == 1 and 'needs 1 CPU(s) of its own near mlx5_0' in done.stdout, done.stdout
+    # emulated nodes may share (cpu_sharing), and their status says so
+    emulated = tmp_path / 'emulated'
+    emulated.mkdir()
+    done = _run_confined(emulated, _binding_spec(emulated, [str(cpu)], flows, cpu_sharing=True), {cpu})
+    assert done.returncode == 0, done.stdout
+    assert 'shares CPUs' in status(emulated, 'flow-0.client')['binding']
+
+
+@needs_two_cpus
+def test_a_device_without_pci_locality_says_the_numa_node_is_unknown(tmp_path):
+    flows = [{'id': 0, 'port': 19440, 'server': _peer('server', 19440, 1, 0), 'client': _peer('client', 19440, 0, 0)}]
+    done = _run_confined(tmp_path, _binding_spec(tmp_path, [None], flows), set(os.sched_getaffinity(0)))
+    assert done.returncode == 0, done.stdout
+    binding = status(tmp_path, 'flow-0.server')['binding']
+    assert binding.startswith('rxe0: HCA NUMA node unknown')
+
+
+#: A side that forks two busy processes (as ibrepro_rdma -P 2 does); each says which CPUs it may run on once the
+#: runner has pinned it (or after 20 s).
+FORKER = (
+    'import os, sys, time\n'
+    'kids = []\n'
+    'for i in range(2):\n'
+    '    pid = os.fork()\n'
+    '    if pid == 0:\n'
+    '        until = time.time() + 20\n'
+    '        while len(os.sched_getaffinity(0)) > 1 and time.time() < until:\n'
+    '            time.sleep(0.05)\n'
+    '        os.write(1, ("child %s\\n" % sorted(os.sched_getaffinity(0))).encode())   # one write: no interleaving\n'
+    '        os._exit(0)\n'
+    '    kids.append(pid)\n'
+    'os.write(1, ("parent %s\\n" % sorted(os.sched_getaffinity(0))).encode())\n'
+    'for pid in kids:\n'
+    '    os.waitpid(pid, 0)\n')
+
+
+#: A server that ends once its client has (the runner fails a flow whose server ends first).
+WAIT_FOR_CLIENT = ('import os, time\n'
+                   'while not os.path.exists("flow-0.client.status.json"):\n'
+                   '    time.sleep(0.05)\n')
+
+
+@needs_two_cpus
+def test_each_forked_process_of_a_side_gets_its_own_cpu(tmp_path):
+    """ibrepro_rdma -P 2 forks its pairs: pinning the side to one CPU put both busy pollers on it (inherited mask).
+    Two runner processes (one per node), each with two CPUs near the device."""
+    cpus = sorted(os.sched_getaffinity(0))[:2]
+    flows = [{'id': 0, 'port': 19450,
+              'server': {'node': 1, 'rail': 0, 'argv': [sys.executable, '-c', WAIT_FOR_CLIENT]},
+              'client': {'node': 0, 'rail': 0, 'argv': [sys.executable, '-c', FORKER], 'processes': 2}}]
+    spec_ = _binding_spec(tmp_path, [','.join(map(str, cpus))], flows)
+    nodes = [start_node(tmp_path, spec_, rank) for rank in (0, 1)]
+    outs = [n.communicate(timeout=60)[0] for n in nodes]
+    assert [n.returncode for n in nodes] == [0, 0], outs
+    client = status(tmp_path, 'flow-0.client')
+    assert client['cpus'] == cpus and sorted(client['process_cpus'].values()) == cpus
+    lines = (tmp_path / 'flow-0.client.out').read_text().splitlines()
+    assert f'parent {cpus}' in lines                                     # the side: both CPUs, shared by none
+    assert sorted(line for line in lines if line.startswith('child')) == [f'child [{c}]' for c in cpus]
+
+
+# -- what the check makes of concurrent flows -----------------------------------------------------------------
+
+def test_a_starved_concurrent_flow_fails_the_case_on_a_real_partition():
+    """A real output with a 0.00 MiB/sec row (a starved window under emulation, at 2048 B) beside a flow that moved
+    data: summed, the 0 would pass as half the traffic."""
+    from ibrepro.parsers import parse_file
+    from ibrepro.rfm import perftest
+    from reframe.core.exceptions import SanityError
+
+    fixtures = Path(__file__).parent / 'fixtures' / 'perftest' / '26.04.17-rxe'
+    stalled = parse_file(fixtures / 'ib_write_bw.all.txt').table()
+    moving = parse_file(fixtures / 'ib_write_bw.txt').table()
+    with pytest.raises(SanityError, match=r'flow 1 at 2048 B \(bw, msgrate 0\).*not simultaneous traffic'):
+        perftest.starved([moving, stalled], [0, 1])
+    # emulated partitions record it, and the sum goes on (their numbers are not performance data)
+    assert perftest.starved([moving, stalled], [0, 1], emulated=True) == ['flow 1 at 2048 B (bw, msgrate 0)']
+    assert perftest.starved([moving, moving], [0, 1]) == []
+
+
+def test_each_node_and_side_records_its_locked_memory_limit(tmp_path):
+    """ulimit -l: RDMA registers memory in locked pages; a job started from a shell with a small limit fails or
+    measures less, so every node and side says what it had (here: a real limit set in the child, in bytes)."""
+    path = tmp_path / 'flows.json'
+    path.write_text(json.dumps(peer_spec(1, 19460)))
+    code = ('import resource, runpy, sys; resource.setrlimit(resource.RLIMIT_MEMLOCK, (65536, 65536)); '
+            f'sys.argv = ["ibrepro_pair.py", {str(path)!r}]; runpy.run_path({RUNNER!r}, run_name="__main__")')
+    done = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k not in ('SLURM_PROCID', 'PMI_RANK')})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((tmp_path / 'node-0.json').read_text())['memlock'] == 65536
+    assert status(tmp_path, 'flow-0.client')['memlock'] == 65536
+
+
+def test_a_side_that_cannot_be_pinned_does_not_run_elsewhere(tmp_path):
+    marker = tmp_path / 'ran'
+    done = subprocess.run([sys.executable, RUNNER, '--pin', '4095', '--', 'touch', str(marker)],
+                          capture_output=True, text=True)
+    assert done.returncode == 126 and 'could not pin to cpu 4095' in done.stdout
+    assert not marker.exists()

@@ -42,8 +42,8 @@ def _check_tables(name, tables, expected, values=True):
             assert table.params.get(key) == value, f'{where}: params[{key!r}]'
         assert sorted(table.metrics) == sorted(want['metrics']), where
 
-        # A sweep of sizes: increasing powers of two (0 B may come first).
-        nonzero = [s for s in sizes if s]
+        # A sweep of sizes: increasing powers of two (0 B may come first), but for the rows a failure refused.
+        nonzero = sorted({s for s in sizes if s} | set(want.get('refused_sizes', [])))
         assert all(b == 2 * a for a, b in zip(nonzero, nonzero[1:])), f'{where}: sizes {sizes}'
 
         # Every metric: right unit, a finite number in every row, positive (bandwidth at 0 B: 0).

@@ -2,6 +2,7 @@
 
 import json
 import math
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -293,3 +294,24 @@ def test_a_metric_the_output_lacks_fails_naming_it():
 def test_what_the_scheduler_did_to_the_job(stderr, event):
     from ibrepro.parsers import job_event
     assert job_event(stderr) == event
+
+
+def test_perftest_ended_by_a_signal_keeps_its_rows_and_says_so(tmp_path):
+    """What a job's output holds when perftest is killed mid-sweep: the rows it printed (a real output, cut after
+    its 16384 B row), then the shell's own word for the signal, printed here by a real bash."""
+    lines = (UPSTREAM / 'ib_write_bw.all.txt').read_text().splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if line.split()[:1] == ['16384']) + 1
+    head = tmp_path / 'head.txt'
+    head.write_text(''.join(lines[:cut]))
+    done = subprocess.run(['bash', '-c', 'cat "$1"; sh -c "kill -TERM \\$\\$"; true', 'bash', str(head)],
+                          capture_output=True, text=True)
+    assert 'Terminated' in done.stderr
+    killed = tmp_path / 'ib_write_bw.out'
+    killed.write_text(done.stdout + done.stderr)
+    with pytest.raises(BenchmarkFailed) as info:
+        parse_file(killed, tool='perftest')
+    assert info.value.kind == 'abort'
+    assert "stopped after 16384 B: the output ends with 'Terminated'" in info.value.reason
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith('#bytes'))
+    printed = [int(line.split()[0]) for line in lines[header + 1:cut] if line.split()[:1][0].isdigit()]
+    assert [row['bytes'] for row in info.value.partial.table().rows] == printed and printed[-1] == 16384

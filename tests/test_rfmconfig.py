@@ -74,3 +74,81 @@ def test_paths_in_job_scripts_are_quoted(tmp_path):
     out = subprocess.run(['bash', '-c', f'export PATH={path}; echo "$PATH"'], capture_output=True, text=True,
                          cwd=tmp_path, env={'PATH': '/usr/bin:/bin'})
     assert out.stdout.split(':')[0] == f'{prefix}/bin' and not (tmp_path / 'pwned').exists()
+
+
+# -- one site configuration for every place a site runs it -------------------------------------------
+
+from conftest import ROOT, output  # noqa: E402
+
+import pytest  # noqa: E402
+
+SLURM_SYSTEM = {'name': 'site', 'hostnames': [r'^login\d+$'], 'partitions': [
+    {'name': 'hdr', 'scheduler': 'slurm', 'launcher': 'srun', 'access': ['--partition=hdr'], 'environs': ['e'],
+     'extras': {'nodes': 2}},
+    {'name': 'login', 'scheduler': 'local', 'launcher': 'local', 'environs': ['e']}]}
+
+
+def _nightly_options(config):
+    (mode,) = [m for m in config['modes'] if m['name'] == 'nightly']
+    return mode['options']
+
+
+def test_inside_a_slurm_allocation_slurm_partitions_run_as_its_job_steps():
+    config = rfmconfig.site_configuration([SLURM_SYSTEM], [], environ={'SLURM_JOB_ID': '77'})
+    hdr, login = config['systems'][0]['partitions']
+    assert (hdr['scheduler'], hdr['launcher'], hdr['access']) == ('local', 'srunalloc', [])
+    assert hdr['extras'] == {'nodes': 2, 'slurm_allocation': '77'} and hdr['name'] == 'hdr'
+    assert login == SLURM_SYSTEM['partitions'][1]
+    # outside one, or told not to, the partition submits its jobs
+    for environ in ({}, {'SLURM_JOB_ID': '77', 'IBREPRO_IN_ALLOCATION': '0'}):
+        (hdr, _) = rfmconfig.site_configuration([SLURM_SYSTEM], [], environ=environ)['systems'][0]['partitions']
+        assert (hdr['scheduler'], hdr['launcher'], hdr['access']) == ('slurm', 'srun', ['--partition=hdr'])
+
+
+def test_every_configuration_stores_the_night_it_belongs_to():
+    config = rfmconfig.site_configuration([SLURM_SYSTEM], [], environ={'IBREPRO_NIGHTLY': '4242'})
+    assert '--session-extras=nightly=4242' in _nightly_options(config)
+    stamp = [o for o in _nightly_options(rfmconfig.site_configuration([SLURM_SYSTEM], [], environ={}))
+             if o.startswith('--session-extras=nightly=')]
+    assert len(stamp) == 1 and stamp[0].split('=')[-1][:2].isdigit()
+    for bad in ('a,b=c', '$(reboot)', 'x y'):
+        with pytest.raises(ValueError, match='IBREPRO_NIGHTLY'):
+            rfmconfig.site_configuration([SLURM_SYSTEM], [], environ={'IBREPRO_NIGHTLY': bad})
+
+
+def test_the_template_runs_in_an_allocation_as_job_steps(reframe):
+    """The template's job script inside a CI job's allocation: srun steps, no sbatch; the night's id stored."""
+    proc = reframe('--dry-run', '--system', 'example-cluster:hdr', '--mode', 'nightly', '-n',
+                   'PerftestBandwidth%direction=uni', config='configs/example-cluster.py',
+                   env={'SLURM_JOB_ID': '77', 'IBREPRO_NIGHTLY': '4242'})
+    assert proc.returncode == 0, output(proc)
+    (script,) = reframe.home.rglob('PerftestBandwidth_*/rfm_job.sh')
+    text = script.read_text()
+    assert '#SBATCH' not in text and '--partition' not in text
+    step = text.splitlines()[-1].split()
+    assert step[0] == 'srun' and '--ntasks=2' in step and '--ntasks-per-node=1' in step
+    # the runner chooses among the node's CPUs: no -c N, and no --exclusive (in an allocation both imply --exact)
+    assert '--whole' in step and not [o for o in step if o.startswith(('--cpus-per-task', '--exclusive'))]
+
+
+@pytest.mark.parametrize('config', ['configs/example-cluster.py', 'configs/ci-cluster.py'])
+def test_the_nightly_mode_of_every_configuration_carries_the_night(config):
+    import subprocess
+    import sys
+    code = (f'import runpy, json; c = runpy.run_path({str(ROOT / config)!r})["site_configuration"]; '
+            'print(json.dumps([m for m in c["modes"] if m["name"] == "nightly"][0]["options"]))')
+    out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=ROOT,
+                         env={**os.environ, 'IBREPRO_NIGHTLY': 'n-7', 'IBREPRO_HOME': '/tmp/ibrepro-test-home'})
+    assert out.returncode == 0, out.stderr
+    assert '--session-extras=nightly=n-7' in json.loads(out.stdout)
+
+
+def test_a_host_no_system_names_fails_loudly_instead_of_running_nothing(reframe):
+    """ReFrame would pick its `generic` system and run 0 test cases with exit 0."""
+    proc = reframe('-l', config='configs/example-cluster.py')
+    assert proc.returncode != 0, output(proc)
+    assert 'matches the hostnames of no system' in proc.stderr and '--system' in proc.stderr
+    assert 'generic' not in proc.stdout
+    # named explicitly, the same configuration lists its cases
+    proc = reframe('-l', '--system', 'example-cluster', '-n', 'PerftestBandwidth', config='configs/example-cluster.py')
+    assert proc.returncode == 0 and '- PerftestBandwidth %direction=uni' in proc.stdout, output(proc)

@@ -1,5 +1,6 @@
 """docs/site-setup.md, step by step on the site template (configs/example-cluster.py, partition hdr)."""
 
+import json
 import re
 
 import yaml
@@ -25,9 +26,13 @@ def test_the_nightly_subset_is_current_and_is_what_nightly_mode_selects(reframe)
     assert generator['build']() == committed                     # scripts/nightly_subset.py was run
     assert committed['uncovered_figures'] == [] and committed['estimate']['two_nodes']['minutes'] <= 30
 
-    proc = reframe('-lC', '--mode', 'nightly', *SITE, **EXAMPLE)
+    # the whole system: the template holds the site's partition only, so every case runs there
+    proc = reframe('-lC', '--mode', 'nightly', '--system', 'example-cluster', **EXAMPLE)
     assert proc.returncode == 0, output(proc)
+    cases = re.findall(r'^- .+ @(\S+)$', proc.stdout, re.M)
+    assert cases and {c.split('+')[0] for c in cases} == {'example-cluster:hdr'}
     listed = re.findall(r'^- (.+?) /[0-9a-f]{8} @example-cluster:hdr\+(\w+)$', proc.stdout, re.M)
+    assert len(listed) == len(cases)
     system = [n for n, _ in listed if n in ('SoftwareVersions', 'RdmaTopology')]
     assert len(listed) - len(system) == committed['estimate']['all']['cases']
     assert {n for n, _ in listed} - set(system) == {c['case'] for c in committed['cases']}
@@ -40,7 +45,10 @@ def test_nothing_is_listed_only_to_be_skipped_and_the_rest_is_explained(reframe)
     proc = reframe.ibrepro('catalog', '-C', 'configs/example-cluster.py', '--system', 'example-cluster:hdr',
                            '--not-run')
     assert proc.returncode == 0, output(proc)
-    assert proc.stdout.strip() == 'Every family of the papers has test cases on example-cluster.'
+    # two single-port adapters per node: only the dual-port HCA family has no case, and the catalog says why
+    not_run = re.findall(r'^  (\w+) +\d+  (.+)$', proc.stdout, re.M)
+    assert [family for family, _ in not_run] == ['PerftestDualPort'], proc.stdout
+    assert 'needs a dual-port HCA' in not_run[0][1]
 
 
 def test_a_verbs_job_script_reads_as_the_guide_says(reframe):
@@ -49,6 +57,19 @@ def test_a_verbs_job_script_reads_as_the_guide_says(reframe):
     (script,) = reframe.home.rglob('PerftestBinding_*/rfm_job.sh')
     text = script.read_text()
     assert '#SBATCH --exclusive' in text and '#SBATCH --nodes=2' in text and '#SBATCH --ntasks-per-node=1' in text
-    assert text.splitlines()[-1] == ('srun --cpus-per-task=2 --kill-on-bad-exit=1 --cpu-bind=none python3 '
+    # the step gets the node's CPUs (no -c N: it implies --exact, a cpuset the runner could only choose within)
+    assert text.splitlines()[-1] == ('srun --kill-on-bad-exit=1 --whole --cpu-bind=none python3 '
                                      'ibrepro_pair.py flows.json')
+    assert '--cpus-per-task' not in text
     assert (script.parent / 'ibrepro_pair.py').read_text() == (ROOT / 'src' / 'ibrepro' / 'pair.py').read_text()
+
+
+def test_the_two_port_case_with_two_processes_asks_a_cpu_for_each(reframe):
+    """VerbsTwoPort with 2 processes: each side forks two busy pollers, each to get its own CPU near the HCA."""
+    proc = reframe('--dry-run', '-n', 'VerbsTwoPort%case=bind-bi-2proc', *SITE, **EXAMPLE)
+    assert proc.returncode == 0, output(proc)
+    (spec,) = reframe.home.rglob('VerbsTwoPort_*/flows.json')
+    (flow,) = json.loads(spec.read_text())['flows']
+    assert flow['server']['processes'] == flow['client']['processes'] == 2
+    assert '-P 2' in ' '.join(flow['client']['argv'])
+    assert json.loads(spec.read_text())['cpu_sharing'] is False     # a real partition: no CPU is shared

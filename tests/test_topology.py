@@ -243,3 +243,49 @@ def test_ibv_devinfo_cli_and_bad_input(tmp_path, capsys):
     assert 'environment.txt: not ibv_devinfo output' in capsys.readouterr().err
     assert cli.main(['topology', '--ibv-devinfo', str(tmp_path / 'absent.txt')]) == 1
     assert 'cannot read' in capsys.readouterr().err
+
+
+def _two_hdr_hcas_and_a_management_nic(root):
+    """The issue's node: two HDR HCAs (PCIe 4.0 x16 each) and a RoCE-capable 25 GbE management NIC."""
+    for i, slot in enumerate(('0000:3b:00.0', '0000:d8:00.0')):
+        fn = pci_function(root, slot, speed='16.0 GT/s PCIe', numa=i)
+        ib_device(root, f'mlx5_{i}', {1: (*ACTIVE, '200 Gb/sec (4X HDR)', 'InfiniBand')}, function=fn)
+    fn = pci_function(root, '0000:01:00.0', speed='8.0 GT/s PCIe', width=8)
+    ib_device(root, 'bnxt_re0', {1: (*ACTIVE, '25 Gb/sec (1X EDR)', 'Ethernet')}, function=fn, netdevs=['eno1'])
+    netdev(root, 'eno1', 25000)
+    return topology.read_sysfs(root)
+
+
+def test_a_management_nic_beside_infiniband_hcas_is_no_rail(tmp_path):
+    from ibrepro import compare
+
+    topo = _two_hdr_hcas_and_a_management_nic(tmp_path)
+    assert len(topo['adapters']) == 3                              # recorded as it is...
+    assert [d['name'] for d in topology.fabric_devices(topo)] == ['mlx5_0', 'mlx5_1']
+    assert topology.partition_features(topo) == ['ib', 'ib-hdr', 'dual-port']     # ...but no `roce` from it
+    assert topology.summary(topo)['hcas'] == ['mlx5_0', 'mlx5_1']
+    # the node's fabric: 2 x 25 GB/s of 4X HDR (not 53,125 MB/s with the NIC's 3,125)
+    assert compare.limit_now(topo, False) == (pytest.approx(50000.0), None)
+    # the rails a case used, per direction: one HDR rail is 25,000 MB/s one way, 50,000 both ways
+    assert compare.limit_now(topo, False, devices={'mlx5_0'}) == (pytest.approx(25000.0), None)
+    assert compare.limit_now(topo, True, devices={'mlx5_0'}) == (pytest.approx(50000.0), None)
+    assert compare.limit_now(topo, False, devices={'mlx5_0', 'mlx5_1'}) == (pytest.approx(50000.0), None)
+    assert compare.limit_now(topo, False, devices={'mlx5_9'}) == (None, 'rail mlx5_9 not in the recorded topology')
+
+
+def test_the_rails_of_a_case_come_from_its_flow_windows():
+    from ibrepro import compare
+
+    windows = [{'side': 'server', 'device': 'mlx5_0'}, {'side': 'client', 'device': 'mlx5_0'}]
+    assert compare.case_devices({'flow_windows': windows}) == {'mlx5_0'}
+    # a side on perftest's default device, or a case that records no rails (MPI): unknown
+    assert compare.case_devices({'flow_windows': [*windows, {'side': 'client', 'device': None}]}) is None
+    assert compare.case_devices({'name': 'OSUBandwidth'}) is None
+
+
+def test_a_roce_only_node_keeps_its_roce_rails(tmp_path):
+    fn = pci_function(tmp_path, '0000:3b:00.0')
+    ib_device(tmp_path, 'mlx5_0', {1: (*ACTIVE, '100 Gb/sec (4X EDR)', 'Ethernet')}, function=fn, netdevs=['ens1'])
+    netdev(tmp_path, 'ens1', 100000)
+    topo = topology.read_sysfs(tmp_path)
+    assert topology.partition_features(topo) == ['roce'] and topology.summary(topo)['hcas'] == ['mlx5_0']

@@ -143,16 +143,28 @@ def limit_then(entry):
         return None
 
 
-def limit_now(topology, bidirectional, intra_node=False):
-    """``(MB/s, None)`` of a partition's RDMA bound (every adapter), or ``(None, why not)``."""
+def case_devices(case):
+    """The RDMA devices a case's sides ran on (its ``flow_windows``: the verbs families), or None when it did not
+    record them (MPI families, perftest's default device)."""
+    devices = [w.get('device') for w in case.get('flow_windows') or () if isinstance(w, dict)]
+    return set(devices) if devices and all(isinstance(d, str) and d for d in devices) else None
+
+
+def limit_now(topology, bidirectional, intra_node=False, devices=None):
+    """``(MB/s, None)`` of the RDMA bound of the rails a case used (``devices``; None: every adapter of the node's
+    fabric, :func:`ibrepro.topology.fabric_devices`), in one direction or both, or ``(None, why not)``."""
     if intra_node:
         return None, 'intra-node (shared memory): no link to limit it'
     if not topology:
         return None, 'topology not recorded (run the RdmaTopology check)'
-    per_direction, both = ibtopology.node_bound(topology)
+    if not topology.get('devices'):
+        return None, 'no RDMA device: limit not applicable'
+    if devices:
+        per_direction, both, why = ibtopology.rails_bound(topology, sorted(devices))
+    else:
+        (per_direction, both), why = ibtopology.node_bound(topology), None
     if not per_direction:
-        return None, 'no RDMA device: limit not applicable' if not topology.get('devices') \
-            else 'no active RDMA port with a known rate: limit not applicable'
+        return None, why or 'no active RDMA port with a known rate: limit not applicable'
     return limits.to_MBps(both if bidirectional else per_direction), None
 
 

@@ -8,7 +8,8 @@ rail 0 and its client on rail 1 of the same node.
 
 This module is the compute-node side: it imports the Python standard library only and runs as a script. The
 checks copy it into the stage directory and the job runs ``<python> ibrepro_pair.py flows.json`` with the
-interpreter the partition names (extras ``python``), so compute nodes need no ibrepro installation.
+interpreter the partition names (extras ``python``), so compute nodes need no ibrepro installation; any Python
+>= 3.6 runs it (EL8's platform Python).
 
 Per node:
 
@@ -20,14 +21,16 @@ Per node:
 2. **Placement**: once every node has published, a spec with ``distinct_hosts`` fails unless each node index
    runs on its own host (a 2x1 layout measured within one host would measure loopback under the same name).
 3. **Rounds**: one round per message size of ``sizes`` (perftest's duration mode ``-D`` cannot sweep ``-a``), or
-   one round when the command sweeps by itself. In a round, a node starts its servers (each pinned to one CPU
-   near its rail) and waits until they listen, says it is ready, waits until every node is ready (a barrier),
-   then starts all its clients at once: concurrent flows measure the same size at the same time, and each
-   side's start and end are recorded, so the check can verify that the measurement windows overlapped.
+   one round when the command sweeps by itself. In a round, a node starts its servers (each pinned to CPUs of
+   its own near its rail, see Binding) and waits until they listen, says it is ready, waits until every node is
+   ready (a barrier), then starts all its clients at once: concurrent flows measure the same size at the same
+   time, and each side's start and end are recorded, so the check can verify that the measurement windows
+   overlapped.
 4. **Failure**: a side that fails (a server that exits before its client came, a missing program, a timeout, a
-   peer that never shows up) writes ``failed-<i>.json`` with the reason; every node polls for it while waiting
-   and stops what it started within a second or two. The launcher's own kill-on-bad-exit (``srun
-   --kill-on-bad-exit``) ends the rest of the job step.
+   peer that never shows up, a client that still cannot connect ``connect_timeout`` seconds after the barrier: a
+   firewalled or mis-routed rail, named with its address) writes ``failed-<i>.json`` with the reason; every node
+   polls for it while waiting and stops what it started within a second or two. The launcher's own
+   kill-on-bad-exit (``srun --kill-on-bad-exit``) ends the rest of the job step.
 
 Files per flow: ``flow-<id>[.s<size>].<side>.out`` (what the tool printed, after one ``#`` line with the
 command and one with the CPU binding) and ``flow-<id>[.s<size>].<side>.status.json`` (node, host, CPU, start and
@@ -41,8 +44,15 @@ Spec (JSON, version 2)::
      "nodes": 2, "distinct_hosts": true,
      "flows": [{"id": 0, "port": 18515, "server": {"node": 1, "rail": 0}, "client": {"node": 0, "rail": 0}}],
      "sizes": [65536, 1048576],                                 # null: one round (e.g. perftest -a)
-     "timeout": 900, "connect_timeout": 60, "pin": true,
-     "node_exec": null, "python": "python3"}
+     "timeout": 900, "connect_timeout": 60, "pin": true, "cpu_sharing": false,
+     "node_exec": null, "python": "python3", "sysfs": "/sys"}
+
+Binding: with ``pin``, each side runs on CPUs of its own near its rail's device (the device's ``local_cpulist``
+within the CPUs the launcher gave this task), one per process (a side's ``"processes": N``, e.g. ``ibrepro_rdma
+-P N``: each process it forks gets its own CPU of the side's). When the task may not use enough free CPUs near the
+device, the case fails with the reason, unless ``cpu_sharing`` (emulated nodes) lets sides share; when the
+device's locality is unknown (no PCI function, e.g. soft-RoCE) any CPU of the task is used and the side's status
+says so (``binding``).
 
 A side may carry its own command line instead, ``"argv": [...]``, for client/server programs other than
 perftest; ``{server_addr}`` (the server rail's address), ``{server_rails}`` / ``{client_rails}`` (all rails of
@@ -82,6 +92,16 @@ POLL = 0.02
 _ADDR = re.compile(r'\{addr:(\d+):(\d+)\}')
 
 _IPV4_MAPPED = re.compile(r'^0000:0000:0000:0000:0000:ffff:([0-9a-f]{4}):([0-9a-f]{4})$')
+
+
+#: subprocess.run's capture_output=True, text=True, as Python 3.6 spells it (EL8's platform Python: see the module
+#: doc; tests/test_pair.py runs vermin on this file).
+_CAPTURE = {'stdout': subprocess.PIPE, 'stderr': subprocess.PIPE, 'universal_newlines': True}
+
+
+def _join(argv):
+    """shlex.join (Python 3.8)."""
+    return ' '.join(shlex.quote(arg) for arg in argv)
 
 
 class SpecError(ValueError):
@@ -139,6 +159,9 @@ def check_spec(spec, path='<spec>'):
             if 'argv' in end and not (isinstance(end['argv'], list) and end['argv']
                                       and all(isinstance(a, str) for a in end['argv'])):
                 raise SpecError(f'{where}: {side} \'argv\' must be a non-empty list of strings')
+            count = end.get('processes', 1)
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise SpecError(f'{where}: {side} \'processes\' must be a positive integer, not {count!r}')
     used = {f[side]['node'] for f in flows for side in ('server', 'client')}
     spec['nodes'] = nodes if nodes is not None else max(used) + 1
     if max(used) >= spec['nodes']:
@@ -154,6 +177,7 @@ def check_spec(spec, path='<spec>'):
         value = _field(spec, key, (int, float), path, default)
         if value <= 0:
             raise SpecError(f'{path}: field {key!r} must be positive')
+    _field(spec, 'sysfs', str, path, '/sys')
     node_exec = _field(spec, 'node_exec', (list, type(None)), path, None)
     if node_exec is not None and not all(isinstance(a, str) for a in node_exec):
         raise SpecError(f'{path}: field \'node_exec\' must be a list of strings')
@@ -164,6 +188,8 @@ def check_spec(spec, path='<spec>'):
     spec.setdefault('connect_timeout', 60)
     spec.setdefault('distinct_hosts', False)
     spec.setdefault('pin', True)
+    spec.setdefault('cpu_sharing', False)
+    spec.setdefault('sysfs', '/sys')
     spec.setdefault('python', 'python3')
     spec.setdefault('wait_listen', True)
     return spec
@@ -227,7 +253,7 @@ def _ipv4_of_netdev(netdev):
         pass
     ip = shutil.which('ip')
     if ip:
-        out = subprocess.run([ip, '-4', '-o', 'addr', 'show', 'dev', netdev], capture_output=True, text=True)
+        out = subprocess.run([ip, '-4', '-o', 'addr', 'show', 'dev', netdev], **_CAPTURE)
         m = re.search(r'\binet (\d+\.\d+\.\d+\.\d+)/', out.stdout)
         if m:
             return m.group(1)
@@ -272,13 +298,26 @@ def rail_address(device, port, sysfs='/sys'):
 
 
 def near_cpus(device, allowed, sysfs='/sys'):
-    """(CPUs of ``allowed`` on the NUMA node of ``device``'s PCI function, NUMA node or None)."""
+    """(CPUs of ``allowed`` local to ``device``'s PCI function, its NUMA node or None). The CPUs are None when the
+    device's locality is unknown (no PCI function: soft-RoCE; no device named), [] when none of them is allowed."""
     dev = Path(sysfs) / 'class' / 'infiniband' / (device or '') / 'device'
     numa = _read(dev / 'numa_node') if device else None
     local = _cpulist(_read(dev / 'local_cpulist')) if device else []
-    near = [c for c in local if c in allowed]
     numa = int(numa) if numa is not None and numa.lstrip('-').isdigit() and int(numa) >= 0 else None
-    return (near or sorted(allowed)), numa
+    return ([c for c in local if c in allowed] if local else None), numa
+
+
+def memlock():
+    """This process's locked-memory limit (``ulimit -l``) in bytes, 'unlimited', or None where it cannot be read:
+    RDMA registers its buffers in locked memory, and Slurm passes the submitting shell's limit on to the job
+    (PropagateResourceLimits)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_MEMLOCK)[0]
+    except (ImportError, OSError, ValueError):
+        return None
+    return 'unlimited' if soft == resource.RLIM_INFINITY else soft
 
 
 def probe(rails, sysfs='/sys'):
@@ -289,12 +328,15 @@ def probe(rails, sysfs='/sys'):
         allowed = set(range(os.cpu_count() or 1))
     devices = Path(sysfs) / 'class' / 'infiniband'
     info = {'host': socket.gethostname(), 'pid': os.getpid(), 'cpus': sorted(allowed), 'rails': [],
+            'memlock': memlock(),
             'devices': sorted(p.name for p in devices.iterdir()) if devices.is_dir() else []}
     for device, port in rails:
         address, how = rail_address(device, port, sysfs)
         cpus, numa = near_cpus(device, allowed, sysfs)
         info['rails'].append({'device': device, 'port': port, 'address': address, 'address_from': how,
-                              'numa_node': numa, 'near_cpus': cpus})
+                              'numa_node': numa, 'near_cpus': cpus,
+                              'local_cpus': _read(Path(sysfs) / 'class' / 'infiniband' / (device or '') / 'device'
+                                                  / 'local_cpulist') if device else None})
     return info
 
 
@@ -399,6 +441,7 @@ class Runner:
         self.info = {}         # node -> what it published
         self.procs = {}        # (flow id, side) -> (Popen, output file, status dict)
         self.failed = False
+        self.retry_until = None    # clients that cannot connect retry until then (set when they start)
 
     # which node does what
     def _flows(self, side):
@@ -414,15 +457,15 @@ class Runner:
         for node in self.nodes:
             if self.spec.get('node_exec'):
                 cmd = self._exec_prefix(node) + [self._python(), self.script, '--probe', json.dumps(self.spec['rails'])]
-                out = subprocess.run(cmd, capture_output=True, text=True, cwd=self.workdir,
+                out = subprocess.run(cmd, cwd=self.workdir, **_CAPTURE,
                                      timeout=max(5.0, self._left()))
                 try:
                     info = json.loads(out.stdout)
                 except json.JSONDecodeError:
-                    raise PairFailed(f'probing node {node} ({shlex.join(cmd)}) failed with {out.returncode}: '
+                    raise PairFailed(f'probing node {node} ({_join(cmd)}) failed with {out.returncode}: '
                                      f'{(out.stderr or out.stdout).strip()[-300:]}') from None
             else:
-                info = probe(self.spec['rails'])
+                info = probe(self.spec['rails'], self.spec['sysfs'])
             info['node'] = node
             missing = sorted({r['device'] for r in info['rails'] if r['device']} - set(info.get('devices', [])))
             if missing:    # before anything starts: perftest would only say so once its peer waits for it
@@ -486,16 +529,54 @@ class Runner:
             cmd.append(self._address(flow['server']['node'], flow['server'].get('rail', 0)))
         return cmd
 
-    def _cpu_for(self, node, rail, taken):
-        """One CPU near ``rail``'s device for a new process of ``node``, preferring one no process holds."""
+    def _cpus_for(self, flow, side, taken):
+        """(CPUs, how) for a side of ``flow``: one CPU of its own near its rail's device per process of the side
+        (``processes``), or None when the spec does not pin. PairFailed when the task may not use enough CPUs
+        near the device: a measurement promised near the HCA is not made far from it (cpu_sharing: emulated nodes
+        may reuse CPUs)."""
         if not self.spec['pin']:
-            return None
-        rails = self.info[node]['rails']
-        near = rails[rail]['near_cpus'] if rail < len(rails) else self.info[node]['cpus']
-        free = [c for c in near if c not in taken] or [c for c in self.info[node]['cpus'] if c not in taken]
-        cpu = (free or near)[0]
-        taken.add(cpu)
-        return cpu
+            return None, 'not pinned (the spec says pin: false)'
+        end = flow[side]
+        node, rail, count = end['node'], end.get('rail', 0), end.get('processes', 1)
+        info = self.info[node]
+        rails = info['rails']
+        where = rails[rail] if rail < len(rails) else {}
+        device, numa, near = where.get('device') or 'the default device', where.get('numa_node'), where.get('near_cpus')
+        if near is None:
+            pool, how = info['cpus'], f'{device}: HCA NUMA node unknown (no PCI locality in sysfs): any CPU of the task'
+        else:
+            pool, how = near, f'near {device} (NUMA node {numa if numa is not None else "?"})'
+        free = [c for c in pool if c not in taken]
+        if len(free) < count and self.spec['cpu_sharing']:
+            free, how = free + [c for c in pool if c in taken], how + '; shares CPUs (cpu_sharing: emulated nodes)'
+        if len(free) < count:
+            local = f'CPUs {where.get("local_cpus")} are local to it' if near is not None else 'its locality is unknown'
+            raise PairFailed(
+                f'flow {flow["id"]}: the {side} on node {node} ({info["host"]}) needs {count} CPU(s) of its own near '
+                f'{device} ({local}), but this task may use only CPUs {_cpuset(info["cpus"])} and '
+                f'{len(free)} of them are free: the launcher confined the runner (srun -c N implies --exact, a cpuset '
+                'of N CPUs): give the job step the node\'s CPUs (srun --whole)')
+        cpus = free[:count]
+        taken.update(cpus)
+        return cpus, how
+
+    def pin_children(self):
+        """Each process a multi-process side forked on its own CPU of the side's (in fork order): a child would
+        inherit the side's mask and share CPUs with its siblings. Remote sides (node_exec) are not reachable."""
+        if self.spec.get('node_exec'):
+            return
+        for proc, _, status in self.procs.values():
+            cpus, pinned = status.get('cpus') or [], status.setdefault('process_cpus', {})
+            if len(cpus) < 2 or len(pinned) >= len(cpus) or proc.poll() is not None:
+                continue
+            for child in _children(proc.pid):
+                if str(child) in pinned or len(pinned) >= len(cpus):
+                    continue
+                try:
+                    os.sched_setaffinity(child, {cpus[len(pinned)]})
+                except OSError:
+                    continue        # it has ended already
+                pinned[str(child)] = cpus[len(pinned)]
 
     def _file(self, flow, side, size, suffix):
         tag = f'.s{size}' if size else ''
@@ -504,35 +585,37 @@ class Runner:
     def _left(self):
         return max(0.0, self.deadline - time.monotonic())
 
-    def start(self, flow, side, size, cpu):
+    def start(self, flow, side, size, cpus, how=None):
         node = flow[side]['node']
         tool = self.side_command(flow, side, size)
         cmd = self._exec_prefix(node)
-        if cpu is not None:
-            cmd += [self._python(), self.script, '--pin', str(cpu), '--']
+        if cpus is not None:
+            # each process of the side on its own CPU: the side, then each process it forks (ibrepro_rdma -P N)
+            cmd += [self._python(), self.script, '--pin', ','.join(map(str, cpus)), '--']
         cmd += tool
         out = open(self._file(flow, side, size, 'out'), 'w')
-        out.write(f'# {side}: {shlex.join(tool)}\n')
+        out.write(f'# {side}: {_join(tool)}\n')
         out.flush()
         status = {'flow': flow['id'], 'side': side, 'node': node, 'host': self.info[node]['host'],
-                  'device': self.spec['rails'][flow[side].get('rail', 0)][0], 'size': size, 'cpu': cpu,
+                  'device': self.spec['rails'][flow[side].get('rail', 0)][0], 'size': size,
+                  'cpu': cpus[0] if cpus else None, 'cpus': cpus, 'binding': how,
+                  'memlock': self.info[node].get('memlock'),
                   'command': tool, 'start': time.time(), 'end': None, 'returncode': None}
         try:
             proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=self.workdir,
                                     start_new_session=True)
         except OSError as err:
             out.close()
-            raise PairFailed(f'flow {flow["id"]}: cannot start the {side} ({shlex.join(cmd)}): {err}') from None
+            raise PairFailed(f'flow {flow["id"]}: cannot start the {side} ({_join(cmd)}): {err}') from None
         self.procs[(flow['id'], side)] = (proc, out, status)
-        self.log(f'flow {flow["id"]}: {side} started on {status["host"]}' + (f' cpu {cpu}' if cpu is not None
-                                                                             else '') + f': {shlex.join(tool)}')
+        self.log(f'flow {flow["id"]}: {side} started on {status["host"]}' + (f' cpu {_cpuset(cpus)}' if cpus
+                                                                             else '') + f': {_join(tool)}')
         return proc
 
     def start_servers(self, round_, size, taken):
         flows = self._flows('server')
         for flow in flows:
-            cpu = self._cpu_for(flow['server']['node'], flow['server'].get('rail', 0), taken)
-            self.start(flow, 'server', size, cpu)
+            self.start(flow, 'server', size, *self._cpus_for(flow, 'server', taken))
 
         # Ready when listening on the TCP port of perftest's out-of-band exchange. rdma_cm servers listen
         # through the CM, remote ones (node_exec) in another kernel: those get a moment to fail early, and their
@@ -545,6 +628,7 @@ class Runner:
             waiting -= _listening_ports()
             for flow in flows:
                 self._server_alive(flow, size)
+            self.pin_children()
             failure = self.rdv.failure()
             if failure:
                 raise PairFailed(failure)
@@ -570,9 +654,10 @@ class Runner:
 
     def run_clients(self, size, taken):
         flows = self._flows('client')
+        # every server listens (or was given its moment): a client that still cannot connect retries this long
+        self.retry_until = time.monotonic() + float(self.spec['connect_timeout'])
         for flow in flows:
-            cpu = self._cpu_for(flow['client']['node'], flow['client'].get('rail', 0), taken)
-            self.start(flow, 'client', size, cpu)
+            self.start(flow, 'client', size, *self._cpus_for(flow, 'client', taken))
         for flow in flows:
             self._wait(flow, 'client', size, retry=True)
 
@@ -580,6 +665,7 @@ class Runner:
         while True:
             proc, out, status = self.procs[(flow['id'], side)]
             while proc.poll() is None:
+                self.pin_children()
                 failure = self.rdv.failure()
                 if failure:
                     raise PairFailed(failure)
@@ -593,17 +679,42 @@ class Runner:
             status['end'] = time.time()
             rc = proc.returncode
             text = self._file(flow, side, size, 'out').read_text(errors='replace')
-            if retry and rc and any(s in text for s in _NOT_READY) and self._left() > 1:
+            if retry and rc and any(s in text for s in _NOT_READY):
                 self._server_alive(flow, size)
+                if self._left() <= 1 or time.monotonic() > self.retry_until:
+                    self._finish(flow, side, rc)
+                    raise PairFailed(self._unreachable(flow, size))
                 time.sleep(0.5)   # the server is not listening yet: start the client again
                 out.close()
-                self.start(flow, side, size, status['cpu'])
+                self.start(flow, side, size, status['cpus'], status['binding'])
                 continue
             self._finish(flow, side, rc)
             if rc:
                 raise PairFailed(f'flow {flow["id"]}: {side} on {status["host"]} exited with {rc}: '
                                  f'{self._tail(flow, side, size)}')
+            self._check_pinned(flow, side, status)
             return
+
+    def _check_pinned(self, flow, side, status):
+        """PairFailed when a side's forked processes did not each get their own CPU (its status says which did)."""
+        count = flow[side].get('processes', 1)
+        if count > 1 and status.get('cpus') and not self.spec.get('node_exec') \
+                and len(status.get('process_cpus') or {}) < count:
+            raise PairFailed(f'flow {flow["id"]}: the {side} on {status["host"]} was to fork {count} processes, each '
+                             f'on its own CPU of {_cpuset(status["cpus"])}, but only '
+                             f'{len(status.get("process_cpus") or {})} were seen and pinned')
+
+    def _unreachable(self, flow, size):
+        """Why a client gave up: the address and rail it could not reach (a firewall, a wrong route, a rail down)."""
+        server = flow['server']
+        rail = server.get('rail', 0)
+        device, port = self.spec['rails'][rail]
+        address = self._address(server['node'], rail)
+        client = self.procs[(flow['id'], 'client')][2]['host']
+        return (f'flow {flow["id"]}: client on {client} could not connect to its server at {address} port '
+                f'{flow["port"]} (node {server["node"]}, rail {rail}: {device or "default device"} port {port or 1}) '
+                f'for {self.spec["connect_timeout"]} s after every server was started: '
+                f'{self._tail(flow, "client", size)}')
 
     def _server_alive(self, flow, size):
         """PairFailed if the flow's server, when this runner started it, has ended (before its clients start, or
@@ -701,13 +812,33 @@ def _terminated(signum, frame):
                       'launcher stopped the job)')
 
 
-def pin_and_exec(cpu, argv):
-    """``--pin CPU -- cmd``: run ``cmd`` bound to one CPU, saying so on the first line of its output."""
+def _cpuset(cpus):
+    return ','.join(map(str, cpus)) if cpus else '(none)'
+
+
+def _children(pid):
+    """The process ids of ``pid``'s children (/proc; [] when it has ended)."""
+    text = _read(f'/proc/{pid}/task/{pid}/children')
+    if text is not None:
+        return [int(c) for c in text.split()]
+    found = []
+    for entry in Path('/proc').iterdir() if Path('/proc').is_dir() else []:
+        stat = _read(entry / 'stat') if entry.name.isdigit() else None
+        if stat and stat.rpartition(')')[2].split()[1:2] == [str(pid)]:
+            found.append(int(entry.name))
+    return found
+
+
+def pin_and_exec(cpus, argv):
+    """``--pin CPU[,CPU...] -- cmd``: run ``cmd`` bound to these CPUs, saying so on the first line of its output
+    (the runner gives each process it forks one of them: :meth:`Runner.pin_children`)."""
     try:
-        os.sched_setaffinity(0, {cpu})
-        print(f'# ibrepro pair: pinned to cpu {cpu} on {socket.gethostname()}', flush=True)
+        os.sched_setaffinity(0, set(cpus))
+        print(f'# ibrepro pair: pinned to cpu {_cpuset(cpus)} on {socket.gethostname()}', flush=True)
     except (AttributeError, OSError) as err:
-        print(f'# ibrepro pair: could not pin to cpu {cpu}: {err}', flush=True)
+        # the side's status says these CPUs: it does not run anywhere else
+        print(f'ibrepro pair: could not pin to cpu {_cpuset(cpus)}: {err}', flush=True)
+        return 126
     try:
         os.execvp(argv[0], argv)
     except OSError as err:
@@ -718,10 +849,10 @@ def pin_and_exec(cpu, argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ['--pin']:         # --pin CPU -- command...: kept out of argparse, which would eat the command
-        if len(argv) < 4 or argv[2] != '--' or not argv[1].isdigit():
-            print('ibrepro pair: usage: --pin CPU -- command [args...]', file=sys.stderr)
+        if len(argv) < 4 or argv[2] != '--' or not all(c.isdigit() for c in argv[1].split(',')):
+            print('ibrepro pair: usage: --pin CPU[,CPU...] -- command [args...]', file=sys.stderr)
             return 2
-        return pin_and_exec(int(argv[1]), argv[3:])
+        return pin_and_exec([int(c) for c in argv[1].split(',')], argv[3:])
     parser = argparse.ArgumentParser(prog='ibrepro pair', description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_arguments(parser)

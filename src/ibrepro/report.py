@@ -586,11 +586,14 @@ def _papers(current, topologies):
                 continue
             group = groups.setdefault((tuple(figure_tags), prefix), {
                 'names': [], 'metric': prefix, 'figures': figure_tags, 'curves': [], 'entries': {},
-                'other': {}, 'relative': {}, 'partition': partition, 'intra_node': True})
+                'other': {}, 'relative': {}, 'partition': partition, 'intra_node': True, 'devices': set()})
             if name not in group['names']:
                 group['names'].append(name)
             group['relative'].update(relative)
             group['intra_node'] &= compare.placement(case) == 'intra-node'
+            # the rails its cases used (None once one did not record them: then the node's fabric bounds it)
+            devices = compare.case_devices(case)
+            group['devices'] = None if devices is None or group['devices'] is None else group['devices'] | devices
             group['curves'].append((name, f'{partition}+{environ}', compare.curve(variables, prefix)))
             for entry in entries:
                 if compare.METRIC_VARIABLE[entry['metric']] != prefix:
@@ -624,7 +627,7 @@ def _headline_row(entry, case, environ, partition, variables, topo, notes):
     value, how = compare.measured(entry, variables)
     bidir = compare.direction(case['name'], entry['metric']) == 'bi'
     then = compare.limit_then(entry)
-    now, now_note = (compare.limit_now(topo, bidir, compare.placement(case) == 'intra-node')
+    now, now_note = (compare.limit_now(topo, bidir, compare.placement(case) == 'intra-node', compare.case_devices(case))
                      if compare.METRIC_VARIABLE[entry['metric']] == 'bw' else (None, 'not a bandwidth'))
     paper_si = entry['value_si']
     tags = compare.figures_of(entry['where'])
@@ -658,7 +661,8 @@ def _figure(group, topologies):
     limit_now, note = None, None
     if prefix == 'bw':
         bidir = compare.direction(names[0], first['metric'] if first else None) == 'bi'
-        limit_now, note = compare.limit_now(topologies.get(group['partition']), bidir, group['intra_node'])
+        limit_now, note = compare.limit_now(topologies.get(group['partition']), bidir, group['intra_node'],
+                                            group['devices'])
     title_figs = ', '.join(f'{t[1:4]} {label}' for t in group['figures']
                            for label in [t.split('-', 1)[1].replace('fig', 'Fig. ').replace('tab', 'Table ')])
     title = names[0] if len(names) == 1 else f'{", ".join(sorted({n.split()[0] for n in names}))} ({len(names)} cases)'

@@ -15,6 +15,9 @@ import json
 import os
 import re
 import shutil
+import socket
+import sys
+import time
 from pathlib import Path
 
 from . import paths, topology
@@ -353,12 +356,78 @@ def local_system(environments=None):
 NIGHTLY_REPETITIONS = {'IMBPointToPoint': 3}
 
 
-def site_configuration(systems, environments, *, modes=(), nightly_subset=False):
+#: Slurm schedulers of ReFrame: a partition using one submits jobs with sbatch (or the site's job command).
+SLURM_SCHEDULERS = ('slurm', 'squeue')
+
+#: What a nightly id (``$IBREPRO_NIGHTLY``) may hold: it becomes a session extra and a GitLab variable.
+_NIGHTLY_ID = re.compile(r'[A-Za-z0-9._:-]{1,64}')
+
+#: Host name patterns of every system of the configurations built here (:func:`configured_host`).
+_HOSTNAMES = []
+
+
+def in_allocation(environ=os.environ):
+    """The Slurm job this process runs inside (a CI batch job, salloc), or None; ``IBREPRO_IN_ALLOCATION=0``
+    says no (submit jobs even from inside one)."""
+    if environ.get('IBREPRO_IN_ALLOCATION', '').strip() in ('0', 'no', 'false'):
+        return None
+    return environ.get('SLURM_JOB_ID') or None
+
+
+def run_in_allocation(system, job_id):
+    """``system`` with each Slurm partition running its tests as job steps of allocation ``job_id``: a job
+    submitted from inside it would wait for the very nodes the allocation holds. Same partition names, so results
+    stay comparable."""
+    partitions = []
+    for part in system['partitions']:
+        if part.get('scheduler') in SLURM_SCHEDULERS:
+            part = {**part, 'scheduler': 'local', 'access': [],
+                    # srunalloc: srun with the test's task layout, inside the allocation
+                    'launcher': 'srunalloc' if part.get('launcher') in ('srun', None) else part['launcher'],
+                    'extras': {**part.get('extras', {}), 'slurm_allocation': job_id},
+                    'descr': f'{part.get("descr", part["name"])} [in Slurm allocation {job_id}]'}
+        partitions.append(part)
+    return {**system, 'partitions': partitions}
+
+
+def nightly_id(environ=os.environ):
+    """The nightly run sessions belong to: ``$IBREPRO_NIGHTLY`` (ci/nightly.sh sets it, GitLab child jobs inherit
+    it), else the date and time."""
+    night = environ.get('IBREPRO_NIGHTLY') or time.strftime('%Y%m%dT%H%M%S')
+    if not _NIGHTLY_ID.fullmatch(night):
+        raise ValueError(f'IBREPRO_NIGHTLY={night!r}: a nightly id is 1-64 letters, digits and ._:- (it becomes a '
+                         'session extra and a CI variable)')
+    return night
+
+
+def configured_host():
+    """This host's name if a system of the loaded configuration names it (``autodetect_methods``): otherwise
+    ReFrame would fall back to its ``generic`` system and run 0 test cases, successfully. Raising makes ReFrame
+    stop with "all autodetection methods failed" (exit 1); the reason goes to stderr first."""
+    host = socket.gethostname()
+    if any(re.match(pattern, host) for pattern in _HOSTNAMES):
+        return host
+    message = (f'ibrepro: host {host!r} matches the hostnames of no system of this configuration '
+               f'({", ".join(_HOSTNAMES)}): name the system with --system <name>, or add this host to its '
+               'hostnames')
+    print(message, file=sys.stderr)
+    raise LookupError(message)
+
+
+def site_configuration(systems, environments, *, modes=(), nightly_subset=False, environ=os.environ):
     """A complete ReFrame configuration for ``systems``, with ibrepro's storage, reports and references.
 
-    ``--mode nightly`` runs serially with one retry; with ``nightly_subset`` it selects the ``nightly`` tag too (every
-    figure of the papers once, reference-data/nightly.yaml): what a cluster runs every night.
+    ``--mode nightly`` runs serially with one retry and stores the nightly id (:func:`nightly_id`) as session
+    extra ``nightly``; with ``nightly_subset`` it selects the ``nightly`` tag too (every figure of the papers once,
+    reference-data/nightly.yaml): what a cluster runs every night. Inside a Slurm allocation (:func:`in_allocation`)
+    Slurm partitions run as job steps of it (:func:`run_in_allocation`). A host no system names fails instead of
+    running ReFrame's ``generic`` system (:func:`configured_host`).
     """
+    job_id = in_allocation(environ)
+    if job_id:
+        systems = [run_in_allocation(system, job_id) for system in systems]
+    night = nightly_id(environ)
+    _HOSTNAMES.extend(p for system in systems for p in system['hostnames'] if p not in _HOSTNAMES)
     home = paths.data_home()
     if any(c.isspace() for c in str(home)):
         # ReFrame's job scripts and local scheduler split the stage directory's path at white space
@@ -375,10 +444,13 @@ def site_configuration(systems, environments, *, modes=(), nightly_subset=False)
     return {
         'systems': list(systems),
         'environments': list(environments),
+        'autodetect_methods': ['py::ibrepro.rfmconfig.configured_host'],
         'general': general,
         'storage': [{'enable': True, 'sqlite_db_file': str(paths.results_db())}],
         'modes': [
+            # --ci-generate passes only --mode on to GitLab child jobs: the night's id comes with it
             {'name': 'nightly', 'options': ['--exec-policy=serial', '--max-retries=1', '--performance-report',
+                                            f'--session-extras=nightly={night}',
                                             *(['--tag=nightly'] if nightly_subset else []),
                                             *[f'-S{family}.repetitions={r}'
                                               for family, r in NIGHTLY_REPETITIONS.items()]]},

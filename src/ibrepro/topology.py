@@ -358,15 +358,25 @@ def adapters(devices):
 
 # -- what a ReFrame configuration can declare -------------------------------------------------
 
+def fabric_devices(topo):
+    """The devices of the node's RDMA fabric, with an active port: those with an InfiniBand port when the node has
+    one (a RoCE-capable management Ethernet NIC beside InfiniBand HCAs is not a rail), else the RoCE ones."""
+    active = [d for d in topo.get('devices', []) if active_ports(d)]
+    ib = [d for d in active if any(p.get('link_layer') == 'InfiniBand' for p in active_ports(d))]
+    return ib or active
+
+
 def partition_features(topo):
-    """ReFrame partition features for what is really there; [] when there is nothing.
+    """ReFrame partition features for what is really there (the fabric's devices); [] when there is nothing.
 
     ``ib`` an active InfiniBand port; ``ib-<speed>`` per active IB speed (``ib-qdr``); ``roce``
-    an active Ethernet-link-layer port; ``rxe`` an active soft-RoCE device; ``dual-port`` two
-    active ports on one adapter, or active ports on two devices.
+    an active Ethernet-link-layer port (of the fabric: not a management NIC beside InfiniBand);
+    ``rxe`` an active soft-RoCE device; ``dual-port`` two active ports on one adapter, or active
+    ports on two devices.
     """
     features = []
-    active = [(d, p) for d in topo.get('devices', []) for p in active_ports(d)]
+    fabric = {d['name'] for d in fabric_devices(topo)}
+    active = [(d, p) for d in topo.get('devices', []) if d['name'] in fabric for p in active_ports(d)]
     ib = [p for _, p in active if p.get('link_layer') == 'InfiniBand']
     if ib:
         features.append('ib')
@@ -375,31 +385,55 @@ def partition_features(topo):
         features.append('roce')
     if any(d['kind'] == 'rxe' for d, _ in active):
         features.append('rxe')
-    if (any(len(a['active_ports']) >= 2 for a in topo.get('adapters', []))
+    if (any(len(a['active_ports']) >= 2 for a in topo.get('adapters', []) if set(a['devices']) & fabric)
             or len({d['name'] for d, _ in active}) >= 2):
         features.append('dual-port')
     return features
 
 
 def node_bound(topo):
-    """(per direction, both directions) in bytes/s: the sum of every adapter's bound."""
-    bounds = [a['bound'] for a in topo.get('adapters', []) if a.get('bound')]
-    return (sum(b['per_direction'] for b in bounds), sum(b['both_directions'] for b in bounds))
+    """(per direction, both directions) in bytes/s: the sum of the bounds of the fabric's adapters."""
+    return rails_bound(topo, [d['name'] for d in fabric_devices(topo)])[:2]
+
+
+def rails_bound(topo, devices):
+    """(per direction, both directions, why not) in bytes/s of the rails ``devices`` of a node: per adapter holding
+    one of them (functions of one card share its PCIe link), its host bus in series with the links of those devices'
+    active ports. (0, 0, why) when a device is not in the topology or none has an active port of known rate."""
+    known = {d['name']: d for d in topo.get('devices', [])}
+    missing = sorted(set(devices) - set(known))
+    if missing:
+        return 0, 0, f'rail {", ".join(missing)} not in the recorded topology'
+    slots = {}
+    for name in dict.fromkeys(devices):
+        dev = known[name]
+        slots.setdefault(dev['pci']['slot'] if dev.get('pci') else f'no-pci:{name}', []).append(dev)
+    per_direction = both = 0
+    for devs in slots.values():
+        links = [limits.Component.from_dict(p['link']) for d in devs for p in active_ports(d) if p.get('link')]
+        if not links:
+            continue
+        bus_spec = devs[0]['pci']['bus_spec'] if devs[0].get('pci') else None
+        bound = limits.bound(([limits.parse_spec(bus_spec)] if bus_spec else []) + [limits.parallel(links)])
+        per_direction += bound.value('uni')
+        both += bound.value('bi')
+    return per_direction, both, None if per_direction else 'no active port with a known rate on ' + ', '.join(devices)
 
 
 def summary(topo):
     """A small dict for a ReFrame partition's ``extras``.
 
-    ``hcas`` devices with an active port, ``hca`` the first of them (``''`` if none), ``ports``
-    the number of active ports, ``hca_ports`` {device: [active port numbers]}, ``link_gbps`` data
-    rate per direction of the first active port (0 if none), ``bus`` the host bus spec of the
-    first adapter with active ports (``''`` if unknown), ``limit_MBps`` / ``limit_bidir_MBps``
-    the bound of that adapter (0 if none).
+    ``hcas`` devices of the fabric with an active port (:func:`fabric_devices`), ``hca`` the first
+    of them (``''`` if none), ``ports`` the number of active ports, ``hca_ports`` {device: [active
+    port numbers]}, ``link_gbps`` data rate per direction of the first active port (0 if none),
+    ``bus`` the host bus spec of the first adapter with active ports (``''`` if unknown),
+    ``limit_MBps`` / ``limit_bidir_MBps`` the bound of that adapter (0 if none).
     """
-    active = {d['name']: [p['port'] for p in active_ports(d)] for d in topo.get('devices', [])}
-    active = {name: ports for name, ports in active.items() if ports}
-    first_port = next((p for d in topo.get('devices', []) for p in active_ports(d)), None)
-    adapter = next((a for a in topo.get('adapters', []) if a['active_ports']), None)
+    fabric = fabric_devices(topo)
+    active = {d['name']: [p['port'] for p in active_ports(d)] for d in fabric}
+    first_port = next((p for d in fabric for p in active_ports(d)), None)
+    adapter = next((a for a in topo.get('adapters', []) if a['active_ports'] and set(a['devices']) & set(active)),
+                   None)
     bound = adapter['bound'] if adapter and adapter['bound'] else None
     return {
         'hcas': list(active),

@@ -56,6 +56,8 @@ _NO_DEVICE = re.compile(r'^[ \t]*(Did not detect devices|Unable to find the Infi
                         r"Couldn't get device list|Couldn't get context for the device)\b.*$", re.M)
 # The connection to the node was lost mid-run (a killed soft-RoCE guest, a dropped ssh): what was printed stays
 _LOST = re.compile(r'^\S*(guest-exec|ssh)\S*: .*(lost the connection|Connection closed)', re.I)
+# A shell's word for a process a signal ended ("Terminated", "bash: line 1:  4242 Killed  ib_write_bw ...")
+_KILLED = re.compile(r'^(?:\S+: line \d+: +\d+ +)?(Terminated|Killed)\b')
 _NO_PEER = re.compile(r"^Couldn't connect to (\S+)\s*$", re.M)
 _SETTING = re.compile(r'^\s*([A-Za-z][\w \t.*/-]*):(.*)$')    # stripped in _settings (linear in the line)
 # One header column: "#bytes", "t_min[usec]", "BW peak[MB/sec]", "99.9% percentile[usec]", ...
@@ -131,10 +133,13 @@ def _metrics(keys):
 
 
 def _table(lines, benchmark, params, source):
-    """``lines`` start at the ' #bytes' header and run to the end of the output."""
+    """``(table, problems, end)``: ``lines`` start at the ' #bytes' header and run to the end of the output; the
+    table holds the valid rows, ``problems`` names the rows refused (a value perftest could not measure: inf or
+    nan after a failed clock calibration), ``end`` the shell's line that ended the output early (``Terminated``,
+    ``Killed``), if any."""
     columns, derived = _columns(lines[0], source)
     printed = [c for c in columns if c.key not in derived]
-    rows = []
+    rows, problems, end = [], [], None
     for line in lines[1:]:
         if re.match(_RULE, line.strip()) or not line.strip():
             break
@@ -142,6 +147,9 @@ def _table(lines, benchmark, params, source):
             continue    # stderr warnings land between the rows (perftest's stdout is buffered apart)
         if _LOST.match(line):
             raise BenchmarkFailed(source, 'abort', f'perftest {benchmark}: {line.strip()}')
+        if _KILLED.match(line):
+            end = line.strip()
+            break
         tokens = line.split()
         if len(tokens) != len(printed) or not tokens[0].isdigit():
             raise ParseError(source, f'perftest {benchmark}: row {line.strip()!r} has '
@@ -152,15 +160,15 @@ def _table(lines, benchmark, params, source):
         rows.append(row)
 
     keys = [c.key for c in columns]
-    table = Table(benchmark=benchmark, columns=columns, rows=rows, params=params,
+    table = Table(benchmark=benchmark, columns=columns, rows=[], params=params,
                   metrics=_metrics(keys), size_key='bytes' if 'bytes' in keys else None)
     for row in rows:
         bad = [k for k in table.metrics.values() if row[k] in (float('inf'), float('-inf')) or row[k] != row[k]]
         if bad:
-            raise BenchmarkFailed(source, 'invalid-result',
-                                  f'perftest {benchmark}: {", ".join(bad)} = {row[bad[0]]} at {row["bytes"]} B '
-                                  '(its clock calibration failed: "Correlation coefficient" warning?)')
-    return table
+            problems.append(f'{", ".join(bad)} = {row[bad[0]]} at {row["bytes"]} B')
+        else:
+            table.rows.append(row)
+    return table, problems, end
 
 
 def _settings(block):
@@ -210,11 +218,20 @@ def parse(text, source):
     lines = text[title.end():].splitlines()
     header_at = [i for i, line in enumerate(lines) if line.lstrip().startswith('#bytes')]
     if header_at:
-        table = _table(lines[header_at[0]:], benchmark, params, source)
+        table, problems, end = _table(lines[header_at[0]:], benchmark, params, source)
         if server and re.fullmatch(r'(RDMA_Write|RDMA_Read|Atomic \w+) BW', benchmark):
             table.notes.append("passive server of a half-duplex BW test: the client's final "
                                'report, received over the socket (only its last size with -a)')
         out.tables.append(table)
+        # the bad rows are refused by name; the valid ones stay, as the partial result
+        kept = f'; the {len(table.rows)} other row(s) are kept' if table.rows else ''
+        if problems:
+            raise BenchmarkFailed(source, 'invalid-result', f'perftest {benchmark}: {"; ".join(problems)} (its '
+                                  'clock calibration failed: "Correlation coefficient" warning?)' + kept, partial=out)
+        if end:
+            last = f' after {table.rows[-1]["bytes"]} B' if table.rows and 'bytes' in table.rows[-1] else ''
+            raise BenchmarkFailed(source, 'abort', f'perftest {benchmark}: stopped{last}: the output ends with '
+                                  f'{end!r} (killed: a time limit, or the job was cancelled)' + kept, partial=out)
         if not table.rows:
             raise BenchmarkFailed(source, 'incomplete',
                                   f'perftest {benchmark}: result header but no row', partial=out)
@@ -275,5 +292,8 @@ def _parse_json(text, source):
     out.meta.update({snake_meta[_snake(k)]: v for k, v in info.items() if _snake(k) in snake_meta})
     lines = [' '.join(printed), ' '.join(str(v) for v in values)]
     params = {'connection': info.get('Connection_type'), 'bidirectional': 'Bidirectional' in benchmark}
-    out.tables.append(_table(lines, benchmark, params, source))
+    table, problems, _ = _table(lines, benchmark, params, source)
+    out.tables.append(table)
+    if problems:
+        raise BenchmarkFailed(source, 'invalid-result', f'perftest {benchmark}: {"; ".join(problems)}', partial=out)
     return out

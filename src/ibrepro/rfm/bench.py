@@ -156,13 +156,15 @@ class BenchRDMA(PerftestFlows):
             argv += ['-x', str(self.warmup), '-X', str(self.warmup)]
         if nrails > 1 or not two_nodes:
             argv += ['--source', sources]
+        # each of the -P processes a side forks on its own CPU near the device (the runner pins them)
         flows = [{'id': 0, 'port': self.cm_port,
-                  'server': {'node': server, 'rail': 0, 'argv': ['ibrepro_rdma', *common]},
-                  'client': {'node': client, 'rail': 0, 'argv': [*argv, server_rails]}}]
+                  'server': {'node': server, 'rail': 0, 'argv': ['ibrepro_rdma', *common], 'processes': self.pairs},
+                  'client': {'node': client, 'rail': 0, 'argv': [*argv, server_rails], 'processes': self.pairs}}]
         self.flow_ids = [0]
         self.placement = 'two nodes' if two_nodes else 'one node'
         spec = {'version': pair.SPEC_VERSION, 'program': 'ibrepro_rdma', 'rails': [list(r) for r in
                 rails(self.current_partition)], 'nodes': 2, 'distinct_hosts': two_nodes, 'flows': flows,
                 'wait_listen': False, 'timeout': self.pair_timeout, 'connect_timeout': self.connect_timeout,
-                'node_exec': extras.get('node_exec'), 'python': self.runner_python()}
+                'node_exec': extras.get('node_exec'), 'python': self.runner_python(),
+                'cpu_sharing': bool(extras.get('emulated'))}
         self.place_runner(spec)

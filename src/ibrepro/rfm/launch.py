@@ -9,8 +9,8 @@ launcher and MPI library spell it:
 launcher / MPI     options or variables
 =================  ================================================================================
 srun               ``--cpu-bind=cores`` (one rank per node on a known HCA NUMA node:
-                   ``--cpu-bind=map_ldom:<node>``); client/server jobs: ``--kill-on-bad-exit=1`` and
-                   ``--cpu-bind=none`` (the pair runner binds each side near its device itself)
+                   ``--cpu-bind=map_ldom:<node>``); client/server jobs: ``--kill-on-bad-exit=1``,
+                   ``--whole --cpu-bind=none`` (the pair runner binds each side near its device itself)
 Open MPI mpirun    ``--bind-to core``
 MPICH (hydra)      ``-bind-to core``
 Intel MPI          ``I_MPI_PIN=1``, ``I_MPI_PIN_DOMAIN=core`` (its mpirun takes no binding option)
@@ -62,7 +62,8 @@ def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None,
             options.append('--kill-on-bad-exit=1')
         if not bind:
             # the job binds its own processes (the pair runner, near their devices): it sees every CPU of its node
-            options.append('--cpu-bind=none')
+            # (--whole: a step may otherwise get a cpuset of the CPUs it asked for, --exact)
+            options += ['--whole', '--cpu-bind=none']
         elif not oversubscribed:
             options.append(f'--cpu-bind=map_ldom:{hca_numa_node}' if ranks_per_node == 1 and hca_numa_node
                            is not None else '--cpu-bind=cores')

@@ -94,6 +94,23 @@ def aggregate(tables, source):
                          size_key=first.size_key, notes=[f'aggregate of {len(tables)} concurrent flows'])
 
 
+def starved(tables, flow_ids, emulated=False):
+    """Concurrent flows: a flow that printed a rate of 0 at a size moved nothing while the others measured, and the
+    sum is not simultaneous traffic: SanityError naming the flow and size on a real partition; on an emulated one
+    (a starved window of emulated CPUs) the list of them, for the record."""
+    found = []
+    for flow_id, table in zip(flow_ids, tables):
+        for row in table.rows:
+            size = row.get(table.size_key) if table.size_key else None
+            zero = [m for m in ('bw', 'msgrate') if m in table.metrics and row.get(table.metrics[m]) == 0]
+            if zero and size:
+                found.append(f'flow {flow_id} at {size} B ({", ".join(zero)} 0)')
+    if found and not emulated:
+        raise SanityError(f'concurrent flows: {"; ".join(found)}: a starved flow moved nothing while the others '
+                          'measured, so their sum is not simultaneous traffic')
+    return found
+
+
 def merge_rounds(tables):
     """One table of a flow from its rounds (one size each), in size order."""
     first = tables[0]
@@ -169,6 +186,9 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
     #: Where and when every side ran, per round: node, host, device, CPU, start and end (set after the run).
     flow_windows = variable(typ.List[typ.Dict[str, object]], value=[], loggable=True)
 
+    #: Concurrent flows that printed a rate of 0 at a size (emulated partitions only: elsewhere the case fails).
+    starved_flows = variable(typ.List[str], value=[], loggable=True)
+
     #: Smallest overlap of the concurrent flows' measurement windows over the rounds (set after the run).
     flow_overlap = variable(float, type(None), value=None, loggable=True)
 
@@ -239,7 +259,8 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
                 'rails': [list(r) for r in rails(self.current_partition)], 'nodes': len(nodes),
                 'distinct_hosts': two_hosts, 'flows': flows, 'sizes': self.round_sizes or None,
                 'timeout': self.pair_timeout, 'connect_timeout': self.connect_timeout,
-                'node_exec': extras.get('node_exec'), 'python': self.runner_python()}
+                'node_exec': extras.get('node_exec'), 'python': self.runner_python(),
+                'cpu_sharing': bool(extras.get('emulated'))}
 
     @run_before('run')
     def write_spec(self):
@@ -257,11 +278,17 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
 
         self.executable = spec['python']
         self.executable_opts = [RUNNER_FILE, SPEC_FILE]
-        processes = max(sum(1 for f in spec['flows'] for side in ('server', 'client') if f[side]['node'] == n)
+        processes = max(sum(f[side].get('processes', 1) for f in spec['flows'] for side in ('server', 'client')
+                            if f[side]['node'] == n)
                         for n in range(spec['nodes']))
         if spec['distinct_hosts']:
             self.num_tasks, self.num_tasks_per_node = spec['nodes'], 1
-            self.num_cpus_per_task = processes          # one CPU per process of the node, pinned by the runner
+            # no -c N: it implies --exact, a cpuset of N CPUs (often far from the HCA) the runner could only choose
+            # within; the step gets the node's CPUs (launch policy: srun --whole) and the runner pins each process
+            self.num_cpus_per_task = None
+            if self.job.launcher.registered_name == 'srunalloc':
+                # a step inside the (exclusive) allocation: srun --exclusive there implies --exact too
+                self.exclusive_access = False
             self.apply_launch_policy(tasks_per_node=1, kill_on_bad_exit=True, bind=False)
         else:
             # one node plays every end: one plain process, whatever MPI launcher the partition has
@@ -327,7 +354,8 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
             for end in (server, status):
                 if end:
                     windows.append({k: end.get(k) for k in ('flow', 'side', 'size', 'node', 'host', 'device',
-                                                            'cpu', 'start', 'end', 'returncode')})
+                                                            'cpu', 'cpus', 'process_cpus', 'binding', 'memlock',
+                                                            'start', 'end', 'returncode')})
         return (tables[0] if len(tables) == 1 else merge_rounds(tables)), windows
 
     def check_overlap(self):
@@ -364,6 +392,8 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
         failure = self._failure()
         if failure:
             raise SanityError(failure)
+        if self.concurrent:
+            self.starved_flows = starved(tables, self.flow_ids, bool(self.current_partition.extras.get('emulated')))
         table = tables[0] if len(tables) == 1 else aggregate(tables, self.name)
         missing = sorted(set(self.expected_sizes) - set(table.sizes()))
         if missing:

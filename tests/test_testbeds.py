@@ -1,4 +1,4 @@
-"""The example cluster: the papers' testbeds as partitions, judged against the papers' own numbers."""
+"""configs/testbeds.py: the papers' testbeds as partitions, judged against the papers' own numbers."""
 
 import json
 import runpy
@@ -8,8 +8,8 @@ import yaml
 from conftest import ROOT, output
 from ibrepro import paths, references
 
-GENERATOR = runpy.run_path(str(ROOT / 'scripts' / 'example_cluster_references.py'))
-SYSTEM_DIR = paths.system_references_dir('example-cluster')
+GENERATOR = runpy.run_path(str(ROOT / 'scripts' / 'testbed_references.py'))
+SYSTEM_DIR = paths.system_references_dir('testbeds')
 
 
 def test_committed_references_are_what_the_generator_writes():
@@ -21,7 +21,7 @@ def test_committed_references_are_what_the_generator_writes():
 def test_every_reference_value_is_a_number_the_paper_states():
     for check, params, partition, environ, variable, entry_id in GENERATOR['MAPPING']:
         entry = references.entry(entry_id)
-        node = yaml.safe_load((SYSTEM_DIR / 'references.yaml').read_text())[check][f'example-cluster:{partition}']
+        node = yaml.safe_load((SYSTEM_DIR / 'references.yaml').read_text())[check][f'testbeds:{partition}']
         for value in [environ, *params.values()]:
             node = node[value]
         value, lower, upper, unit = node[variable]
@@ -35,8 +35,8 @@ def test_every_reference_value_is_a_number_the_paper_states():
 
 
 def test_checks_on_the_example_cluster_carry_the_papers_references(reframe):
-    proc = reframe('--describe', '--system', 'example-cluster:connectx-qdr', '-n', 'OSULatency',
-                   config='configs/example-cluster.py')
+    proc = reframe('--describe', '--system', 'testbeds:connectx-qdr', '-n', 'OSULatency',
+                   config='configs/testbeds.py')
     assert proc.returncode == 0, output(proc)
     (case,) = json.loads(proc.stdout[proc.stdout.index('['):])
-    assert case['reference']['example-cluster:connectx-qdr']['mvapich2']['lat_1'] == [1.06, None, 0.25, 'us']
+    assert case['reference']['testbeds:connectx-qdr']['mvapich2']['lat_1'] == [1.06, None, 0.25, 'us']
