@@ -76,9 +76,11 @@ def _report(argv):
 
 
 def main(args):
-    night = args.night or os.environ.get('IBREPRO_NIGHTLY') or time.strftime('%Y%m%dT%H%M%S')
-    if not night.replace('-', '').replace('_', '').replace('.', '').isalnum():
-        print(f'ibrepro nightly: night id {night!r}: letters, digits, - _ . only', file=sys.stderr)
+    from . import rfmconfig
+    try:
+        night = rfmconfig.nightly_id({'IBREPRO_NIGHTLY': args.night or os.environ.get('IBREPRO_NIGHTLY', '')})
+    except ValueError as err:
+        print(f'ibrepro nightly: {err}', file=sys.stderr)
         return verdict.EXIT_UNJUDGED
     env = {**os.environ, 'IBREPRO_NIGHTLY': night}
     os.environ['IBREPRO_NIGHTLY'] = night
