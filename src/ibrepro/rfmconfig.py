@@ -353,7 +353,7 @@ def local_system(environments=None):
 
 #: Repetitions per check family in the nightly mode (``-S <family>.repetitions=R``): chosen from the power and cost
 #: the detection harness measured (docs/reports.md, "What the nightly catches"); families not listed run once.
-NIGHTLY_REPETITIONS = {'IMBPointToPoint': 3}
+NIGHTLY_REPETITIONS = {'IMBPointToPoint': 2}
 
 
 #: Slurm schedulers of ReFrame: a partition using one submits jobs with sbatch (or the site's job command).
