@@ -256,6 +256,24 @@ def test_names_that_reach_job_scripts_refuse_shell_syntax(reframe, tmp_path, arg
     assert not list(reframe.home.rglob('pwned')) and not (ROOT / 'pwned').exists()
 
 
+@pytest.mark.parametrize('args, refused', [
+    (['-S', 'inject_library=/tmp/$(touch pwned).so'], "inject_library='/tmp/$(touch pwned).so': a value that reaches "
+                                                       "an environment variable may not contain '$'"),
+    (['-S', 'inject_library=/tmp/`touch pwned`.so'], "may not contain '`'"),
+    (['-S', 'inject_sizes=8:8\ntouch pwned'], "inject_sizes='8:8\\ntouch pwned'"),
+    (['-S', 'inject_us=nan'], 'inject_us=nan: must be a finite number from 0 to 1e+06'),
+    (['-S', 'inject_us=inf'], 'inject_us=inf: must be a finite number from 0 to 1e+06'),
+    (['-S', 'inject_pct=1e308'], 'inject_pct=1e+308: must be a finite number from 0 to 10000'),
+    (['-S', 'time_per_sample=nan'], 'time_per_sample=nan: must be a finite number from 0.001 to 86400'),
+])
+def test_knobs_are_refused_by_name_before_anything_runs(reframe, args, refused):
+    """A knob that reaches an environment variable with shell syntax (ReFrame would run it), or a number that is
+    not finite or out of its range (inject_us=inf busy-waits every MPI call until the job is killed)."""
+    proc = reframe('--dry-run', '--nocolor', *PINGPONG, '-p', rfmconfig.local_environments()[0]['name'], *args)
+    assert proc.returncode == 1 and refused in proc.stdout, output(proc)
+    assert not list(reframe.home.rglob('pwned')) and not (ROOT / 'pwned').exists()
+
+
 def test_options_reach_job_scripts_as_single_words(reframe):
     proc = reframe('--dry-run', '--nocolor', '-n', 'HostOverhead%layout=1x2',
                    '-S', 'HostOverhead.extra_options=-v,$(touch pwned) `id`')

@@ -17,6 +17,7 @@ that output it reports; :class:`PaperExperiment` then
 """
 
 import functools
+import math
 import os
 import re
 import shlex
@@ -41,6 +42,11 @@ _SIZE = re.compile(r'(\d+)([KMG]?)', re.I)
 
 #: Test variables that name a program or a directory (they reach job scripts): see ``_refuse_unsafe_names``.
 NAME_VARIABLES = ('imb_binary', 'osu_bin_dir', 'npb_bin_dir', 'npb_binary', 'osu_benchmark', 'program', 'test')
+#: Knobs that reach an environment variable (the injector's): no shell syntax, which ReFrame would expand.
+ENV_VARIABLES = ('inject_library', 'inject_sizes')
+#: Numeric knobs: the range each must be in (finite); a value outside is refused, named (an infinite
+#: ``inject_us`` would busy-wait every MPI call until the job is killed).
+KNOB_RANGES = {'inject_us': (0.0, 1e6), 'inject_pct': (0.0, 1e4), 'time_per_sample': (1e-3, 86400.0)}
 _SAFE_NAME = re.compile(r'[\w./+@%,:={}-]+')
 _PLAIN_WORD = re.compile(r'[\w./+@%,:=-]+')
 
@@ -309,13 +315,20 @@ class PaperExperiment(rfm.RegressionTestPlugin):
 
     def _refuse_unsafe_names(self):
         """Variables that name a program or a directory reach the job script: a value given with -S (from a CI
-        variable, a shared configuration) with white space, a newline or shell syntax is refused, named."""
+        variable, a shared configuration) with white space, a newline or shell syntax is refused, named; so are
+        shell syntax in a knob that reaches an environment variable and a number outside its knob's range."""
         for name in NAME_VARIABLES:
             value = getattr(self, name, None)
             if isinstance(value, str) and value and not _SAFE_NAME.fullmatch(value):
                 bad = sorted({c for c in value if not _SAFE_NAME.fullmatch(c)})
                 raise ValueError(f'{name}={value!r}: a program or directory name may not contain white space, '
                                  f'newlines or shell characters ({", ".join(map(repr, bad))})')
+        for name in ENV_VARIABLES:
+            rfmconfig.refuse_shell_syntax(getattr(self, name, ''), name)
+        for name, (lo, hi) in KNOB_RANGES.items():
+            value = getattr(self, name, None)
+            if value is not None and not (math.isfinite(value) and lo <= value <= hi):
+                raise ValueError(f'{name}={value!r}: must be a finite number from {lo:g} to {hi:g}')
 
     @run_before('run')
     def _inject(self):
