@@ -504,3 +504,20 @@ def test_every_number_of_the_seed_texts_is_captured_or_explained(capsys):
     status, out, _ = run_cli(['refs', 'coverage', '--seeds', str(SEEDS_DIR)], capsys)
     assert status == 0, out
     assert out.count(' 0 uncovered, 0 quotes not found') == 5, out
+
+
+def test_the_checks_read_a_references_file_once_per_run(tmp_path):
+    """Every test instance is judged against the same file: read and checked once (per path, mtime and size), and
+    given to ReFrame inline (ReFrame's own `$ref` would parse the whole file again for every instance)."""
+    from ibrepro import rfm
+    path = tmp_path / 'references.yaml'
+    shutil.copy(paths.REFERENCE_DATA / 'systems' / 'example-cluster' / 'references.yaml', path)
+    problem, doc = rfm.system_references(str(path))
+    assert problem is None and rfm.system_references(str(path))[1] is doc      # the same object: not read again
+    refs = rfm.class_references(doc, 'PerftestLatency')
+    assert refs['$index'] == ('$partition', '$environ', 'operation')
+    assert refs['example-cluster:pcie-sdr']['verbs']['send'] == {'lat_2': (5.2, None, 0.25, 'us')}
+    assert rfm.class_references(doc, 'NoSuchCheck') == {}
+    path.write_text(path.read_text() + 'Extra:\n  $index: 7\n')                   # changed: read again
+    problem, doc = rfm.system_references(str(path))
+    assert doc is None and problem == f'references file {path}: Extra.$index: $index: 7 is not of type \'array\''

@@ -1,10 +1,11 @@
 """docs/site-setup.md, step by step on the site template (configs/example-cluster.py, partition hdr)."""
 
 import re
+import shutil
 
 import yaml
 
-from conftest import ROOT, output
+from conftest import ROOT, SHORT_IMB, output
 from ibrepro import paths
 
 DOC = ROOT / 'docs' / 'site-setup.md'
@@ -52,3 +53,21 @@ def test_a_verbs_job_script_reads_as_the_guide_says(reframe):
     assert text.splitlines()[-1] == ('srun --cpus-per-task=2 --kill-on-bad-exit=1 --cpu-bind=none python3 '
                                      'ibrepro_pair.py flows.json')
     assert (script.parent / 'ibrepro_pair.py').read_text() == (ROOT / 'src' / 'ibrepro' / 'pair.py').read_text()
+
+
+def test_a_broken_nightly_subset_fails_the_night_and_the_run(reframe, tmp_path):
+    """A typo that breaks reference-data/nightly.yaml once cut `--mode nightly` from 41 checks to 2 without a word."""
+    root = tmp_path / 'checkout'
+    root.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name != 'reference-data':
+            (root / entry.name).symlink_to(entry)
+    shutil.copytree(paths.REFERENCE_DATA, root / 'reference-data')
+    nightly = root / 'reference-data' / 'nightly.yaml'
+    nightly.write_text(nightly.read_text().replace('\ncases:', '\ncases: ['))
+    env = {'IBREPRO_ROOT': str(root), 'IBREPRO_DEPS': str(paths.DEPS_DIR)}
+    proc = reframe('-lC', '--mode', 'nightly', *SITE, env=env, **EXAMPLE)
+    assert proc.returncode != 0 and 'the nightly subset cannot be read: nightly.yaml:14: malformed YAML' \
+        in proc.stdout + proc.stderr, output(proc)
+    proc = reframe('-r', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', *SHORT_IMB, env=env)
+    assert proc.returncode == 1 and 'the nightly subset cannot be read' in proc.stdout, output(proc)

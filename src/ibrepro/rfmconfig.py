@@ -379,6 +379,9 @@ def site_configuration(systems, environments, *, modes=(), nightly_subset=False)
         # ReFrame's job scripts and local scheduler split the stage directory's path at white space
         raise ValueError(f'the ibrepro data directory {str(home)!r} has white space in its path, which ReFrame '
                          'cannot run jobs in: set IBREPRO_HOME to a directory without')
+    if nightly_subset:
+        from .rfm import nightly_cases   # noqa: PLC0415  (ReFrame is loaded here)
+        nightly_cases()                  # NightlyError: a broken subset fails the run, never a smaller night
     for sub in ('logs', 'perflogs', paths.run_reports_dir().name):
         (home / sub).mkdir(parents=True, exist_ok=True)
 

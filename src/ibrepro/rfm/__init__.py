@@ -27,7 +27,7 @@ import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
-from reframe.core.exceptions import PerformanceError, SanityError
+from reframe.core.exceptions import PerformanceError, ReframeError, SanityError
 
 from .. import catalog, parsers, paths, rfmconfig
 from . import inject, launch
@@ -180,8 +180,11 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             tags = catalog.tags_for(self.experiments)
 
         self.tags |= tags | {self.tool, self.level}
-        if self.display_name in nightly_cases():
-            self.tags.add('nightly')
+        try:
+            if self.display_name in nightly_cases():
+                self.tags.add('nightly')
+        except NightlyError as err:   # raised here, ReFrame would drop the case and pass: it fails instead
+            self._nightly_error = str(err)
         self.reference_index = sorted(type(self).param_space.params)
         if not self.reference:
             self._use_system_references()
@@ -196,12 +199,16 @@ class PaperExperiment(rfm.RegressionTestPlugin):
                   or paths.system_references_dir(self.current_system.name))
         path = os.path.abspath(os.path.join(prefix, REFERENCES_FILE))
         self._reference_error = None
-        if os.path.isfile(path) or os.path.exists(path):
-            problem = unreadable_references(path)
+        if os.path.lexists(path):
+            problem, doc = system_references(path)
+            if not problem:
+                try:
+                    self.reference = class_references(doc, type(self).__name__)
+                except (TypeError, ValueError, IndexError, ReframeError) as err:   # a shape the schema missed
+                    problem = f'references file {path}: {type(self).__name__}: {err}'
             if problem:
                 self._reference_error = problem
                 return
-            self.reference = {'$ref': path}
             self.references_file = path
 
     def program_name(self):
@@ -369,8 +376,9 @@ class PaperExperiment(rfm.RegressionTestPlugin):
 
     @sanity_function
     def assert_benchmark_output(self):
-        if getattr(self, '_reference_error', None):
-            raise SanityError(self._reference_error)
+        refused = getattr(self, '_reference_error', None) or getattr(self, '_nightly_error', None)
+        if refused:
+            raise SanityError(refused)
         try:
             self.measured()
         except SanityError as err:
@@ -434,16 +442,30 @@ def representative(values, paper_sizes=None):
     return sorted(set(chosen))
 
 
-@functools.lru_cache(maxsize=None)
-def nightly_cases():
-    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py)."""
-    import yaml
+class NightlyError(ValueError):
+    """reference-data/nightly.yaml cannot say which cases run every night (file, line and why)."""
 
+
+@functools.lru_cache(maxsize=None)
+def nightly_cases(path=None):
+    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py).
+
+    A file that cannot be read, or that lists no cases, raises NightlyError: tagging nothing would run a smaller
+    night without a word. (Names that match no check: :func:`ibrepro.catalog.validate`.)
+    """
+    from .. import references
+
+    path = path or paths.REFERENCE_DATA / 'nightly.yaml'
     try:
-        with open(paths.REFERENCE_DATA / 'nightly.yaml') as fp:
-            return frozenset(c['case'] for c in yaml.safe_load(fp)['cases'])
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
-        return frozenset()
+        doc = references.read_yaml(path)
+    except references.DataError as err:
+        raise NightlyError(f'the nightly subset cannot be read: {err.problem}') from None
+    cases = doc.get('cases') if isinstance(doc, dict) else None
+    if not isinstance(cases, list) or not cases \
+            or not all(isinstance(c, dict) and isinstance(c.get('case'), str) and c['case'] for c in cases):
+        raise NightlyError(f'the nightly subset cannot be read: {path}: "cases" must be a non-empty list of '
+                           '{case: <display name>, ...} (scripts/nightly_subset.py writes it)')
+    return frozenset(c['case'] for c in cases)
 
 
 @functools.lru_cache(maxsize=None)
@@ -464,30 +486,58 @@ def paper_sizes(tags):
     return found
 
 
-def unreadable_references(path):
-    """Why the references file at ``path`` cannot judge anything (file and line), or None if it can."""
-    import yaml
+#: The references files read in this process: (path, mtime, size) -> (problem, document). Every test instance
+#: is judged against the same file: it is read and checked once per run, not once per instance.
+_REFERENCES = {}
 
-    loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
+
+def system_references(path):
+    """``(problem, document)`` of the references file at ``path``: why it cannot judge anything (file and line),
+    or None and the parsed document. Read as the report reads it (:func:`ibrepro.references.read_yaml`: no symbolic
+    link, no anchor, alias or merge key, at most MAX_YAML_DEPTH levels and MAX_YAML_BYTES) and checked as the report
+    checks it (the schema and nesting ReFrame needs, e.g. ``$index: 7``): what ReFrame would refuse, switching the
+    case off, fails the case instead."""
+    from .. import references
+
     try:
-        with open(path, encoding='utf-8') as fp:
-            text = fp.read()
-        # anchors and aliases can expand without bound (a "billion laughs"): refused before anything is built
-        for event in yaml.parse(text, Loader=loader):
-            if isinstance(event, yaml.AliasEvent) or getattr(event, 'anchor', None):
-                return (f'references file {path}, line {event.start_mark.line + 1}: YAML anchors and aliases '
-                        'are not allowed in references')
-        data = yaml.load(text, Loader=loader)
-    except (OSError, UnicodeDecodeError) as err:
-        return f'references file {path} cannot be read: {getattr(err, "strerror", None) or err}'
-    except yaml.YAMLError as err:
-        mark = getattr(err, 'problem_mark', None) or getattr(err, 'context_mark', None)
-        where = f', line {mark.line + 1}' if mark else ''
-        problem = getattr(err, 'problem', None) or str(err).splitlines()[0]
-        return f'references file {path}{where}: {problem}'
-    if not isinstance(data, dict):
-        return f'references file {path}: not a mapping of test names to references'
-    return None
+        info = os.stat(path, follow_symlinks=False)
+    except OSError as err:
+        return f'references file {path} cannot be read: {err.strerror}', None
+    key = (path, info.st_mtime_ns, info.st_size)
+    if key not in _REFERENCES:
+        try:
+            doc = references.read_yaml(path)
+            problems = [str(p) for p in references.check_reference_document(doc, name=str(path))]
+        except references.DataError as err:
+            doc, problems = None, [str(err.problem)]
+        if doc is not None and not isinstance(doc, dict):
+            problems = [f'{path}: not a mapping of test names to references']
+        problem = (f'references file {"; ".join(problems[:3])}' + (f' (and {len(problems) - 3} more)'
+                                                                    if len(problems) > 3 else '')) if problems else None
+        _REFERENCES[key] = (problem, None if problem else doc)
+    return _REFERENCES[key]
+
+
+def class_references(doc, name):
+    """The references of test class ``name`` in a references document, as ReFrame builds them from a ``$ref`` file
+    (``_ReferenceDict._read_ref_file``: tuples at the depth of ``$index``, ``$xfail`` entries), given inline so
+    that ReFrame does not parse the whole file again for every test instance."""
+    from reframe.core.pipeline import xfail
+
+    def entry(key, value, level, depth):
+        if level == 0 and key == '$index':
+            return tuple(value)
+        if level < depth and isinstance(value, dict):
+            return {k: entry(k, v, level + 1, depth) for k, v in value.items()}
+        if level == depth:
+            return xfail(*value[1:-1], tuple(value[-1])) if value[0] == '$xfail' else tuple(value)
+        return value
+
+    body = doc.get(name)
+    if not isinstance(body, dict):
+        return {}
+    depth = len(body['$index']) if '$index' in body else 1
+    return {key: entry(key, value, 0, depth) for key, value in body.items()}
 
 
 def _own_failure(stderr, name, tool):
