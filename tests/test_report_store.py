@@ -403,7 +403,8 @@ def test_stored_rows_no_session_has_are_named_and_left_out(tmp_path, runner):
         conn.execute('INSERT INTO sessions VALUES(NULL, ?, ?, ?, NULL)', (1.7e9, 1.7e9 + 60, rows[-2][1]))
     expected = [f'session {rows[-3][0]}: session_start_unix is \'yesterday\', not a time: left out',
                 'its UUID is None, not a UUID: left out',
-                f'session {rows[-1][0]}: test case {case["name"]}: variable \'lat_²\': not a performance variable name',
+                f'session {rows[-1][0]}: test case {case["name"]}: variable \'lat_²\': not a performance '
+                'variable name',
                 f'session {rows[-1][0]}: test case {case["name"]}: variable \'lat_999']
     for args in ([], ['--nightly', '--min-history', '5'], ['--no-index']):
         proc = run_report(runner, '--db', str(db), *args)
