@@ -303,7 +303,8 @@ def test_the_report_imports_no_configuration_a_session_names(tmp_path, runner):
 def test_summary_md_neutralises_what_a_run_can_write(tmp_path, runner):
     data = json.loads(MAKE_RUN.read_text())
     data['session_info']['uuid'] = 'c0ffee\n<img src=x onerror=alert(1)>\n'
-    data['session_info']['version'] = '4.10 @admin ~security https://evil.example/x www.evil.example #1 !2'
+    data['session_info']['version'] = ('4.10 @admin ~security https://evil.example/x www.evil.example #1 !2 '
+                                       'HTTP://EVIL.EXAMPLE ftp://evil.example me@evil.example')
     for case in data['runs'][0]['testcases']:
         if case.get('perfvalues') and case['name'].startswith('IMBPointToPoint'):
             case['name'] = case['display_name'] = f'{case["name"]} $\\frac{{1}}{{@cc}}$'   # mathtext in a plot title
@@ -316,8 +317,14 @@ def test_summary_md_neutralises_what_a_run_can_write(tmp_path, runner):
     assert '`c0ffee <img src=x onerror=alert(1)>`' in md          # one line: the code span holds it
     for raw in ('@admin', '~security', 'https://evil', 'www.evil', '@cc', '#1', '!2'):
         assert raw not in md, raw
-    assert '@\u200badmin' in md and 'https://\u200bevil' in md      # the text stays readable
+    assert '@\u200badmin' in md and r'https\[:\]//evil.example/x' in md    # the text stays readable
     assert '<img src=x' not in html
+    # as GitHub and GitLab render it (cmark-gfm with its autolink extension): no link but the report's own
+    import cmarkgfm
+    rendered = cmarkgfm.github_flavored_markdown_to_html(md)
+    assert re.findall(r'<a [^>]*>', rendered) == [f'<a href="{Path(proc.stdout.splitlines()[0]).name}">'], rendered
+    assert 'https[:]//evil.example/x' in rendered and 'www[.]evil.example' in rendered
+    assert 'me[@]evil.example' in rendered and 'HTTP[:]//EVIL.EXAMPLE' in rendered
 
 
 # -- the references the nightly run is judged against --------------------------------------------------
@@ -384,6 +391,20 @@ def test_baseline_never_writes_a_non_finite_number(tmp_path):
         baseline.write({'C': {'local:default': {'e': {'lat_8': [float('inf'), None, 0.1, 'us']}}}},
                        tmp_path / 'r.yaml', [], {})
     assert not (tmp_path / 'r.yaml').exists()
+
+
+def test_a_session_uuid_writes_no_yaml_into_the_baseline_header(tmp_path, runner):
+    db = _history(tmp_path / 'results.db', 3, values=40)
+    uuid, blob = _blobs(db)[-1]
+    data = json.loads(blob)
+    data['session_info']['uuid'] = 'a\nX: [1]\n#'
+    _store(db, uuid, json.dumps(data))
+    refs = tmp_path / 'refs.yaml'
+    proc = runner.ibrepro('baseline', '--last', '3', '--output', str(refs), env={'RFM_SQLITE_DB_FILE': str(db)})
+    assert proc.returncode == 0, output(proc)
+    import yaml
+    doc = yaml.safe_load(refs.read_text())
+    assert 'X' not in doc and refs.read_text().splitlines()[1].endswith(', a?X???1?')
 
 
 def test_stored_rows_no_session_has_are_named_and_left_out(tmp_path, runner):
