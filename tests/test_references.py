@@ -521,3 +521,5 @@ def test_the_checks_read_a_references_file_once_per_run(tmp_path):
     path.write_text(path.read_text() + 'Extra:\n  $index: 7\n')                   # changed: read again
     problem, doc = rfm.system_references(str(path))
     assert doc is None and problem == f'references file {path}: Extra.$index: $index: 7 is not of type \'array\''
+    problem, doc = rfm.system_references(str(paths.REFERENCE_DATA / 'systems' / 'example-cluster' / 'references.yaml'))
+    assert rfm.class_references(doc, 'PerftestLatency', 'other') == {'$index': ('$partition', '$environ', 'operation')}

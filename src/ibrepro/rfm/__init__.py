@@ -203,7 +203,7 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             problem, doc = system_references(path)
             if not problem:
                 try:
-                    self.reference = class_references(doc, type(self).__name__)
+                    self.reference = class_references(doc, type(self).__name__, self.current_system.name)
                 except (TypeError, ValueError, IndexError, ReframeError) as err:   # a shape the schema missed
                     problem = f'references file {path}: {type(self).__name__}: {err}'
             if problem:
@@ -518,10 +518,11 @@ def system_references(path):
     return _REFERENCES[key]
 
 
-def class_references(doc, name):
+def class_references(doc, name, system=None):
     """The references of test class ``name`` in a references document, as ReFrame builds them from a ``$ref`` file
     (``_ReferenceDict._read_ref_file``: tuples at the depth of ``$index``, ``$xfail`` entries), given inline so
-    that ReFrame does not parse the whole file again for every test instance."""
+    that ReFrame does not parse the whole file again for every test instance; with ``system``, without the
+    partitions of other systems (ReFrame type-checks every entry it is given, for every instance)."""
     from reframe.core.pipeline import xfail
 
     def entry(key, value, level, depth):
@@ -537,7 +538,9 @@ def class_references(doc, name):
     if not isinstance(body, dict):
         return {}
     depth = len(body['$index']) if '$index' in body else 1
-    return {key: entry(key, value, 0, depth) for key, value in body.items()}
+    by_partition = '$index' not in body or list(body['$index'])[:1] == ['$partition']
+    return {key: entry(key, value, 0, depth) for key, value in body.items()
+            if not (system and by_partition and ':' in str(key) and str(key).split(':')[0] != system)}
 
 
 def _own_failure(stderr, name, tool):
