@@ -205,8 +205,13 @@ def measure_reframe(refs, args, checkout, timeout, memory_mb, work):
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        peak = _peak_rss(proc.pid)
-        os.killpg(proc.pid, signal.SIGKILL)      # ReFrame and whatever it started (busy-waiting ranks)
+        tree = _descendants(proc.pid)            # ReFrame and what it started (MPI ranks get their own groups)
+        peak = max((_peak_rss(pid) or 0 for pid in tree), default=None)
+        for pid in tree:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         proc.communicate()
         shutil.rmtree(home, ignore_errors=True)
         return {'seconds': time.perf_counter() - began, 'outcome': f'killed after {timeout:g} s', 'maxrss_mb': peak}
@@ -228,6 +233,29 @@ def _peak_rss(pid):
     except OSError:
         pass
     return None
+
+
+def _descendants(pid):
+    """``pid`` and every process below it (from /proc: parent pids), stopped first so that none escapes."""
+    import signal
+    children = {}
+    for entry in Path('/proc').iterdir():
+        try:
+            if entry.name.isdigit():
+                children.setdefault(int((entry / 'stat').read_text().rsplit(')', 1)[1].split()[1]), []).append(
+                    int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        try:
+            os.kill(current, signal.SIGSTOP)
+        except ProcessLookupError:
+            continue
+        todo += children.get(current, [])
+    return tree
 
 
 def _load():

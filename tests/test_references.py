@@ -523,3 +523,20 @@ def test_the_checks_read_a_references_file_once_per_run(tmp_path):
     assert doc is None and problem == f'references file {path}: Extra.$index: $index: 7 is not of type \'array\''
     problem, doc = rfm.system_references(str(paths.REFERENCE_DATA / 'systems' / 'example-cluster' / 'references.yaml'))
     assert rfm.class_references(doc, 'PerftestLatency', 'other') == {'$index': ('$partition', '$environ', 'operation')}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making another user's file needs root")
+def test_references_in_a_shared_directory_are_read_only_when_ours(tmp_path):
+    """In a world-writable directory, another user's file (planted first) is refused; ours is read."""
+    from ibrepro import rfm
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    shared.chmod(0o1777)
+    path = shared / 'references.yaml'
+    shutil.copy(paths.REFERENCE_DATA / 'systems' / 'example-cluster' / 'references.yaml', path)
+    assert rfm.system_references(str(path))[0] is None
+    os.chown(path, 65534, 65534)
+    os.utime(path, ns=(1, 1))                                     # another key of the cache: read again
+    problem, doc = rfm.system_references(str(path))
+    assert doc is None and problem == (f'references file {path}: cannot read: owned by uid 65534 in a directory '
+                                       'anyone can write'), problem

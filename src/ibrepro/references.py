@@ -130,7 +130,8 @@ def _unsafe_structure(text):
 
 def read_text(path, limit=MAX_YAML_BYTES):
     """The bytes of the file at ``path``, opened without following a symbolic link (a link planted in a shared
-    directory would make us read another file); OSError for a link or a file larger than ``limit`` bytes."""
+    directory would make us read another file); OSError for a link, another user's file in a world-writable
+    directory, or a file larger than ``limit`` bytes."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError as err:
@@ -141,6 +142,9 @@ def read_text(path, limit=MAX_YAML_BYTES):
         info = os.fstat(fp.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise OSError(errno.EINVAL, 'not a regular file')
+        if info.st_uid not in (0, os.geteuid()) and os.stat(Path(path).parent).st_mode & 0o002:
+            # anyone may put a file there first: only ours (or root's) is trusted
+            raise OSError(errno.EPERM, f'owned by uid {info.st_uid} in a directory anyone can write')
         if info.st_size > limit:
             raise OSError(errno.EFBIG, f'{info.st_size} bytes, more than the {limit} a YAML file of ibrepro may have')
         return fp.read(limit + 1)
