@@ -488,11 +488,11 @@ class ValueIndex:
                     conn.execute('PRAGMA journal_mode=WAL')
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 if not tables:
-                    with conn:
+                    with conn:   # another process may be creating it too: what it stored first stays
                         for sql in _INDEX_SCHEMA:
-                            conn.execute(sql)
-                        conn.execute("INSERT INTO meta VALUES('format', ?)", (_INDEX_FORMAT,))
-                        conn.execute("INSERT INTO meta VALUES('database', ?)", (str(self.db.resolve()),))
+                            conn.execute(sql.replace('CREATE TABLE', 'CREATE TABLE IF NOT EXISTS', 1))
+                        conn.execute("INSERT OR IGNORE INTO meta VALUES('format', ?)", (_INDEX_FORMAT,))
+                        conn.execute("INSERT OR IGNORE INTO meta VALUES('database', ?)", (str(self.db.resolve()),))
                 fmt = conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
                 bad = _bad_rows(conn) if fmt and fmt[0] == _INDEX_FORMAT else ''
                 if fmt and fmt[0] == _INDEX_FORMAT and not bad:
