@@ -204,7 +204,7 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             if not problem:
                 try:
                     self.reference = class_references(doc, type(self).__name__, self.current_system.name)
-                except (TypeError, ValueError, IndexError, ReframeError) as err:   # a shape the schema missed
+                except (TypeError, ValueError, LookupError, ReframeError) as err:   # a shape the schema missed
                     problem = f'references file {path}: {type(self).__name__}: {err}'
             if problem:
                 self._reference_error = problem
