@@ -279,7 +279,7 @@ def test_names_that_reach_job_scripts_refuse_shell_syntax(reframe, tmp_path, arg
     (['-S', 'inject_us=nan'], 'inject_us=nan: must be a finite number from 0 to 1e+06'),
     (['-S', 'inject_us=inf'], 'inject_us=inf: must be a finite number from 0 to 1e+06'),
     (['-S', 'inject_pct=1e308'], 'inject_pct=1e+308: must be a finite number from 0 to 10000'),
-    (['-S', 'time_per_sample=nan'], 'time_per_sample=nan: must be a finite number from 0.001 to 86400'),
+    (['-S', 'time_per_sample=nan'], 'time_per_sample=nan: must be a finite number from 1e-09 to 86400'),
 ])
 def test_knobs_are_refused_by_name_before_anything_runs(reframe, args, refused):
     """A knob that reaches an environment variable with shell syntax (ReFrame would run it), or a number that is

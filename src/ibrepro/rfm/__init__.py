@@ -46,7 +46,7 @@ NAME_VARIABLES = ('imb_binary', 'osu_bin_dir', 'npb_bin_dir', 'npb_binary', 'osu
 ENV_VARIABLES = ('inject_library', 'inject_sizes')
 #: Numeric knobs: the range each must be in (finite); a value outside is refused, named (an infinite
 #: ``inject_us`` would busy-wait every MPI call until the job is killed).
-KNOB_RANGES = {'inject_us': (0.0, 1e6), 'inject_pct': (0.0, 1e4), 'time_per_sample': (1e-3, 86400.0)}
+KNOB_RANGES = {'inject_us': (0.0, 1e6), 'inject_pct': (0.0, 1e4), 'time_per_sample': (1e-9, 86400.0)}
 _SAFE_NAME = re.compile(r'[\w./+@%,:={}-]+')
 _PLAIN_WORD = re.compile(r'[\w./+@%,:=-]+')
 
