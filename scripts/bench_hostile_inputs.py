@@ -11,6 +11,17 @@ space; the script prints the wall time and the peak resident memory (VmHWM) of t
 Alias bomb: a references.yaml of nine levels of aliases, each a list of nine of the one before (468 bytes, 9^9
 leaves once expanded), as ``systems/bomb/references.yaml`` of a copy of reference-data/, through
 ``ibrepro.references.validate`` (``ibrepro refs validate``), under the same limits.
+
+Through ReFrame (``--checkout`` names the checkout whose configs/local.py and reframe-checks/ are used; run it
+with ``PYTHONPATH=<checkout>/src`` and ``IBREPRO_DEPS`` set to measure another one), each in its own process group
+under the same limits:
+
+* references files of 200 KB and 2 MB (the example cluster's real references, its partitions repeated under new
+  names, plus this machine's ``local:default``) given with ``RFM_REFERENCE_PREFIX`` to a listing of every check
+  (``reframe -l``: every test instance is created and judged against the file);
+* a references file nested 100,000 levels deep, the same way;
+* ``-S inject_us=inf`` and ``-S inject_pct=1e308`` on one IMB PingPong case (``-r``: the injector would busy-wait
+  in every MPI call).
 """
 
 import argparse
@@ -130,6 +141,90 @@ def measure(kind, text, timeout, memory_mb, work):
     return json.loads(out.strip().splitlines()[-1])
 
 
+_REFRAME_CHILD = r'''
+import json, os, resource, subprocess, sys
+limit = int(sys.argv[1]) * 2 ** 20
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+proc = subprocess.run(sys.argv[2:], capture_output=True, text=True)
+out = proc.stdout + proc.stderr
+said = [line.strip() for line in out.splitlines() if any(k in line for k in (
+    'references file', 'inject_', 'Found ', 'PASSED', 'FAILED', 'Segmentation', 'MemoryError', 'Error'))]
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({'returncode': proc.returncode, 'said': said[-3:], 'maxrss_mb': peak}))
+'''
+
+
+def references_file(size):
+    """A references file of about ``size`` bytes: the example cluster's, its partitions repeated under new names,
+    with this machine's partition (``local:default``) under every check it names."""
+    import yaml
+    real = yaml.safe_load((ROOT / 'reference-data' / 'systems' / 'example-cluster' / 'references.yaml').read_text())
+    doc, one = {}, len(yaml.safe_dump(real))
+    for copies in range(1, int(size / one * 1.11) + 2):     # a copy of the partitions is ~0.9 of the whole file
+        for check, body in real.items():
+            entry = doc.setdefault(check, {k: v for k, v in body.items() if k == '$index'})
+            for partition, refs in body.items():
+                if partition != '$index':     # copies, not the same object (which YAML would write as an alias)
+                    entry[f'{partition}-{copies}'] = json.loads(json.dumps(refs))
+                    entry.setdefault('local:default', json.loads(json.dumps(refs)))
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def reframe_inputs():
+    """(name, references text or None, reframe arguments) of the inputs measured through ReFrame."""
+    listing = ['-c', 'reframe-checks', '-l']
+    pingpong = ['-c', 'reframe-checks', '-r', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-p', 'impi',
+                '-S', 'message_sizes=8:8', '-S', 'iterations=100']
+    for kb in (200, 2000):
+        text = references_file(kb * 1000)
+        yield f'references file of {len(text) // 1000} KB (reframe -l)', text, listing
+    yield 'references file 100,000 deep (reframe -l)', 'IMBPointToPoint: ' + '[' * 100_000 + ']' * 100_000 + '\n', \
+        listing
+    yield 'inject_us=inf (reframe -r, 1 case)', None, pingpong + ['-S', 'inject_us=inf']
+    yield 'inject_pct=1e308 (reframe -r, 1 case)', None, pingpong + ['-S', 'inject_pct=1e308']
+
+
+def measure_reframe(refs, args, checkout, timeout, memory_mb, work):
+    """Run ReFrame on one input in its own process group (killed whole after ``timeout``): time, peak RSS of the
+    processes it waited for (MB) and what it said."""
+    import shutil
+    import signal
+    home = work / f'home-{time.monotonic_ns()}'
+    env = {**os.environ, 'IBREPRO_HOME': str(home)}
+    for var in ('RFM_SQLITE_DB_FILE', 'RFM_REFERENCE_PREFIX', 'RFM_CONFIG_FILES', 'RFM_SYSTEM'):
+        env.pop(var, None)
+    if refs is not None:
+        prefix = work / f'refs-{time.monotonic_ns()}'
+        prefix.mkdir()
+        (prefix / 'references.yaml').write_text(refs)
+        env['RFM_REFERENCE_PREFIX'] = str(prefix)
+    reframe = [str(Path(sys.executable).parent / 'reframe'), '-C', 'configs/local.py', *args]
+    began = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, '-c', _REFRAME_CHILD, str(memory_mb), *reframe], cwd=checkout, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree = _descendants(proc.pid)            # ReFrame and what it started (MPI ranks get their own groups)
+        peak = max((_peak_rss(pid) or 0 for pid in tree), default=None)
+        for pid in tree:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.communicate()
+        shutil.rmtree(home, ignore_errors=True)
+        return {'seconds': time.perf_counter() - began, 'outcome': f'killed after {timeout:g} s', 'maxrss_mb': peak}
+    shutil.rmtree(home, ignore_errors=True)
+    if proc.returncode:
+        return {'seconds': time.perf_counter() - began, 'outcome': f'exit {proc.returncode}: {err[-200:]}',
+                'maxrss_mb': None}
+    result = json.loads(out.strip().splitlines()[-1])
+    said = ' | '.join(result['said']) or '(nothing)'
+    return {'seconds': time.perf_counter() - began, 'maxrss_mb': result['maxrss_mb'],
+            'outcome': f'exit {result["returncode"]}: {said}'}
+
+
 def _peak_rss(pid):
     try:
         for line in Path(f'/proc/{pid}/status').read_text().splitlines():
@@ -138,6 +233,29 @@ def _peak_rss(pid):
     except OSError:
         pass
     return None
+
+
+def _descendants(pid):
+    """``pid`` and every process below it (from /proc: parent pids), stopped first so that none escapes."""
+    import signal
+    children = {}
+    for entry in Path('/proc').iterdir():
+        try:
+            if entry.name.isdigit():
+                children.setdefault(int((entry / 'stat').read_text().rsplit(')', 1)[1].split()[1]), []).append(
+                    int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        try:
+            os.kill(current, signal.SIGSTOP)
+        except ProcessLookupError:
+            continue
+        todo += children.get(current, [])
+    return tree
 
 
 def _load():
@@ -154,6 +272,10 @@ def main():
                         help="line length of the screening pass that picks each tool's slowest input")
     parser.add_argument('--inputs', nargs='+', metavar='TOOL=NAME', default=[],
                         help='measure these inputs instead of screening (names as printed, e.g. "npb=Class =@end")')
+    parser.add_argument('--checkout', type=Path, default=ROOT,
+                        help='the checkout whose configs/ and reframe-checks/ ReFrame runs (default: this one)')
+    parser.add_argument('--only', choices=['parsers', 'reframe'], help='measure only the parsers and the alias '
+                        'bomb, or only the inputs through ReFrame')
     args = parser.parse_args()
 
     import tempfile
@@ -163,6 +285,19 @@ def main():
     chosen = dict(item.split('=', 1) for item in args.inputs)
     print(f'ibrepro from {Path(parsers.__file__).parents[1]}; line of {args.size} characters')
     print(f'{"input":<44} {"seconds":>9} {"peak RSS MB":>11}  outcome   (load 1/5/15 min)')
+    if args.only != 'reframe':
+        parser_inputs(args, chosen, work)
+    if args.only != 'parsers':
+        for label, refs, reframe_args in reframe_inputs():
+            load = _load()
+            result = measure_reframe(refs, reframe_args, args.checkout, args.timeout, args.memory_mb, work)
+            rss = f'{result["maxrss_mb"]:.0f}' if result['maxrss_mb'] else '-'
+            print(f'{label:<44} {result["seconds"]:>9.2f} {rss:>11}  {result["outcome"][:150]}   ({load})',
+                  flush=True)
+
+
+def parser_inputs(args, chosen, work):
+    from ibrepro import parsers
     for tool in args.tools:
         if tool not in chosen:   # screen every input at a short length in-process: the slowest is measured
             slowest = -1.0

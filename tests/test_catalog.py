@@ -4,8 +4,11 @@ consistent with the checks' own tags, and what this machine can run."""
 import json
 import re
 
+import pytest
+
 from conftest import output
-from ibrepro import catalog
+from ibrepro import catalog, paths
+from ibrepro.rfm import NightlyError, nightly_cases
 
 
 def test_all_43_experiments_are_encoded_or_out_of_scope_with_a_reason():
@@ -43,3 +46,22 @@ def test_catalog_says_what_runs_here_and_why_not(reframe):
     assert ('not here:  IMBPointToPoint %benchmark=PingPong %layout=2x1: needs 2 nodes (has 1) (to enable: a Slurm '
             'partition with that many nodes (docs/site-setup.md))') in text
     assert 'why: the HALO (layered ocean model) benchmark is not publicly available' in text
+
+
+@pytest.mark.parametrize('edit, problem', [
+    (lambda t: t.replace('case: OSUIntraNode %benchmark=osu_bw', 'case: OSUIntraNode %benchmark=osu_bww'),
+     "nightly subset: case 'OSUIntraNode %benchmark=osu_bww' matches no test case: OSUIntraNode has no "
+     "benchmark=osu_bww (its values: osu_latency, osu_bw)"),
+    (lambda t: t.replace('case: HostOverhead %layout=2x1', 'case: HostOverheads %layout=2x1'),
+     "case 'HostOverheads %layout=2x1' matches no test case: no check family HostOverheads"),
+    (lambda t: t.replace('\ncases:', '\ncases: ['), 'the nightly subset cannot be read: '),
+    (lambda t: t.replace('\ncases:', '\nkases:'), 'the nightly subset cannot be read: '),
+], ids=['parameter-typo', 'family-typo', 'bad-yaml', 'no-cases'])
+def test_a_broken_nightly_subset_is_named_not_a_smaller_night(tmp_path, edit, problem):
+    nightly = tmp_path / 'nightly.yaml'
+    nightly.write_text(edit((paths.REFERENCE_DATA / 'nightly.yaml').read_text()))
+    problems = catalog.validate(nightly=nightly)
+    assert len(problems) == 1 and problem in problems[0], problems
+    if 'cannot be read' in problem:
+        with pytest.raises(NightlyError, match=problem):
+            nightly_cases(nightly)

@@ -24,7 +24,9 @@ def test_settings_say_what_they_apply_and_refuse_what_cannot_work(tmp_path):
     for args, message in [((5, 0, '', '', None), 'declares no MPI'),
                           ((5, 0, '', '', 'openmpi'), 'built for the MPICH ABI, this environment is openmpi'),
                           ((5, 0, '9:8', str(lib), 'mpich'), 'inject_sizes must be MIN:MAX'),
-                          ((-1, 0, '', str(lib), 'mpich'), 'must be >= 0'),
+                          ((-1, 0, '', str(lib), 'mpich'), 'must be finite and >= 0'),
+                          ((float('nan'), 0, '', str(lib), 'mpich'), 'must be finite and >= 0'),
+                          ((0, float('inf'), '', str(lib), 'mpich'), 'must be finite and >= 0'),
                           ((5, 0, '', str(tmp_path / 'none.so'), 'mpich'), 'not found'),
                           ((5, 0, '', '/new comer/lib.so', 'mpich'), 'LD_PRELOAD cannot carry a path with white')]:
         with pytest.raises(inject.InjectError, match=message):

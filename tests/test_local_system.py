@@ -203,16 +203,31 @@ def test_a_session_reframe_could_not_store_fails_the_run(reframe):
 @needs_impi
 @pytest.mark.integration
 @pytest.mark.parametrize('text, reason', [
-    ('IMBPointToPoint:\n  $index: [$partition\n', 'line 3'),                     # a typo: unclosed list
+    ('IMBPointToPoint:\n  $index: [$partition\n', ':3: malformed YAML'),                 # a typo: unclosed list
     ('x: !!python/object/apply:os.system ["true"]\n', "could not determine a constructor for the tag"),
-    ('a: &a [1, 2]\nb: *a\n', 'line 1: YAML anchors and aliases are not allowed in references'),
-])
+    ('a: &a [1, 2]\nb: *a\n', ':1: YAML anchors and aliases are not accepted (&a)'),
+    # what ReFrame itself refuses (it would warn, drop the benchmark and pass): refused by ibrepro first
+    ('IMBPointToPoint:\n  <<: {local:default: {lat_1: [1.0, null, 0.1, us]}}\n', ':2: YAML merge keys (<<)'),
+    ('IMBPointToPoint:\n  $index: 7\n  local:default: {}\n', 'IMBPointToPoint.$index: $index: 7 is not of type'),
+    ('IMBPointToPoint: ' + '[' * 100_000 + ']' * 100_000 + '\n', ':1: nested deeper than 64 levels'),
+], ids=['typo', 'tag', 'alias', 'merge-key', 'index-7', 'deep'])
 def test_a_references_file_that_cannot_be_read_fails_the_run(reframe, tmp_path, text, reason):
     """ReFrame itself would warn and skip every benchmark: the regression test would switch itself off."""
     (tmp_path / 'references.yaml').write_text(text)
     proc = reframe('-r', *PINGPONG, *SHORT_IMB, env={'RFM_REFERENCE_PREFIX': str(tmp_path)})
     assert proc.returncode == 1, output(proc)
     assert f'references file {tmp_path}/references.yaml' in proc.stdout and reason in proc.stdout, output(proc)
+
+
+def test_a_references_file_behind_a_symbolic_link_is_not_followed(reframe, tmp_path):
+    """A link planted where the references are read (a shared prefix) would judge the night by another file."""
+    real = tmp_path / 'elsewhere.yaml'
+    real.write_text('IMBPointToPoint:\n  local:default: {lat_1: [1000.0, null, 0.1, us]}\n')
+    (tmp_path / 'references.yaml').symlink_to(real)
+    proc = reframe('-r', *PINGPONG, *SHORT_IMB, env={'RFM_REFERENCE_PREFIX': str(tmp_path)})
+    assert proc.returncode == 1, output(proc)
+    assert f'references file {tmp_path}/references.yaml: cannot read: a symbolic link (not followed)' \
+        in proc.stdout, output(proc)
 
 
 def test_one_name_for_one_knob_across_families(reframe):
@@ -253,6 +268,24 @@ def test_names_that_reach_job_scripts_refuse_shell_syntax(reframe, tmp_path, arg
     proc = reframe('--dry-run', '--nocolor', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2',
                    '-n', 'HostOverhead%layout=1x2', *args)
     assert f'{name}=' in proc.stdout and 'a program or directory name may not contain' in proc.stdout, output(proc)
+    assert not list(reframe.home.rglob('pwned')) and not (ROOT / 'pwned').exists()
+
+
+@pytest.mark.parametrize('args, refused', [
+    (['-S', 'inject_library=/tmp/$(touch pwned).so'], "inject_library='/tmp/$(touch pwned).so': a value that reaches "
+                                                       "an environment variable may not contain '$'"),
+    (['-S', 'inject_library=/tmp/`touch pwned`.so'], "may not contain '`'"),
+    (['-S', 'inject_sizes=8:8\ntouch pwned'], "inject_sizes='8:8\\ntouch pwned'"),
+    (['-S', 'inject_us=nan'], 'inject_us=nan: must be a finite number from 0 to 1e+06'),
+    (['-S', 'inject_us=inf'], 'inject_us=inf: must be a finite number from 0 to 1e+06'),
+    (['-S', 'inject_pct=1e308'], 'inject_pct=1e+308: must be a finite number from 0 to 10000'),
+    (['-S', 'time_per_sample=nan'], 'time_per_sample=nan: must be a finite number from 1e-09 to 86400'),
+])
+def test_knobs_are_refused_by_name_before_anything_runs(reframe, args, refused):
+    """A knob that reaches an environment variable with shell syntax (ReFrame would run it), or a number that is
+    not finite or out of its range (inject_us=inf busy-waits every MPI call until the job is killed)."""
+    proc = reframe('--dry-run', '--nocolor', *PINGPONG, '-p', rfmconfig.local_environments()[0]['name'], *args)
+    assert proc.returncode == 1 and refused in proc.stdout, output(proc)
     assert not list(reframe.home.rglob('pwned')) and not (ROOT / 'pwned').exists()
 
 

@@ -259,7 +259,8 @@ def test_a_runner_stopped_because_a_peer_failed_passes_the_peers_reason_on(tmp_p
     while not (tmp_path / 'node-0.json').exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     (tmp_path / 'failed-1.json').write_text(json.dumps({'node': 1, 'host': 'cn2', 'time': time.time(),
-                                                        'reason': 'RDMA device rxe9 not found (it has: rxe0)'}))
+                                                        'reason': 'RDMA device rxe9 not found (it has: rxe0)',
+                                                        'run': pair.run_id(tmp_path / 'flows.json')}))
     node.terminate()
     out = node.communicate(timeout=30)[0]
     assert node.returncode == 1, out
@@ -549,3 +550,73 @@ def test_a_side_that_cannot_be_pinned_does_not_run_elsewhere(tmp_path):
                           capture_output=True, text=True)
     assert done.returncode == 126 and 'could not pin to cpu 4095' in done.stdout
     assert not marker.exists()
+
+
+# -- hostile rendezvous files ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize('name', ['node-1.json', 'failed-1.json'])
+def test_binary_garbage_in_a_rendezvous_file_is_named_and_the_peers_are_told(tmp_path, name):
+    """Not a UnicodeDecodeError, and a failure marker is written: the real peer does not wait its whole timeout."""
+    s = peer_spec(1, 19400)
+    (tmp_path / 'flows.json').write_text(json.dumps(s))
+    (tmp_path / name).write_bytes(b'\xff\xfe\x00\x81garbage' * 64)
+    node = start_node(tmp_path, s, 0)
+    out = node.communicate(timeout=60)[0]
+    assert node.returncode == 1 and 'Traceback' not in out, out
+    assert f'{tmp_path}/{name} (' in out and 'is binary data, not JSON text' in out, out
+    assert 'is binary data' in json.loads((tmp_path / 'failed-0.json').read_text())['reason']
+
+
+def test_a_stale_rendezvous_from_an_earlier_job_is_not_used(tmp_path):
+    """node-1.json and a failure marker an earlier job left in the same directory: not this job's peer."""
+    first = [start_node(tmp_path, peer_spec(1, 19410), rank) for rank in (0, 1)]
+    assert [n.communicate(timeout=60) and n.returncode for n in first] == [0, 0]
+    (tmp_path / 'failed-1.json').write_text(json.dumps({'node': 1, 'host': 'old', 'reason': 'an earlier job',
+                                                        'time': 0, 'run': pair.run_id(tmp_path / 'flows.json')}))
+    time.sleep(0.01)
+    node = start_node(tmp_path, peer_spec(1, 19411, connect_timeout=2), 0)     # its peer never comes
+    out = node.communicate(timeout=60)[0]
+    assert node.returncode == 1 and 'waiting for the other nodes to start: no node-1.json after 2 s' in out, out
+    assert 'an earlier job' not in out
+
+
+def test_a_number_published_as_an_address_is_named(tmp_path):
+    node = start_node(tmp_path, peer_spec(1, 19420), 0)       # its peer, of the same job, publishes a number
+    peer = {'host': 'cn2', 'cpus': [0], 'rails': [{'address': 167772161, 'near_cpus': [0]}],
+            'run': pair.run_id(tmp_path / 'flows.json')}
+    (tmp_path / 'node-1.json').write_text(json.dumps(peer))
+    out = node.communicate(timeout=60)[0]
+    assert node.returncode == 1 and 'Traceback' not in out, out
+    assert f'{tmp_path}/node-1.json: rail 0 address 167772161 is not a host name or IP address' in out, out
+
+
+def test_a_missing_or_shared_workdir_is_named(tmp_path):
+    proc = subprocess.run([sys.executable, RUNNER, '--workdir', str(tmp_path / 'none'), str(_spec_file(tmp_path))],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, 'IBREPRO_NODE_RANK': '0',
+                                                                           'IBREPRO_NODES': '2'})
+    assert proc.returncode == 2 and 'Traceback' not in proc.stderr, proc
+    assert f'work directory {tmp_path}/none: No such file or directory' in proc.stdout, proc
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    shared.chmod(0o1777)
+    lines = []
+    assert pair.run(peer_spec(1, 19430), shared, nodes=[0], log=lines.append) == 2
+    assert f'work directory {shared} is shared' in lines[0] and not list(shared.iterdir())
+
+
+def test_a_link_planted_as_a_rendezvous_file_is_not_followed(tmp_path):
+    s = peer_spec(1, 19440)
+    (tmp_path / 'flows.json').write_text(json.dumps(s))
+    elsewhere = tmp_path / 'elsewhere.json'
+    elsewhere.write_text(json.dumps({'host': 'cn9', 'cpus': [0], 'rails': [{'address': '10.0.0.9', 'near_cpus': [0]}],
+                                     'run': pair.run_id(tmp_path / 'flows.json')}))
+    (tmp_path / 'node-1.json').symlink_to(elsewhere)
+    node = start_node(tmp_path, s, 0)
+    out = node.communicate(timeout=60)[0]
+    assert node.returncode == 1 and 'node-1.json (what node 1 published) is a symbolic link' in out, out
+
+
+def _spec_file(tmp_path):
+    path = tmp_path / 'flows.json'
+    path.write_text(json.dumps(peer_spec(1, 19450)))
+    return path

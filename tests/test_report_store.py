@@ -8,7 +8,9 @@ ReFrame's own ``--delete-stored-sessions``.
 
 import copy
 import json
+import os
 import re
+import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -131,7 +133,9 @@ def test_a_database_directory_we_cannot_write_puts_the_index_in_the_data_home(tm
 
 def test_without_a_writable_index_the_report_reads_every_session(tmp_path, runner):
     db = _history(tmp_path / 'results.db', 10, values=50)
-    Path(f'{db}.values').mkdir()   # where the index would be: no file can be written there
+    Path(f'{db}.values').mkdir()   # where the index would be: no file can be written there...
+    runner.home.mkdir(parents=True, exist_ok=True)
+    (runner.home / 'values-index').write_text('')     # ... nor in the data home
     proc = run_report(runner, '--db', str(db), '--min-history', '5')
     assert proc.returncode == 0 and 'cannot write the values index' in proc.stderr, output(proc)
     assert 'reading every session' in proc.stderr and '10 run(s)' in written(proc)[0]
@@ -299,7 +303,8 @@ def test_the_report_imports_no_configuration_a_session_names(tmp_path, runner):
 def test_summary_md_neutralises_what_a_run_can_write(tmp_path, runner):
     data = json.loads(MAKE_RUN.read_text())
     data['session_info']['uuid'] = 'c0ffee\n<img src=x onerror=alert(1)>\n'
-    data['session_info']['version'] = '4.10 @admin ~security https://evil.example/x www.evil.example #1 !2'
+    data['session_info']['version'] = ('4.10 @admin ~security https://evil.example/x www.evil.example #1 !2 '
+                                       'HTTP://EVIL.EXAMPLE ftp://evil.example me@evil.example')
     for case in data['runs'][0]['testcases']:
         if case.get('perfvalues') and case['name'].startswith('IMBPointToPoint'):
             case['name'] = case['display_name'] = f'{case["name"]} $\\frac{{1}}{{@cc}}$'   # mathtext in a plot title
@@ -312,8 +317,14 @@ def test_summary_md_neutralises_what_a_run_can_write(tmp_path, runner):
     assert '`c0ffee <img src=x onerror=alert(1)>`' in md          # one line: the code span holds it
     for raw in ('@admin', '~security', 'https://evil', 'www.evil', '@cc', '#1', '!2'):
         assert raw not in md, raw
-    assert '@\u200badmin' in md and 'https://\u200bevil' in md      # the text stays readable
+    assert '@\u200badmin' in md and r'https\[:\]//evil.example/x' in md    # the text stays readable
     assert '<img src=x' not in html
+    # as GitHub and GitLab render it (cmark-gfm with its autolink extension): no link but the report's own
+    import cmarkgfm
+    rendered = cmarkgfm.github_flavored_markdown_to_html(md)
+    assert re.findall(r'<a [^>]*>', rendered) == [f'<a href="{Path(proc.stdout.splitlines()[0]).name}">'], rendered
+    assert 'https[:]//evil.example/x' in rendered and 'www[.]evil.example' in rendered
+    assert 'me[@]evil.example' in rendered and 'HTTP[:]//EVIL.EXAMPLE' in rendered
 
 
 # -- the references the nightly run is judged against --------------------------------------------------
@@ -380,3 +391,93 @@ def test_baseline_never_writes_a_non_finite_number(tmp_path):
         baseline.write({'C': {'local:default': {'e': {'lat_8': [float('inf'), None, 0.1, 'us']}}}},
                        tmp_path / 'r.yaml', [], {})
     assert not (tmp_path / 'r.yaml').exists()
+
+
+def test_a_session_uuid_writes_no_yaml_into_the_baseline_header(tmp_path, runner):
+    db = _history(tmp_path / 'results.db', 3, values=40)
+    uuid, blob = _blobs(db)[-1]
+    data = json.loads(blob)
+    data['session_info']['uuid'] = 'a\nX: [1]\n#'
+    _store(db, uuid, json.dumps(data))
+    refs = tmp_path / 'refs.yaml'
+    proc = runner.ibrepro('baseline', '--last', '3', '--output', str(refs), env={'RFM_SQLITE_DB_FILE': str(db)})
+    assert proc.returncode == 0, output(proc)
+    import yaml
+    doc = yaml.safe_load(refs.read_text())
+    assert 'X' not in doc and refs.read_text().splitlines()[1].endswith(', a?X???1?')
+
+
+def test_stored_rows_no_session_has_are_named_and_left_out(tmp_path, runner):
+    """A variable named lat_² or with 5000 digits, a text session_start_unix, a NULL UUID: each named, the rest
+    reported (they crashed `where`, `report` and `report --nightly`: one crafted row blocked every later report)."""
+    db = _history(tmp_path / 'results.db', 10, values=60)
+    rows = _blobs(db)
+    newest = json.loads(rows[-1][1])
+    case = next(c for c in newest['runs'][0]['testcases'] if c.get('perfvalues'))
+    key = next(iter(case['perfvalues']))
+    prefix = key.rsplit(':', 1)[0]
+    case['perfvalues'][f'{prefix}:lat_²'] = case['perfvalues'][key]
+    case['perfvalues'][f'{prefix}:lat_{"9" * 5000}'] = case['perfvalues'][key]
+    _store(db, rows[-1][0], json.dumps(newest))
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE sessions SET session_start_unix = 'yesterday' WHERE uuid = ?", (rows[-3][0],))
+        conn.execute('INSERT INTO sessions VALUES(NULL, ?, ?, ?, NULL)', (1.7e9, 1.7e9 + 60, rows[-2][1]))
+    expected = [f'session {rows[-3][0]}: session_start_unix is \'yesterday\', not a time: left out',
+                'its UUID is None, not a UUID: left out',
+                f'session {rows[-1][0]}: test case {case["name"]}: variable \'lat_²\': not a performance '
+                'variable name',
+                f'session {rows[-1][0]}: test case {case["name"]}: variable \'lat_999']
+    for args in ([], ['--nightly', '--min-history', '5'], ['--no-index']):
+        proc = run_report(runner, '--db', str(db), *args)
+        assert proc.returncode == 0 and 'Traceback' not in proc.stderr, output(proc)
+        assert all(line in proc.stderr for line in expected), output(proc)
+        assert '9 run(s)' in written(proc)[0]
+    where = runner.ibrepro('where', env={'RFM_SQLITE_DB_FILE': str(db)})
+    assert where.returncode == 0 and 'stored sessions:    9, and 2 unreadable' in where.stdout, output(where)
+    assert 'its UUID is None' in where.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making another user's file needs root")
+def test_an_index_planted_in_a_shared_directory_is_never_read(tmp_path, runner, monkeypatch):
+    """In a world-writable directory another user's `results.db.values` (a latency 1000x the stored one) or a link
+    (root would follow it when it writes) is not ours: the index goes to the data home."""
+    monkeypatch.setenv('IBREPRO_HOME', str(runner.home))     # the report's data home, and ours here
+    shared = tmp_path / 'shared'
+    shared.mkdir()
+    shared.chmod(0o1777)
+    db = _history(shared / 'results.db', 6, values=40)
+    planted = Path(f'{db}.values')
+    with results.ValueIndex(db, path=tmp_path / 'made.values') as index:
+        index.conn.execute('UPDATE vals SET value = value * 1000')
+        index.conn.commit()
+    shutil.copy(tmp_path / 'made.values', planted)
+    os.chown(planted, 65534, 65534)          # another user's file
+    victim = tmp_path / 'victim'
+    for target in (planted, None):
+        if target is None:                   # a link to a file of ours, to be overwritten when we write the index
+            planted.unlink()
+            victim.write_text('precious')
+            planted.symlink_to(victim)
+        proc = run_report(runner, '--db', str(db))
+        assert proc.returncode == 0, output(proc)
+        decoded = [pv.value for report in results.stored_sessions(db) for pv in results.perf_values(report)]
+        with results.ValueIndex(db) as index:   # the index the report used: its own, with the stored values
+            assert index.path != planted and index.path.parent.name == 'values-index'
+            assert sorted(v for (v,) in index.conn.execute('SELECT value FROM vals')) == sorted(decoded)
+    assert victim.read_text() == 'precious' and planted.is_symlink()
+
+
+def test_rows_of_the_index_that_are_not_values_rebuild_it(tmp_path, runner):
+    db = _history(tmp_path / 'results.db', 6, values=40)
+    with results.ValueIndex(db) as index:
+        index.conn.execute("UPDATE vals SET value = 'fast' WHERE session = 1 AND series IN "
+                           "(SELECT series FROM vals WHERE session = 1 LIMIT 3)")
+        index.conn.execute("UPDATE sessions SET systems = '[' WHERE id = 1")
+        index.conn.commit()
+    proc = run_report(runner, '--db', str(db))
+    assert proc.returncode == 0, output(proc)
+    assert f'values index {db}.values: rows that are not values (sessions: 1 row(s), vals: 3 row(s)): rebuilt' \
+        in proc.stderr, output(proc)
+    assert '6 run(s)' in written(proc)[0]
+    with results.ValueIndex(db) as index:
+        assert results._bad_rows(index.conn) == ''

@@ -3,7 +3,9 @@
 import json
 import os
 
-from conftest import IMPI, needs_impi
+import pytest
+
+from conftest import IMPI, REFRAME, ROOT, needs_impi, output
 from ibrepro import rfmconfig
 
 
@@ -64,23 +66,20 @@ def test_the_mpi_of_an_environment_is_known_from_its_launcher_directory():
 
 
 def test_paths_in_job_scripts_are_quoted(tmp_path):
-    """A checkout under a path with a space, or one naming a command substitution, stays one word."""
-    prefix = tmp_path / 'my stacks' / '$(touch pwned)'
+    """A checkout under a path with a space stays one word."""
+    prefix = tmp_path / 'my stacks' / 'a"b'
     (prefix / 'bin').mkdir(parents=True)
     env = rfmconfig.prefix_environment('odd', prefix, descr='odd path')
     path = dict(env['env_vars'])['PATH']
-    assert path == f'"{tmp_path}/my stacks/\\$(touch pwned)/bin":${{PATH:-}}'
+    assert path == f'"{tmp_path}/my stacks/a\\"b/bin":${{PATH:-}}'
     import subprocess
     out = subprocess.run(['bash', '-c', f'export PATH={path}; echo "$PATH"'], capture_output=True, text=True,
                          cwd=tmp_path, env={'PATH': '/usr/bin:/bin'})
-    assert out.stdout.split(':')[0] == f'{prefix}/bin' and not (tmp_path / 'pwned').exists()
+    assert out.stdout.split(':')[0] == f'{prefix}/bin'
 
 
 # -- one site configuration for every place a site runs it -------------------------------------------
 
-from conftest import ROOT, output  # noqa: E402
-
-import pytest  # noqa: E402
 
 SLURM_SYSTEM = {'name': 'site', 'hostnames': [r'^login\d+$'], 'partitions': [
     {'name': 'hdr', 'scheduler': 'slurm', 'launcher': 'srun', 'access': ['--partition=hdr'], 'environs': ['e'],
@@ -152,3 +151,31 @@ def test_a_host_no_system_names_fails_loudly_instead_of_running_nothing(reframe)
     # named explicitly, the same configuration lists its cases
     proc = reframe('-l', '--system', 'example-cluster', '-n', 'PerftestBandwidth', config='configs/example-cluster.py')
     assert proc.returncode == 0 and '- PerftestBandwidth %direction=uni' in proc.stdout, output(proc)
+
+
+
+@pytest.mark.parametrize('name', ['$(touch pwned)', '`touch pwned`', '$HOME', 'a\nb'])
+def test_paths_with_shell_syntax_never_reach_an_environment_variable(tmp_path, name):
+    """ReFrame expands environment values itself through a shell (osext.expandvars), escaped or not: refused."""
+    prefix = tmp_path / 'stacks' / name
+    (prefix / 'bin').mkdir(parents=True)
+    with pytest.raises(ValueError, match=r'^PATH=.*may not contain'):
+        rfmconfig.prefix_environment('odd', prefix, descr='odd path')
+    with pytest.raises(ValueError, match=r'^PATH=.*may not contain'):
+        rfmconfig.site_environment('site', descr='a site', tools=['osu'], prefix=prefix)
+    with pytest.raises(ValueError, match=r'^IBREPRO_PREFIXES=.*may not contain'):
+        rfmconfig.user_prefixes({'IBREPRO_PREFIXES': f'/opt/osu:{prefix}'})
+    assert not list(tmp_path.rglob('pwned'))
+
+
+@pytest.mark.parametrize('variable, value', [('IBREPRO_PREFIXES', '/opt/$(touch pwned)'),
+                                             ('IBREPRO_HOME', '/tmp/`touch pwned`')])
+def test_reframe_refuses_a_configuration_with_shell_syntax_in_a_path(tmp_path, variable, value):
+    """Before ReFrame loads it (it would run the command as the user who runs it)."""
+    import subprocess
+    env = {**os.environ, 'IBREPRO_HOME': str(tmp_path / 'home'), variable: value.replace('/tmp', str(tmp_path))}
+    proc = subprocess.run([str(REFRAME), '-C', 'configs/local.py', '-c', 'reframe-checks/system', '-l'], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and f'{variable}=' in proc.stdout + proc.stderr, output(proc)
+    assert 'may not contain' in proc.stdout + proc.stderr
+    assert not list(tmp_path.rglob('pwned')) and not (ROOT / 'pwned').exists()

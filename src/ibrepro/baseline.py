@@ -154,8 +154,9 @@ def write(doc, path, sessions, method):
     method = {**DEFAULTS, **method}
     header = [
         f'# ReFrame references ($ref) written by `ibrepro baseline` on {datetime.date.today()}',
-        f'# from {len(sessions)} session(s): ' + ', '.join(str(s['session_info'].get('uuid') or '?')[:8]
-                                                       for s in sessions),
+        # a stored UUID is data: only the characters a UUID has reach the comment (a newline would write YAML)
+        f'# from {len(sessions)} session(s): ' + ', '.join(
+            re.sub(r'[^0-9A-Za-z-]', '?', str(s['session_info'].get('uuid') or '?'))[:8] for s in sessions),
         f'# value = median; tolerance = max({method["floor"]}, {method["k"]} x robust CV) capped at '
         f'{method["cap"]}, or {method["default"]} with fewer than {method["min_samples"]} samples;',
         '# one-sided: latency/time upper bound, bandwidth/rate lower bound.',

@@ -341,8 +341,9 @@ def format_not_run(table, system):
     return '\n'.join(lines)
 
 
-def validate(checks_dir=paths.CHECKS_DIR):
-    """Problems of the catalog: unknown statuses, checks that do not exist, families no row names."""
+def validate(checks_dir=paths.CHECKS_DIR, nightly=None):
+    """Problems of the catalog: unknown statuses, checks that do not exist, families no row names, cases of the
+    nightly subset (``nightly``: reference-data/nightly.yaml) that match no test case."""
     classes = check_classes(checks_dir)
     problems, named = [], set()
     for exp in experiments().values():
@@ -366,7 +367,32 @@ def validate(checks_dir=paths.CHECKS_DIR):
                 problems.append(f'experiment {exp["id"]}: simulated.cannot_model {check!r} is none of its checks')
     for name in sorted(set(classes) - named - {'RdmaTopology', 'SoftwareVersions'}):
         problems.append(f'check family {name} encodes no experiment of the catalog')
+    from .rfm import NightlyError, nightly_cases
+    try:
+        cases = nightly_cases(nightly)
+    except NightlyError as err:
+        return problems + [str(err)]
+    for case in sorted(cases):
+        problem = _unknown_case(case, classes)
+        if problem:     # a typo would leave the case out of every night without a word
+            problems.append(f'nightly subset: case {case!r} matches no test case: {problem}')
     return problems
+
+
+def _unknown_case(display_name, classes):
+    """Why ``display_name`` (``Family %param=value ...``) names no variant of the check families, or None."""
+    family, *params = display_name.split(' %')
+    if family not in classes:
+        return f'no check family {family}'
+    space = classes[family].param_space.params
+    for param in params:
+        name, _, value = param.partition('=')
+        if name not in space:
+            return f'{family} has no parameter {name!r}'
+        values = [str(space[name].format(v)) for v in space[name].values]
+        if value not in values:
+            return f'{family} has no {name}={value} (its values: {", ".join(values[:12])})'
+    return None
 
 
 def add_cli(subparsers):

@@ -62,6 +62,7 @@ runs a side, or this script's ``--probe``, on node ``{node}`` from one runner pr
 """
 
 import argparse
+import errno
 import json
 import os
 import re
@@ -69,6 +70,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -348,15 +350,31 @@ def _write_json(path, data):
     tmp.rename(path)     # atomic: a reader sees all of it or nothing
 
 
+#: What a node may publish as its host name and as a rail's address (a name or an IPv4/IPv6 address).
+_HOST = re.compile(r'[A-Za-z0-9][A-Za-z0-9.:_-]{0,254}')
+
+
 def _read_json(path, what):
+    """The JSON object in ``path``, or None when there is none; PairFailed naming the file for anything else (a
+    symbolic link, which is not followed, binary data, not JSON, not an object)."""
     try:
-        text = path.read_text()
-    except IsADirectoryError:
-        raise PairFailed(f'{path} ({what}) is a directory, not a file') from None
-    except OSError:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
         return None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise PairFailed(f'{path} ({what}) is a symbolic link, not a file: not followed') from None
+        if err.errno == errno.EISDIR:
+            raise PairFailed(f'{path} ({what}) is a directory, not a file') from None
+        return None
+    with os.fdopen(fd, 'rb') as fp:
+        if not stat.S_ISREG(os.fstat(fp.fileno()).st_mode):
+            raise PairFailed(f'{path} ({what}) is not a regular file')
+        blob = fp.read(1 << 20)
     try:
-        data = json.loads(text)
+        data = json.loads(blob.decode('utf-8'))
+    except UnicodeDecodeError:
+        raise PairFailed(f'{path} ({what}) is binary data, not JSON text: written by something else?') from None
     except json.JSONDecodeError as err:
         raise PairFailed(f'{path} ({what}) is not JSON ({err}): written by something else?') from None
     if not isinstance(data, dict):
@@ -364,37 +382,60 @@ def _read_json(path, what):
     return data
 
 
-class Rendezvous:
-    """Files in the work directory through which the nodes of one job find and wait for each other."""
+def run_id(spec_path):
+    """What tells this job's rendezvous files from an earlier job's in the same directory: the spec file every node
+    of the job reads (written anew for each job: its inode, size and modification time)."""
+    info = os.stat(spec_path)
+    return f'{info.st_ino}-{info.st_size}-{info.st_mtime_ns}'
 
-    def __init__(self, workdir, nodes, deadline):
+
+class Rendezvous:
+    """Files in the work directory through which the nodes of one job find and wait for each other. Each carries
+    the job's ``run`` id: a file an earlier job left behind is not this job's (not yet there, never a failure)."""
+
+    def __init__(self, workdir, nodes, deadline, run=''):
         self.dir = Path(workdir)
         self.nodes = nodes
         self.deadline = deadline
+        self.run = run
+
+    def _mine(self, name, what=None):
+        node = re.search(r'(\d+)\.json$', name)
+        what = what or (f'what node {node.group(1)} published' if name.startswith('node-') and node
+                        else 'a failure report' if name.startswith('failed-') else 'a ready mark of a node')
+        data = _read_json(self.dir / name, what)
+        return data if data is not None and data.get('run') == self.run else None
 
     def publish(self, node, info):
-        _write_json(self.dir / f'node-{node}.json', info)
+        _write_json(self.dir / f'node-{node}.json', {**info, 'run': self.run})
+
+    def ready(self, name):
+        _write_json(self.dir / name, {'run': self.run})
 
     def fail(self, node, reason):
         path = self.dir / f'failed-{node}.json'
-        if not path.exists():
+        try:
+            first = self._mine(path.name)
+        except PairFailed:
+            first = None       # garbage where the marker goes: replaced by this one
+        if not first:
             _write_json(path, {'node': node, 'host': socket.gethostname(), 'reason': reason,
-                               'time': time.time()})
+                               'time': time.time(), 'run': self.run})
 
     def failure(self):
         """The reason of the first node that failed, or None."""
         for node in range(self.nodes):
-            data = _read_json(self.dir / f'failed-{node}.json', 'a failure report')
+            data = self._mine(f'failed-{node}.json')
             if data:
                 return f'node {node} ({data.get("host", "?")}) failed: {data.get("reason", "?")}'
         return None
 
     def wait(self, names, what, limit=None):
-        """Wait until the files ``names`` exist; PairFailed when a node fails or at the deadline."""
+        """Wait until this job's files ``names`` exist; PairFailed when a node fails or at the deadline."""
         deadline = min(self.deadline, time.monotonic() + limit) if limit else self.deadline
         missing = list(names)
         while True:
-            missing = [n for n in missing if not (self.dir / n).exists()]
+            missing = [n for n in missing if not self._mine(n)]
             if not missing:
                 return
             failure = self.failure()
@@ -406,11 +447,30 @@ class Rendezvous:
             time.sleep(POLL)
 
     def node_info(self, node):
-        info = _read_json(self.dir / f'node-{node}.json', f'what node {node} published')
-        if not info or not isinstance(info.get('host'), str) or not info['host'] \
-                or not isinstance(info.get('rails'), list):
-            raise PairFailed(f'{self.dir / f"node-{node}.json"}: no host and rails in what node {node} published')
+        path = self.dir / f'node-{node}.json'
+        info = self._mine(path.name)
+        problem = _info_problem(info)
+        if problem:
+            raise PairFailed(f'{path}: {problem} in what node {node} published')
         return info
+
+
+def _info_problem(info):
+    """What makes a node's published information unusable (a number where an address goes), or None."""
+    if not info or not isinstance(info.get('host'), str) or not _HOST.fullmatch(info['host']) \
+            or not isinstance(info.get('rails'), list):
+        return 'no host and rails'
+    if not isinstance(info.get('cpus'), list) or not all(type(c) is int for c in info['cpus']):
+        return 'cpus is not a list of CPU numbers'
+    for i, rail in enumerate(info['rails']):
+        if not isinstance(rail, dict):
+            return f'rail {i} is not an object'
+        address = rail.get('address')
+        if address is not None and not (isinstance(address, str) and _HOST.fullmatch(address)):
+            return f'rail {i} address {address!r:.60} is not a host name or IP address'
+        if not isinstance(rail.get('near_cpus'), list) or not all(type(c) is int for c in rail['near_cpus']):
+            return f'rail {i} near_cpus is not a list of CPU numbers'
+    return None
 
 
 # -- running the sides -------------------------------------------------------------------------------
@@ -430,13 +490,16 @@ def _listening_ports():
 
 
 class Runner:
-    def __init__(self, spec, workdir='.', nodes=None, log=print, script=None):
+    def __init__(self, spec, workdir='.', nodes=None, log=print, script=None, run=None):
         self.spec = spec
         self.workdir = Path(workdir).resolve()
+        _check_workdir(self.workdir)
         self.log = log
         self.nodes = my_nodes(spec) if nodes is None else nodes
         self.deadline = time.monotonic() + float(spec['timeout'])
-        self.rdv = Rendezvous(self.workdir, spec['nodes'], self.deadline)
+        # one process playing every node needs no id shared with others; several get it from their spec file
+        self.rdv = Rendezvous(self.workdir, spec['nodes'], self.deadline,
+                              run or f'{socket.gethostname()}-{os.getpid()}-{time.time()}')
         self.script = script or os.path.abspath(__file__)
         self.info = {}         # node -> what it published
         self.procs = {}        # (flow id, side) -> (Popen, output file, status dict)
@@ -763,7 +826,7 @@ class Runner:
             self.procs = {}
             self.start_servers(round_, size, taken)
             for node in self.nodes:
-                (self.workdir / f'ready-r{round_}-n{node}').touch()
+                self.rdv.ready(f'ready-r{round_}-n{node}')
             # every node's servers listen: start every client at once
             self.rdv.wait([f'ready-r{round_}-n{n}' for n in range(self.spec['nodes'])],
                           f'round {round_}: waiting for the other nodes\' servers')
@@ -774,10 +837,25 @@ class Runner:
                 raise PairFailed(failure)
 
 
-def run(spec, workdir='.', nodes=None, log=print):
+def _check_workdir(workdir):
+    """PairFailed unless ``workdir`` is a directory of ours that no other user may write: another user's files there
+    (a planted rendezvous or failure marker) would steer this job."""
+    try:
+        info = os.stat(workdir)
+    except OSError as err:
+        raise PairFailed(f'work directory {workdir}: {err.strerror} (--workdir: the directory the nodes of the '
+                         'job share, e.g. its stage directory)') from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise PairFailed(f'work directory {workdir} is not a directory')
+    if info.st_uid != os.geteuid() or info.st_mode & 0o002:
+        raise PairFailed(f'work directory {workdir} is shared (owned by uid {info.st_uid}, mode '
+                         f'{stat.S_IMODE(info.st_mode):o}): use a directory of yours that others cannot write')
+
+
+def run(spec, workdir='.', nodes=None, log=print, run_id=None):
     """Run this node's share of the flows; return 0 if all its processes succeeded."""
     try:
-        runner = Runner(spec, workdir, nodes, log)
+        runner = Runner(spec, workdir, nodes, log, run=run_id)
     except PairFailed as err:
         log(f'ibrepro pair: {err}')
         return 2
@@ -884,7 +962,7 @@ def cli(args):
     except SpecError as err:
         print(f'ibrepro pair: {err}', file=sys.stderr)
         return 2
-    return run(spec, args.workdir, args.nodes, log=lambda msg: print(msg, flush=True))
+    return run(spec, args.workdir, args.nodes, log=lambda msg: print(msg, flush=True), run_id=run_id(args.spec))
 
 
 def add_cli(subparsers):

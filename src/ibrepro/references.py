@@ -15,11 +15,14 @@ Python API for the report and other modules: :func:`load_papers`, :func:`entries
 import copy
 import csv
 import dataclasses
+import errno
 import hashlib
 import io
 import json
 import math
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 
@@ -96,9 +99,13 @@ _LOADER = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
 #: Deeper YAML is refused before it is loaded (libyaml's composer recurses in C: 100,000 levels crash the process).
 MAX_YAML_DEPTH = 64
 
+#: Larger files are refused before they are read: the papers' files and a site's references are well below.
+MAX_YAML_BYTES = 16 * 2 ** 20
+
 
 def _unsafe_structure(text):
-    """``(reason, line)`` if a YAML text has an anchor or alias or nests deeper than MAX_YAML_DEPTH, else None.
+    """``(reason, line)`` if a YAML text has an anchor or alias, a merge key (``<<``, which ReFrame refuses in a
+    references file) or nests deeper than MAX_YAML_DEPTH, else None.
 
     Aliases are refused everywhere in reference data: nested aliases of a few hundred bytes expand to billions of
     values in whatever walks the data (a schema check, ReFrame's references), the "billion laughs". Reading the
@@ -110,6 +117,8 @@ def _unsafe_structure(text):
             name = f'{"*" if isinstance(event, yaml.AliasEvent) else "&"}{event.anchor}'
             return f'YAML anchors and aliases are not accepted ({name}): write the values out', \
                 event.start_mark.line + 1
+        if isinstance(event, yaml.ScalarEvent) and event.value == '<<' and event.implicit[0]:
+            return 'YAML merge keys (<<) are not accepted: write the values out', event.start_mark.line + 1
         if isinstance(event, yaml.CollectionStartEvent):
             depth += 1
             if depth > MAX_YAML_DEPTH:
@@ -117,6 +126,28 @@ def _unsafe_structure(text):
         elif isinstance(event, yaml.CollectionEndEvent):
             depth -= 1
     return None
+
+
+def read_text(path, limit=MAX_YAML_BYTES):
+    """The bytes of the file at ``path``, opened without following a symbolic link (a link planted in a shared
+    directory would make us read another file); OSError for a link, another user's file in a world-writable
+    directory, or a file larger than ``limit`` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, 'a symbolic link (not followed)') from None
+        raise
+    with os.fdopen(fd, 'rb') as fp:
+        info = os.fstat(fp.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise OSError(errno.EINVAL, 'not a regular file')
+        if info.st_uid not in (0, os.geteuid()) and os.stat(Path(path).parent).st_mode & 0o002:
+            # anyone may put a file there first: only ours (or root's) is trusted
+            raise OSError(errno.EPERM, f'owned by uid {info.st_uid} in a directory anyone can write')
+        if info.st_size > limit:
+            raise OSError(errno.EFBIG, f'{info.st_size} bytes, more than the {limit} a YAML file of ibrepro may have')
+        return fp.read(limit + 1)
 
 
 def read_yaml(path, root=None):
@@ -127,7 +158,7 @@ def read_yaml(path, root=None):
     """
     rel = _rel(path, data_root(root))
     try:
-        text = Path(path).read_text(encoding='utf-8')
+        text = read_text(path).decode('utf-8')
         key = hashlib.sha1(text.encode()).hexdigest()
         if key not in _YAML_CACHE:
             unsafe = _unsafe_structure(text)
@@ -136,7 +167,7 @@ def read_yaml(path, root=None):
             _YAML_CACHE[key] = yaml.load(text, Loader=_LOADER)
         return copy.deepcopy(_YAML_CACHE[key])
     except OSError as err:
-        raise DataError(Problem(rel, None, f'cannot read: {err.strerror}')) from None
+        raise DataError(Problem(rel, None, f'cannot read: {err.strerror or err}')) from None
     except UnicodeDecodeError as err:
         raise DataError(Problem(rel, None, f'not UTF-8 text ({err.reason} at byte {err.start})')) from None
     except yaml.YAMLError as err:

@@ -768,15 +768,21 @@ _MD_SPECIAL = re.compile(r'([\\`*_\[\]<>|#!])')
 #: ~label, %milestone, $snippet, &epic): a zero-width space after each keeps the text and breaks the link.
 _MD_REFERENCE = re.compile(r'([@#!~%$^]|&amp;)')
 _ZWSP = '\u200b'
+#: Bare links, defanged as security advisories write them (``https[:]//``, ``www[.]``, ``me[@]host``): cmark-gfm still
+#: links a scheme or ``www.`` with a zero-width space inside (which browsers then drop), and GitLab links on the text.
+_MD_LINKS = [(re.compile(r'://'), r'\\[:\\]//'), (re.compile(r'(?i)\b(www)\.'), r'\1\\[.\\]'),
+             (re.compile(rf'(?<=\w)@{_ZWSP}(?=\w)'), r'\\[@\\]')]
 
 
 def _md(value):
     """A string safe inside a Markdown table cell: no markup, no HTML, no line breaks, no mention, reference or
-    bare link (``https://`` and ``www.`` are not autolinked)."""
+    bare link (``https://``, ``www.`` and e-mail addresses are defanged: not autolinked)."""
     text = ' '.join(str(value).split()).replace('&', '&amp;')
     text = _MD_SPECIAL.sub(r'\\\1', text)
     text = _MD_REFERENCE.sub(rf'\1{_ZWSP}', text)
-    return re.sub(r'(?i)(://|www)(\.?)', rf'\1{_ZWSP}\2', text)
+    for pattern, replacement in _MD_LINKS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def _code(value):

@@ -25,7 +25,9 @@ import gc
 import json
 import math
 import os
+import re
 import sqlite3
+import stat
 import sys
 from pathlib import Path
 
@@ -169,11 +171,20 @@ def _number(value):
     return value if math.isfinite(value) else None
 
 
+#: A performance variable's name (lat_1024, bw_peak, flow_overlap): ASCII, so a size suffix is a number int()
+#: reads ('²'.isdigit() is true), and short (int() refuses more than 4300 digits).
+_VARIABLE = re.compile(r'[A-Za-z][A-Za-z0-9_.-]{0,63}', re.ASCII)
+
+
 def _values(info, case, problems):
     """``(variable, value, unit, ref, lower, upper, result)`` of a case's valid performance values; the invalid
     ones are left out with a line in ``problems`` naming session, test case and variable."""
     for key, entry in (case.get('perfvalues') or {}).items():
         variable = str(key).rsplit(':', 1)[-1]
+        if not _VARIABLE.fullmatch(variable):
+            problems.append(f'session {info.get("uuid", "?")}: test case {case["name"]}: variable {_short(variable)}: '
+                            'not a performance variable name (ASCII letters, digits, _ . -; at most 64): left out')
+            continue
         if not isinstance(entry, (list, tuple)) or not entry:
             problems.append(f'session {info.get("uuid", "?")}: test case {case["name"]}: {variable}: not a ReFrame '
                             f'performance entry ({_short(entry)}): left out')
@@ -357,11 +368,70 @@ def _connect(db):
         raise ResultsError(f'{db}: {err}') from None
 
 
+def _session_rows(conn, db, problems):
+    """``(uuid, start)`` of every stored session, oldest first; a row without a UUID (NULL, not text, or with
+    characters no UUID has) or without a start time (not a number, out of range) is named in ``problems`` and left
+    out: one crafted row must not block every report."""
+    rows = []
+    for rowid, uuid, start in _stored(conn, db, 'SELECT rowid, uuid, session_start_unix FROM sessions'):
+        if not isinstance(uuid, str) or not _UUID.fullmatch(uuid):
+            problems.append(f'stored session #{rowid} (started {_short(start)}): its UUID is {_short(uuid)}, not a '
+                            'UUID: left out')
+        elif isinstance(start, bool) or not isinstance(start, (int, float)) \
+                or not _TIME_RANGE[0] <= start < _TIME_RANGE[1]:
+            problems.append(f'session {uuid}: session_start_unix is {_short(start)}, not a time: left out')
+        else:
+            rows.append((uuid, start))
+    return sorted(rows, key=lambda r: (r[1], r[0]))
+
+
+#: What ReFrame stores as a session's UUID (any case, hex and dashes; shorter ones in tests and old sessions).
+_UUID = re.compile(r'[0-9A-Za-z][0-9A-Za-z-]{0,63}')
+
+
 def _stored(conn, db, sql, args=()):
     try:
         return conn.execute(sql, args).fetchall()
     except sqlite3.Error as err:
         raise ResultsError(f'{db}: cannot read the results database: {err}') from None
+
+
+def _ours(path, file=False):
+    """True when ``path`` is owned by us, writable by no one else and (``file``) a regular file, not a link."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    kind = stat.S_ISREG(info.st_mode) if file else stat.S_ISDIR(info.st_mode)
+    return kind and info.st_uid == os.geteuid() and not info.st_mode & (0o002 if file else 0o022)
+
+
+def _index_files(path):
+    return [Path(f'{path}{suffix}') for suffix in ('', '-wal', '-shm')]
+
+
+#: Rows of the index a reader could not use (a wrong type, an infinite value): the index is then rebuilt.
+_INDEX_CHECKS = [
+    ('sessions', "typeof(uuid) != 'text' OR typeof(start) NOT IN ('real', 'integer', 'null') "
+                 "OR abs(start) > 1e11 OR NOT json_valid(coalesce(systems, '[]')) "
+                 "OR NOT json_valid(coalesce(problems, '[]'))"),
+    ('series', "typeof(system) != 'text' OR typeof(partition) != 'text' OR typeof(environ) != 'text' "
+               "OR typeof(check_name) != 'text' OR typeof(name) != 'text' OR typeof(variable) != 'text' "
+               "OR typeof(unit) != 'text' OR NOT json_valid(params)"),
+    ('vals', "typeof(value) NOT IN ('real', 'integer') OR abs(value) > 1.7e308 "
+             + ''.join(f"OR typeof({c}) NOT IN ('real', 'integer', 'null') OR abs({c}) > 1.7e308 "
+                       for c in ('ref', 'lower', 'upper')) + "OR typeof(result) NOT IN ('text', 'null')"),
+]
+
+
+def _bad_rows(conn):
+    """``table: N row(s)`` of every table with rows a reader could not use, or ''."""
+    bad = []
+    for table, where in _INDEX_CHECKS:
+        (count,) = conn.execute(f'SELECT count(*) FROM {table} WHERE {where}').fetchone()
+        if count:
+            bad.append(f'{table}: {count} row(s)')
+    return ', '.join(bad)
 
 
 class ValueIndex:
@@ -371,14 +441,19 @@ class ValueIndex:
         self.db = Path(db or paths.results_db())
         self.path = Path(path) if path else self.default_path(self.db)
         self.conn = None
+        self.skipped = []    # stored rows that are no session (no UUID, no start time): named, left out
 
     @staticmethod
     def default_path(db):
-        """``<database>.values`` when its directory is ours to write, else under the data home."""
+        """``<database>.values`` when its directory is ours alone (owned by us, writable by no one else) and so are
+        the index files already there; else under the data home. In a shared directory (/tmp, a group's) another
+        user could plant an index (read as the truth) or a symbolic link (followed when we write)."""
         db = Path(db).resolve()
-        if os.access(db.parent, os.W_OK) and (not db.with_name(db.name + '.values').exists()
-                                              or os.access(db.with_name(db.name + '.values'), os.W_OK)):
-            return db.with_name(db.name + '.values')
+        beside = db.with_name(db.name + '.values')
+        if os.access(db.parent, os.W_OK) and _ours(db.parent) \
+                and all(_ours(f, file=True) for f in _index_files(beside) if os.path.lexists(f)) \
+                and (not beside.exists() or os.access(beside, os.W_OK)):
+            return beside
         import hashlib
         return paths.data_home() / 'values-index' / f'{hashlib.sha256(str(db).encode()).hexdigest()[:16]}.values'
 
@@ -407,6 +482,11 @@ class ValueIndex:
         memory = str(self.path) == ':memory:'
         if not memory:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            for path in _index_files(self.path):    # a link or another user's file is never opened (nor followed)
+                if os.path.lexists(path) and not _ours(path, file=True):
+                    print(f'ibrepro: {path}: not a file of ours (a link, or another user\'s): removed, the index is '
+                          'rebuilt from the database', file=sys.stderr)
+                    path.unlink()
         for attempt in range(2):
             try:
                 conn = sqlite3.connect(':memory:' if memory else self.path, timeout=60)
@@ -414,14 +494,18 @@ class ValueIndex:
                     conn.execute('PRAGMA journal_mode=WAL')
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 if not tables:
-                    with conn:
+                    with conn:   # another process may be creating it too: what it stored first stays
                         for sql in _INDEX_SCHEMA:
-                            conn.execute(sql)
-                        conn.execute("INSERT INTO meta VALUES('format', ?)", (_INDEX_FORMAT,))
-                        conn.execute("INSERT INTO meta VALUES('database', ?)", (str(self.db.resolve()),))
+                            conn.execute(sql.replace('CREATE TABLE', 'CREATE TABLE IF NOT EXISTS', 1))
+                        conn.execute("INSERT OR IGNORE INTO meta VALUES('format', ?)", (_INDEX_FORMAT,))
+                        conn.execute("INSERT OR IGNORE INTO meta VALUES('database', ?)", (str(self.db.resolve()),))
                 fmt = conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-                if fmt and fmt[0] == _INDEX_FORMAT:
+                bad = _bad_rows(conn) if fmt and fmt[0] == _INDEX_FORMAT else ''
+                if fmt and fmt[0] == _INDEX_FORMAT and not bad:
                     return conn
+                if bad:     # written by something else, or damaged: rebuilt from the database, losing nothing
+                    print(f'ibrepro: values index {self.path}: rows that are not values ({bad}): rebuilt from the '
+                          'database', file=sys.stderr)
                 conn.close()
             except sqlite3.DatabaseError:
                 pass
@@ -436,7 +520,8 @@ class ValueIndex:
             Path(f'{self.path}{suffix}').unlink(missing_ok=True)
 
     def _sync(self, source):
-        stored = dict(_stored(source, self.db, 'SELECT uuid, session_start_unix FROM sessions'))
+        self.skipped = []
+        stored = dict(_session_rows(source, self.db, self.skipped))
         have = {uuid: sid for uuid, sid in self.conn.execute('SELECT uuid, id FROM sessions')}
         gone = [have[u] for u in have if u not in stored]
         new = sorted((u for u in stored if u not in have), key=lambda u: stored[u] or 0)
@@ -494,7 +579,7 @@ class ValueIndex:
     def sessions(self):
         """``(SessionRow, problems)`` of every readable stored session, oldest first, and the unreadable ones'
         reasons."""
-        readable, unreadable = [], []
+        readable, unreadable = [], list(self.skipped)
         for uuid, start, run, cases, failures, systems, problems, bad, confirms in self.conn.execute(
                 'SELECT uuid, start, run, cases, failures, systems, problems, unreadable, confirms FROM sessions '
                 'ORDER BY start, uuid'):
@@ -579,8 +664,13 @@ def stored_sessions(db=None, *, uuids=None, last=None, problems=None):
     Sessions that cannot be read are left out and named in ``problems`` (ResultsError when none is given).
     """
     db = db or paths.results_db()
+    skipped = []
     with _connect(db) as conn:
-        rows = _stored(conn, db, 'SELECT uuid, session_start_unix FROM sessions ORDER BY session_start_unix')
+        rows = _session_rows(conn, db, skipped)
+    if skipped:
+        if problems is None:
+            raise ResultsError(skipped[0])
+        problems.extend(skipped)
     if uuids:
         wanted = [u.lower() for u in uuids]
         rows = [r for r in rows if any(r[0].startswith(w) for w in wanted)]

@@ -118,14 +118,31 @@ def mpi_family(bin_dirs=None):
         'mpich' if name.endswith('mpich') or name.startswith('mpiexec.hydra') else None
 
 
-def shell_word(path):
-    """``path`` double-quoted for a job script (ReFrame writes ``export NAME=value`` as it is given)."""
-    return '"' + re.sub(r'(["\\$`])', r'\\\1', str(path)) + '"'
+#: What a shell would run or expand in an environment value, and a line break that ends an ``export`` line.
+_SHELL_SYNTAX = re.compile(r'[$`\n\r]')
+
+
+def refuse_shell_syntax(value, name):
+    """``value``, or ValueError naming ``name`` when it holds ``$``, a backquote or a line break. ReFrame expands
+    environment values itself (``osext.expandvars`` runs ``$(...)`` and backquotes through a shell, escaped or not)
+    before any job script exists: quoting cannot help, only refusing."""
+    found = sorted(set(_SHELL_SYNTAX.findall(str(value))))
+    if found:
+        raise ValueError(f'{name}={str(value)!r}: a value that reaches an environment variable may not contain '
+                         f'{", ".join(map(repr, found))} (ReFrame would expand or run it through a shell)')
+    return value
+
+
+def shell_word(path, variable='a path'):
+    """``path`` double-quoted for a job script (ReFrame writes ``export NAME=value`` as it is given); refused when
+    it holds shell syntax (:func:`refuse_shell_syntax`, naming ``variable``)."""
+    refuse_shell_syntax(path, variable)
+    return '"' + re.sub(r'(["\\])', r'\\\1', str(path)) + '"'
 
 
 def path_value(dirs, variable):
     """``"dir1":"dir2":$VARIABLE``: directories prepended to a search path, each quoted."""
-    return ':'.join(shell_word(d) for d in dirs) + f':${{{variable}:-}}'
+    return ':'.join(shell_word(d, variable) for d in dirs) + f':${{{variable}:-}}'
 
 
 def prefix_bin_dirs(prefix, existing=True):
@@ -209,7 +226,7 @@ def impi_environment(env_vars=()):
     return prefix_environment(
         'impi', prefix, descr='Intel MPI 2021.14 + IMB 2021.8 (PyPI impi-rt, make setup)',
         features=['impi'], extra_lib_dirs=['lib/libfabric'],
-        env_vars=[['FI_PROVIDER_PATH', shell_word(prefix / 'lib/libfabric/prov')], *env_vars])
+        env_vars=[['FI_PROVIDER_PATH', shell_word(prefix / 'lib/libfabric/prov', 'FI_PROVIDER_PATH')], *env_vars])
 
 
 def mpich_environment(env_vars=()):
@@ -238,7 +255,8 @@ def smpi_environment():
         return env
 
     programs = find_programs(bins)     # NAS: IS only, per class and count: the NPB family skips the others
-    env['env_vars'] = [['PATH', os.pathsep.join(str(d) for d in bins) + os.pathsep + '$PATH']]
+    env['env_vars'] = [['PATH', os.pathsep.join(str(refuse_shell_syntax(d, 'PATH')) for d in bins)
+                        + os.pathsep + '$PATH']]
     env['features'] = ['mpi', 'smpi', *programs]
     env['extras']['programs'] = sorted(p for names in programs.values() for p in names)
     env['cc'] = 'smpicc'
@@ -278,7 +296,8 @@ def spack_environments():
 
 def user_prefixes(environ=os.environ):
     """Install prefixes of your own benchmark builds: ``$IBREPRO_PREFIXES`` (colon-separated)."""
-    return [Path(p) for p in environ.get('IBREPRO_PREFIXES', '').split(os.pathsep) if p.strip()]
+    return [Path(refuse_shell_syntax(p, 'IBREPRO_PREFIXES'))
+            for p in environ.get('IBREPRO_PREFIXES', '').split(os.pathsep) if p.strip()]
 
 
 def system_environment(extra_prefixes=None):
@@ -429,10 +448,14 @@ def site_configuration(systems, environments, *, modes=(), nightly_subset=False,
     night = nightly_id(environ)
     _HOSTNAMES.extend(p for system in systems for p in system['hostnames'] if p not in _HOSTNAMES)
     home = paths.data_home()
+    refuse_shell_syntax(home, 'IBREPRO_HOME')    # the data directory: ReFrame expands its prefix
     if any(c.isspace() for c in str(home)):
         # ReFrame's job scripts and local scheduler split the stage directory's path at white space
         raise ValueError(f'the ibrepro data directory {str(home)!r} has white space in its path, which ReFrame '
                          'cannot run jobs in: set IBREPRO_HOME to a directory without')
+    if nightly_subset:
+        from .rfm import nightly_cases   # noqa: PLC0415  (ReFrame is loaded here)
+        nightly_cases()                  # NightlyError: a broken subset fails the run, never a smaller night
     for sub in ('logs', 'perflogs', paths.run_reports_dir().name):
         (home / sub).mkdir(parents=True, exist_ok=True)
 

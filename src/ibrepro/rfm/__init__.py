@@ -19,6 +19,7 @@ that output it reports; :class:`PaperExperiment` then
 import collections
 import dataclasses
 import functools
+import math
 import os
 import re
 import shlex
@@ -28,7 +29,7 @@ import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
-from reframe.core.exceptions import PerformanceError, SanityError
+from reframe.core.exceptions import PerformanceError, ReframeError, SanityError
 
 from .. import catalog, parsers, paths, rfmconfig
 from . import inject, launch, repeat
@@ -43,6 +44,11 @@ _SIZE = re.compile(r'(\d+)([KMG]?)', re.I)
 
 #: Test variables that name a program or a directory (they reach job scripts): see ``_refuse_unsafe_names``.
 NAME_VARIABLES = ('imb_binary', 'osu_bin_dir', 'npb_bin_dir', 'npb_binary', 'osu_benchmark', 'program', 'test')
+#: Knobs that reach an environment variable (the injector's): no shell syntax, which ReFrame would expand.
+ENV_VARIABLES = ('inject_library', 'inject_sizes')
+#: Numeric knobs: the range each must be in (finite); a value outside is refused, named (an infinite
+#: ``inject_us`` would busy-wait every MPI call until the job is killed).
+KNOB_RANGES = {'inject_us': (0.0, 1e6), 'inject_pct': (0.0, 1e4), 'time_per_sample': (1e-9, 86400.0)}
 _SAFE_NAME = re.compile(r'[\w./+@%,:={}-]+')
 _PLAIN_WORD = re.compile(r'[\w./+@%,:=-]+')
 
@@ -197,8 +203,11 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             tags = catalog.tags_for(self.experiments)
 
         self.tags |= tags | {self.tool, self.level}
-        if self.display_name in nightly_cases():
-            self.tags.add('nightly')
+        try:
+            if self.display_name in nightly_cases():
+                self.tags.add('nightly')
+        except NightlyError as err:   # raised here, ReFrame would drop the case and pass: it fails instead
+            self._nightly_error = str(err)
         self.reference_index = sorted(type(self).param_space.params)
         if not self.reference:
             self._use_system_references()
@@ -213,12 +222,16 @@ class PaperExperiment(rfm.RegressionTestPlugin):
                   or paths.system_references_dir(self.current_system.name))
         path = os.path.abspath(os.path.join(prefix, REFERENCES_FILE))
         self._reference_error = None
-        if os.path.isfile(path) or os.path.exists(path):
-            problem = unreadable_references(path)
+        if os.path.lexists(path):
+            problem, doc = system_references(path)
+            if not problem:
+                try:
+                    self.reference = class_references(doc, type(self).__name__, self.current_system.name)
+                except (TypeError, ValueError, LookupError, ReframeError) as err:   # a shape the schema missed
+                    problem = f'references file {path}: {type(self).__name__}: {err}'
             if problem:
                 self._reference_error = problem
                 return
-            self.reference = {'$ref': path}
             self.references_file = path
 
     def program_name(self):
@@ -376,13 +389,20 @@ class PaperExperiment(rfm.RegressionTestPlugin):
 
     def _refuse_unsafe_names(self):
         """Variables that name a program or a directory reach the job script: a value given with -S (from a CI
-        variable, a shared configuration) with white space, a newline or shell syntax is refused, named."""
+        variable, a shared configuration) with white space, a newline or shell syntax is refused, named; so are
+        shell syntax in a knob that reaches an environment variable and a number outside its knob's range."""
         for name in NAME_VARIABLES:
             value = getattr(self, name, None)
             if isinstance(value, str) and value and not _SAFE_NAME.fullmatch(value):
                 bad = sorted({c for c in value if not _SAFE_NAME.fullmatch(c)})
                 raise ValueError(f'{name}={value!r}: a program or directory name may not contain white space, '
                                  f'newlines or shell characters ({", ".join(map(repr, bad))})')
+        for name in ENV_VARIABLES:
+            rfmconfig.refuse_shell_syntax(getattr(self, name, ''), name)
+        for name, (lo, hi) in KNOB_RANGES.items():
+            value = getattr(self, name, None)
+            if value is not None and not (math.isfinite(value) and lo <= value <= hi):
+                raise ValueError(f'{name}={value!r}: must be a finite number from {lo:g} to {hi:g}')
 
     @run_before('run')
     def _inject(self):
@@ -423,8 +443,9 @@ class PaperExperiment(rfm.RegressionTestPlugin):
 
     @sanity_function
     def assert_benchmark_output(self):
-        if getattr(self, '_reference_error', None):
-            raise SanityError(self._reference_error)
+        refused = getattr(self, '_reference_error', None) or getattr(self, '_nightly_error', None)
+        if refused:
+            raise SanityError(refused)
         try:
             self.measured()
         except SanityError as err:
@@ -488,16 +509,30 @@ def representative(values, paper_sizes=None):
     return sorted(set(chosen))
 
 
-@functools.lru_cache(maxsize=None)
-def nightly_cases():
-    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py)."""
-    import yaml
+class NightlyError(ValueError):
+    """reference-data/nightly.yaml cannot say which cases run every night (file, line and why)."""
 
+
+@functools.lru_cache(maxsize=None)
+def nightly_cases(path=None):
+    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py).
+
+    A file that cannot be read, or that lists no cases, raises NightlyError: tagging nothing would run a smaller
+    night without a word. (Names that match no check: :func:`ibrepro.catalog.validate`.)
+    """
+    from .. import references
+
+    path = path or paths.REFERENCE_DATA / 'nightly.yaml'
     try:
-        with open(paths.REFERENCE_DATA / 'nightly.yaml') as fp:
-            return frozenset(c['case'] for c in yaml.safe_load(fp)['cases'])
-    except (OSError, KeyError, TypeError, yaml.YAMLError):
-        return frozenset()
+        doc = references.read_yaml(path)
+    except references.DataError as err:
+        raise NightlyError(f'the nightly subset cannot be read: {err.problem}') from None
+    cases = doc.get('cases') if isinstance(doc, dict) else None
+    if not isinstance(cases, list) or not cases \
+            or not all(isinstance(c, dict) and isinstance(c.get('case'), str) and c['case'] for c in cases):
+        raise NightlyError(f'the nightly subset cannot be read: {path}: "cases" must be a non-empty list of '
+                           '{case: <display name>, ...} (scripts/nightly_subset.py writes it)')
+    return frozenset(c['case'] for c in cases)
 
 
 @functools.lru_cache(maxsize=None)
@@ -518,30 +553,61 @@ def paper_sizes(tags):
     return found
 
 
-def unreadable_references(path):
-    """Why the references file at ``path`` cannot judge anything (file and line), or None if it can."""
-    import yaml
+#: The references files read in this process: (path, mtime, size) -> (problem, document). Every test instance
+#: is judged against the same file: it is read and checked once per run, not once per instance.
+_REFERENCES = {}
 
-    loader = getattr(yaml, 'CSafeLoader', yaml.SafeLoader)
+
+def system_references(path):
+    """``(problem, document)`` of the references file at ``path``: why it cannot judge anything (file and line),
+    or None and the parsed document. Read as the report reads it (:func:`ibrepro.references.read_yaml`: no symbolic
+    link, no anchor, alias or merge key, at most MAX_YAML_DEPTH levels and MAX_YAML_BYTES) and checked as the report
+    checks it (the schema and nesting ReFrame needs, e.g. ``$index: 7``): what ReFrame would refuse, switching the
+    case off, fails the case instead."""
+    from .. import references
+
     try:
-        with open(path, encoding='utf-8') as fp:
-            text = fp.read()
-        # anchors and aliases can expand without bound (a "billion laughs"): refused before anything is built
-        for event in yaml.parse(text, Loader=loader):
-            if isinstance(event, yaml.AliasEvent) or getattr(event, 'anchor', None):
-                return (f'references file {path}, line {event.start_mark.line + 1}: YAML anchors and aliases '
-                        'are not allowed in references')
-        data = yaml.load(text, Loader=loader)
-    except (OSError, UnicodeDecodeError) as err:
-        return f'references file {path} cannot be read: {getattr(err, "strerror", None) or err}'
-    except yaml.YAMLError as err:
-        mark = getattr(err, 'problem_mark', None) or getattr(err, 'context_mark', None)
-        where = f', line {mark.line + 1}' if mark else ''
-        problem = getattr(err, 'problem', None) or str(err).splitlines()[0]
-        return f'references file {path}{where}: {problem}'
-    if not isinstance(data, dict):
-        return f'references file {path}: not a mapping of test names to references'
-    return None
+        info = os.stat(path, follow_symlinks=False)
+    except OSError as err:
+        return f'references file {path} cannot be read: {err.strerror}', None
+    key = (path, info.st_mtime_ns, info.st_size)
+    if key not in _REFERENCES:
+        try:
+            doc = references.read_yaml(path)
+            problems = [str(p) for p in references.check_reference_document(doc, name=str(path))]
+        except references.DataError as err:
+            doc, problems = None, [str(err.problem)]
+        if doc is not None and not isinstance(doc, dict):
+            problems = [f'{path}: not a mapping of test names to references']
+        problem = (f'references file {"; ".join(problems[:3])}' + (f' (and {len(problems) - 3} more)'
+                                                                    if len(problems) > 3 else '')) if problems else None
+        _REFERENCES[key] = (problem, None if problem else doc)
+    return _REFERENCES[key]
+
+
+def class_references(doc, name, system=None):
+    """The references of test class ``name`` in a references document, as ReFrame builds them from a ``$ref`` file
+    (``_ReferenceDict._read_ref_file``: tuples at the depth of ``$index``, ``$xfail`` entries), given inline so
+    that ReFrame does not parse the whole file again for every test instance; with ``system``, without the
+    partitions of other systems (ReFrame type-checks every entry it is given, for every instance)."""
+    from reframe.core.pipeline import xfail
+
+    def entry(key, value, level, depth):
+        if level == 0 and key == '$index':
+            return tuple(value)
+        if level < depth and isinstance(value, dict):
+            return {k: entry(k, v, level + 1, depth) for k, v in value.items()}
+        if level == depth:
+            return xfail(*value[1:-1], tuple(value[-1])) if value[0] == '$xfail' else tuple(value)
+        return value
+
+    body = doc.get(name)
+    if not isinstance(body, dict):
+        return {}
+    depth = len(body['$index']) if '$index' in body else 1
+    by_partition = '$index' not in body or list(body['$index'])[:1] == ['$partition']
+    return {key: entry(key, value, 0, depth) for key, value in body.items()
+            if not (system and by_partition and ':' in str(key) and str(key).split(':')[0] != system)}
 
 
 def _own_failure(stderr, name, tool):

@@ -8,6 +8,7 @@ benchmarks inject MPICC=<its mpicc> BUILD=<dir>``: Open MPI has its own ABI). Ea
 to the stage's ``inject.txt``; the case records it (``inject_added``) beside what was asked (``injected``).
 """
 
+import math
 import os
 import re
 
@@ -31,8 +32,8 @@ class InjectError(ValueError):
 
 def settings(us, pct, sizes, library, family, launcher, stagedir):
     """``(environment variables, launcher options, description)`` preloading the injector into a job's ranks."""
-    if us < 0 or pct < 0:
-        raise InjectError(f'inject_us={us} and inject_pct={pct} must be >= 0')
+    if not (0 <= us < math.inf and 0 <= pct < math.inf):    # NaN fails both comparisons
+        raise InjectError(f'inject_us={us} and inject_pct={pct} must be finite and >= 0')
     if family is None:
         raise InjectError('the injector slows MPI calls, and this environment declares no MPI (its features name '
                           'none of openmpi, mpich, impi, mvapich2)')
