@@ -207,6 +207,8 @@ def run_case(args, case, results_out):
                          'inject_overshoot': (added or {}).get('overshoot') if level else None})
         log(f'  {night}: exit {status}' + (f', slowdown {measured:+.1%}' if measured is not None else '')
             + (', confirmation re-run' if confirmed else '') + f', {wall:.0f} s')
+        (home / 'nights.json').write_text(json.dumps({'history_series': series[:args.history],
+                                                      'injections': injections, 'nights': outcomes}, indent=1))
         if level:
             delete_night(args, home, night, logfile)
         else:
@@ -266,8 +268,11 @@ from otava.analysis import compute_change_points
 jobs = json.load(sys.stdin)
 out = []
 for series in jobs['series']:
-    points, _ = compute_change_points(series, window_len=jobs['window'], max_pvalue=jobs['max_pvalue'])
-    out.append([cp.index for cp in points])
+    try:
+        points, _ = compute_change_points(series, window_len=jobs['window'], max_pvalue=jobs['max_pvalue'])
+        out.append([cp.index for cp in points])
+    except Exception as err:   # a series Otava cannot split: counted as such, not a lost harness run
+        out.append(f'{type(err).__name__}: {err}')
 print(json.dumps(out))
 '''
 
@@ -296,8 +301,10 @@ def otava_clean(series, args):
     series = [x for x in series if x is not None]
     nights = list(range(args.history, len(series)))
     found = otava_change_points([series[:j + 1] for j in nights], args) if nights else []
-    alarms = sum(any(p >= j - 2 for p in points) for j, points in zip(nights, found))
-    return {'clean_nights': len(nights), 'false_alarms': alarms, **rate(alarms, len(nights))}
+    failed = [points for points in found if isinstance(points, str)]
+    alarms = sum(any(p >= j - 2 for p in points) for j, points in zip(nights, found) if not isinstance(points, str))
+    return {'clean_nights': len(nights) - len(failed), 'false_alarms': alarms, 'otava_errors': failed[:3],
+            **rate(alarms, len(nights) - len(failed))}
 
 
 def otava_step(history, injected, args):
@@ -308,8 +315,10 @@ def otava_step(history, injected, args):
     prefixes = [history + injected[:m] for m in range(1, len(injected) + 1)]
     found = otava_change_points(prefixes, args)
     start = len(history)
-    first = next((m for m, points in enumerate(found, 1) if any(abs(p - start) <= 1 for p in points)), None)
-    return {'nights_until_detection': first, 'detected_first_night': first == 1, 'step_nights': len(injected)}
+    first = next((m for m, points in enumerate(found, 1)
+                  if not isinstance(points, str) and any(abs(p - start) <= 1 for p in points)), None)
+    return {'nights_until_detection': first, 'detected_first_night': first == 1, 'step_nights': len(injected),
+            'otava_errors': [p for p in found if isinstance(p, str)][:3]}
 
 
 def main():
