@@ -173,6 +173,16 @@ def run_case(args, case, results_out):
 
     options = ['--mode', 'nightly']
     started = time.monotonic()
+    saved = home / 'nights.json'
+    if args.resume and saved.exists():   # the nights ran: summarise them again (e.g. after Otava failed)
+        kept = json.loads(saved.read_text())
+        history = [r for k in range(args.history) for r in sessions_of(home, f'history-{k:03d}')]
+        injections = {float(k) if '.' in k else int(k): tuple(v) for k, v in kept['injections'].items()}
+        series = list(kept['history_series']) + [o['slowdown'] for o in kept['nights'] if o['level'] is None]
+        entry = summarise(args, case, centers(history), injections, kept['nights'], series, None)
+        entry['history_noise'] = history_noise(history, kept['history_series'])
+        results_out.append(entry)
+        return
     for k in range(args.history):
         status = reframe(args, home, [*options, f'--session-extras=nightly=history-{k:03d}'], logfile)
         if status:
@@ -226,7 +236,8 @@ def summarise(args, case, center, injections, outcomes, series, history_wall):
              'clean_inconclusive': sum(o['status'] == verdict.EXIT_INCONCLUSIVE for o in clean),
              'clean_unjudged': sum(o['status'] == verdict.EXIT_UNJUDGED for o in clean),
              'clean_confirmations': sum(o['confirmation'] for o in clean),
-             'night_wall_s': _median([o['wall_s'] for o in clean]), 'history_night_wall_s': round(history_wall, 1),
+             'night_wall_s': _median([o['wall_s'] for o in clean]),
+             'history_night_wall_s': round(history_wall, 1) if history_wall else None,
              'levels': [], 'nights': outcomes}
     entry['false_alarm_rate'] = rate(entry['false_alarms'], len(clean))
     for level in args.levels:
@@ -270,7 +281,7 @@ out = []
 for series in jobs['series']:
     try:
         points, _ = compute_change_points(series, window_len=jobs['window'], max_pvalue=jobs['max_pvalue'])
-        out.append([cp.index for cp in points])
+        out.append([int(cp.index) for cp in points])
     except Exception as err:   # a series Otava cannot split: counted as such, not a lost harness run
         out.append(f'{type(err).__name__}: {err}')
 print(json.dumps(out))
@@ -340,6 +351,8 @@ def main():
     parser.add_argument('--otava-window', type=int, default=30)
     parser.add_argument('--otava-pvalue', type=float, default=0.001)
     parser.add_argument('--json', metavar='FILE', help='write the results as JSON')
+    parser.add_argument('--resume', action='store_true',
+                        help='summarise the nights a previous run with the same --home saved (nights.json) again')
     parser.add_argument('reframe_options', nargs=argparse.REMAINDER, help='-- options for every ReFrame run (-S ...)')
     args = parser.parse_args()
     if args.reframe_options[:1] == ['--']:

@@ -174,6 +174,17 @@ def test_repetitions_run_in_one_job_and_report_the_median(night):
 
 @needs_impi
 @pytest.mark.integration
+def test_repetitions_of_a_bandwidth_case_keep_its_message_rates(reframe):
+    # IMB prints message rates as integers: the repetitions' values are stored as numbers all the same
+    proc = reframe('-r', '-n', 'IMBPointToPoint%benchmark=Uniband%layout=1x2', '-p', 'impi', '-S',
+                   'message_sizes=1:16', '-S', 'iterations=100', '-S', 'repetitions=2')
+    assert proc.returncode == 0, output(proc)
+    case, = results.testcases(results.stored_sessions(reframe.db, last=1)[0])
+    assert len(case['repetition_values']['msgrate_1']) == 2 and len(case['repetition_values']['bw_16']) == 2
+
+
+@needs_impi
+@pytest.mark.integration
 def test_a_confirmed_regression_fails_the_night_with_both_sessions_shown(night):
     proc = nightly(night, '--night', 'tcp', *QUIET, '--', *NIGHT, env=TCP)
     assert proc.returncode == verdict.EXIT_REGRESSION, output(proc)

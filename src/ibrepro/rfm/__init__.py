@@ -357,7 +357,7 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         per_rep = collections.defaultdict(list)
         for table in tables:
             for name, value, _ in table.metric_values():
-                per_rep[name].append(value)
+                per_rep[name].append(float(value))   # message rates print as integers
         wanted = set(self.report_metrics)
         self.repetition_values = {n: vs for n, vs in per_rep.items()
                                   if not wanted or n.rsplit('_', 1)[0] in wanted}
