@@ -468,7 +468,9 @@ def _info_problem(info):
         address = rail.get('address')
         if address is not None and not (isinstance(address, str) and _HOST.fullmatch(address)):
             return f'rail {i} address {address!r:.60} is not a host name or IP address'
-        if not isinstance(rail.get('near_cpus'), list) or not all(type(c) is int for c in rail['near_cpus']):
+        near = rail.get('near_cpus')
+        if near is not None and (not isinstance(near, list) or not all(type(c) is int for c in near)):
+            # None: the device's locality is unknown (no PCI function: soft-RoCE, no device named)
             return f'rail {i} near_cpus is not a list of CPU numbers'
     return None
 
