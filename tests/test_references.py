@@ -511,17 +511,17 @@ def test_the_checks_read_a_references_file_once_per_run(tmp_path):
     given to ReFrame inline (ReFrame's own `$ref` would parse the whole file again for every instance)."""
     from ibrepro import rfm
     path = tmp_path / 'references.yaml'
-    shutil.copy(paths.REFERENCE_DATA / 'systems' / 'example-cluster' / 'references.yaml', path)
+    shutil.copy(paths.REFERENCE_DATA / 'systems' / 'testbeds' / 'references.yaml', path)
     problem, doc = rfm.system_references(str(path))
     assert problem is None and rfm.system_references(str(path))[1] is doc      # the same object: not read again
     refs = rfm.class_references(doc, 'PerftestLatency')
     assert refs['$index'] == ('$partition', '$environ', 'operation')
-    assert refs['example-cluster:pcie-sdr']['verbs']['send'] == {'lat_2': (5.2, None, 0.25, 'us')}
+    assert refs['testbeds:pcie-sdr']['verbs']['send'] == {'lat_2': (5.2, None, 0.25, 'us')}
     assert rfm.class_references(doc, 'NoSuchCheck') == {}
     path.write_text(path.read_text() + 'Extra:\n  $index: 7\n')                   # changed: read again
     problem, doc = rfm.system_references(str(path))
     assert doc is None and problem == f'references file {path}: Extra.$index: $index: 7 is not of type \'array\''
-    problem, doc = rfm.system_references(str(paths.REFERENCE_DATA / 'systems' / 'example-cluster' / 'references.yaml'))
+    problem, doc = rfm.system_references(str(paths.REFERENCE_DATA / 'systems' / 'testbeds' / 'references.yaml'))
     assert rfm.class_references(doc, 'PerftestLatency', 'other') == {'$index': ('$partition', '$environ', 'operation')}
 
 
@@ -533,7 +533,7 @@ def test_references_in_a_shared_directory_are_read_only_when_ours(tmp_path):
     shared.mkdir()
     shared.chmod(0o1777)
     path = shared / 'references.yaml'
-    shutil.copy(paths.REFERENCE_DATA / 'systems' / 'example-cluster' / 'references.yaml', path)
+    shutil.copy(paths.REFERENCE_DATA / 'systems' / 'testbeds' / 'references.yaml', path)
     assert rfm.system_references(str(path))[0] is None
     os.chown(path, 65534, 65534)
     os.utime(path, ns=(1, 1))                                     # another key of the cache: read again
