@@ -141,6 +141,9 @@ def load_system(config, system=None):
     try:
         site = rfm_config.load_config(str(config))
         site.select_subconfig(system.split(':')[0] if system else None)
+        # ReFrame keeps the first runtime of a process: another configuration loaded before (a catalog of another
+        # system, an earlier test) would stay and lend its partitions to this one
+        rt._runtime_context = None
         rt.init_runtime(site)
     except Exception as err:     # ReFrame raises its own error types for a bad or non-matching file
         raise CatalogError(f'{config}: {err}') from None
