@@ -13,21 +13,15 @@ Consecutive nights share most of their baseline, so the nights are not independe
 import argparse
 import math
 
-from ibrepro import plots, report, results
+from ibrepro import plots, report, results, stats
 
 
 def upper_bound(failures, trials, confidence=0.95):
-    """One-sided upper confidence bound of a rate (Clopper-Pearson; with no failures, 1 - (1 - c)^(1/n))."""
+    """One-sided upper confidence bound of a rate (Clopper-Pearson; with no failures, 1 - (1 - c)^(1/n)): the upper
+    end of the two-sided interval at 2c - 1."""
     if trials == 0:
         return math.nan
-    if failures == 0:
-        return 1 - (1 - confidence) ** (1 / trials)
-    lo, hi = failures / trials, 1.0          # bisect the binomial tail P(X <= failures; p) = 1 - confidence
-    for _ in range(60):
-        p = (lo + hi) / 2
-        tail = sum(math.comb(trials, k) * p ** k * (1 - p) ** (trials - k) for k in range(failures + 1))
-        lo, hi = (p, hi) if tail > 1 - confidence else (lo, p)
-    return hi
+    return stats.clopper_pearson(failures, trials, 2 * confidence - 1)[1]
 
 
 def main():

@@ -358,7 +358,8 @@ def _verdict_lists(verdicts, groups):
     """The verdict of every test case, and the test cases the night's alarm is about."""
     rows = [{'partition': g[0], 'environ': g[1], 'name': g[2], 'verdict': v.verdict, 'shift': v.night,
              'confirmation': v.confirmation, 'noise': v.noise, 'confirmation_noise': v.confirmation_noise,
-             'meaning': verdict.VERDICTS[v.verdict]} for g, v in verdicts.items()]
+             'meaning': verdict.VERDICTS[v.verdict], 'needs_confirmation': v.needs_confirmation}
+            for g, v in verdicts.items()]
     for g in groups:   # the table of test cases shows each one's verdict
         v = verdicts.get((g['partition'], g['environ'], g['name']))
         g['verdict'] = v.verdict if v else g['shift'].verdict
@@ -368,7 +369,7 @@ def _verdict_lists(verdicts, groups):
     return {'case_verdicts': rows, 'verdict_objects': list(verdicts.values()),
             'group_alarms': by_kind['regression'] + by_kind['unconfirmed'],
             'cleared': by_kind['cleared'], 'inconclusive': by_kind['inconclusive'],
-            'suspects': [r for r, v in zip(rows, verdicts.values()) if v.needs_confirmation]}
+            'suspects': [r for r in rows if r['needs_confirmation']]}
 
 
 def _session_row(row, selected):
@@ -885,18 +886,28 @@ _METHOD_HELP = {
 }
 
 
+def _add_options(parser, cls, helps, prefix=''):
+    """One option per field of the dataclass ``cls``, typed and defaulted as its defaults."""
+    defaults = cls()
+    for field in dataclasses.fields(cls):
+        default = getattr(defaults, field.name)
+        parser.add_argument(f'--{field.name.replace("_", "-")}', type=type(default), default=default, metavar='X',
+                            help=f'{prefix}{helps[field.name]} (default {default})')
+
+
+def _options_of(args, cls):
+    """The ``cls`` of parsed _add_options options (ValueError when out of range)."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+
+
 def add_method_arguments(parser):
     """One option per parameter of the history test (stats.Method), with its default."""
-    defaults = stats.Method()
-    for field in dataclasses.fields(stats.Method):
-        parser.add_argument(f'--{field.name.replace("_", "-")}', type=type(getattr(defaults, field.name)),
-                            default=getattr(defaults, field.name), metavar='X',
-                            help=f'history test: {_METHOD_HELP[field.name]} (default {getattr(defaults, field.name)})')
+    _add_options(parser, stats.Method, _METHOD_HELP, 'history test: ')
 
 
 def method_of(args):
     """The stats.Method of parsed add_method_arguments options (ValueError when out of range)."""
-    return stats.Method(**{f.name: getattr(args, f.name) for f in dataclasses.fields(stats.Method)})
+    return _options_of(args, stats.Method)
 
 
 def add_cli(subparsers):
@@ -939,15 +950,12 @@ _GUARD_HELP = {
 
 def add_guard_arguments(parser):
     """One option per limit of the noise guard and the confirmation (verdict.Guard), with its default."""
-    defaults = verdict.Guard()
-    for field in dataclasses.fields(verdict.Guard):
-        parser.add_argument(f'--{field.name.replace("_", "-")}', type=float, default=getattr(defaults, field.name),
-                            metavar='X', help=f'{_GUARD_HELP[field.name]} (default {getattr(defaults, field.name)})')
+    _add_options(parser, verdict.Guard, _GUARD_HELP)
 
 
 def guard_of(args):
     """The verdict.Guard of parsed add_guard_arguments options (ValueError when out of range)."""
-    return verdict.Guard(**{f.name: getattr(args, f.name) for f in dataclasses.fields(verdict.Guard)})
+    return _options_of(args, verdict.Guard)
 
 
 def _cli(args):
