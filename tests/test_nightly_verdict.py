@@ -83,6 +83,14 @@ def test_verdict_of_a_test_case(night, noise, again, again_noise, expected):
     assert got.needs_confirmation == (again is None and expected in ('unconfirmed', 'inconclusive'))
 
 
+def test_a_stored_noise_of_the_wrong_type_is_named_not_taken_for_quiet():
+    guard = verdict.Guard()
+    assert verdict.noise_problem({'repetition_spread': 0.01, 'cpu_pressure': None}, guard) is None
+    problem = verdict.noise_problem({'repetition_spread': 'huge', 'repetitions': 2}, guard)
+    assert problem and "repetition_spread 'huge' is not a number" in problem
+    assert 'cpu_pressure' in verdict.noise_problem({'cpu_pressure': [1]}, guard)
+
+
 def test_exit_status_of_a_night():
     v = {k: verdict.CaseVerdict(k) for k in verdict.VERDICTS}
     assert verdict.exit_status([v['ok'], v['cleared'], v['untested']]) == verdict.EXIT_CLEAN

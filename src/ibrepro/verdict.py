@@ -62,7 +62,9 @@ def noise_problem(case, guard):
     if not isinstance(case, dict):
         return None
     spread, pressure = case.get('repetition_spread'), case.get('cpu_pressure')
-    reasons = []
+    reasons = [f'its stored {name} {value!r:.40} is not a number: its noise cannot be judged'
+               for name, value in (('repetition_spread', spread), ('cpu_pressure', pressure))
+               if value is not None and not _number(value)]
     if _number(spread) and spread > guard.max_noise:
         reasons.append(f'its {case.get("repetitions")} repetitions disagree by {spread:.1%} '
                        f'(at most {guard.max_noise:.1%})')
