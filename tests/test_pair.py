@@ -620,3 +620,31 @@ def _spec_file(tmp_path):
     path = tmp_path / 'flows.json'
     path.write_text(json.dumps(peer_spec(1, 19450)))
     return path
+
+
+def test_an_end_stopped_while_it_sets_up_still_says_why(tmp_path, monkeypatch):
+    """Both ends lack the device: the first to fail has srun stop the other, which may still be setting up its
+    runner. It leaves its own marker (naming its peer's reason), as an end stopped later does."""
+    s = peer_spec(1, 19460)
+    (tmp_path / 'flows.json').write_text(json.dumps(s))
+    run = pair.run_id(tmp_path / 'flows.json')
+    (tmp_path / 'failed-0.json').write_text(json.dumps({'node': 0, 'host': 'cn1', 'reason': 'RDMA device rxe9 not '
+                                                        'found', 'time': 0, 'run': run}))
+
+    my_nodes, signals = pair.my_nodes, []
+
+    def stopped_while_setting_up(*args, **kw):      # srun's SIGTERM, delivered while the runner is being built
+        if not signals:
+            signals.append(pair.signal.SIGTERM)
+            os.kill(os.getpid(), pair.signal.SIGTERM)
+            time.sleep(1)
+            raise AssertionError('SIGTERM was not handled')
+        return my_nodes(*args, **kw)
+    monkeypatch.setattr(pair, 'my_nodes', stopped_while_setting_up)
+    monkeypatch.setenv('IBREPRO_NODE_RANK', '1')
+    monkeypatch.setenv('IBREPRO_NODES', '2')
+    lines = []
+    assert pair.run(s, tmp_path, nodes=None, log=lines.append, run_id=run) == 1
+    assert 'terminated by signal 15' in lines[0] and 'node 0 (cn1) failed: RDMA device rxe9 not found' in lines[0]
+    marker = json.loads((tmp_path / 'failed-1.json').read_text())
+    assert marker['run'] == run and 'rxe9 not found' in marker['reason']

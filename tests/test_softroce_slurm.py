@@ -172,9 +172,9 @@ def test_a_wrong_device_fails_both_ends_within_a_minute(home, stored):
     # each end stopped with the reason: the one whose server failed, and its peer, told within seconds
     reasons = {int(f.name.split('-')[1].split('.')[0]): json.loads(f.read_text())
                for f in Path(case['stagedir']).glob('failed-*.json')}
-    # the end that failed names the device; its peer was stopped by srun within the minute above. Since the merge
-    # of the binding and hostile-input passes the peer, killed while it still sets up, writes no marker of its
-    # own (before: both ends did): open defect, noted in issue 24's closing note
+    # the end that failed names the device; its peer, stopped by srun within the minute above, leaves a marker too
+    # unless srun stopped it before its Python had started (its handler is set first thing in pair.run: a stop while
+    # it builds its runner is tested in test_pair.py); under TCG that start takes seconds, so only the first is sure
     assert 0 in reasons, reasons
     assert all('rxe9' in r['reason'] for r in reasons.values()), reasons
     assert time.monotonic() - t0 < 180

@@ -856,31 +856,53 @@ def _check_workdir(workdir):
 
 def run(spec, workdir='.', nodes=None, log=print, run_id=None):
     """Run this node's share of the flows; return 0 if all its processes succeeded."""
+    # the handler comes first: a peer that fails at once (both ends lack the device) has srun stop this end while
+    # it may still be setting up, and this end's marker must still say why it stopped
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    runner = None
     try:
         runner = Runner(spec, workdir, nodes, log, run=run_id)
-    except PairFailed as err:
-        log(f'ibrepro pair: {err}')
-        return 2
-    previous = signal.signal(signal.SIGTERM, _terminated)
-    try:
         runner.run()
         return 0
     except (PairFailed, _Terminated) as err:
         reason = str(err)
-        if isinstance(err, _Terminated):
+        if runner is None and isinstance(err, PairFailed):
+            log(f'ibrepro pair: {reason}')      # no usable work directory: nowhere to leave a marker
+            return 2
+        rdv = runner.rdv if runner else _rendezvous_or_none(spec, workdir, run_id)
+        if isinstance(err, _Terminated) and rdv:
             # killed because a peer failed (srun --kill-on-bad-exit): its marker is written before it exits
             peer, until = None, time.monotonic() + 2
             while not peer and time.monotonic() < until:
-                peer = runner.rdv.failure()
+                peer = rdv.failure()
                 time.sleep(POLL)
             reason += f'; {peer}' if peer else ''
         log(f'ibrepro pair: {reason}')
-        for node in runner.nodes:
-            runner.rdv.fail(node, reason)
+        for node in (runner.nodes if runner else _nodes_or_none(spec, nodes) if rdv else []):
+            rdv.fail(node, reason)
         return 127 if 'not found on PATH' in str(err) else 1
     finally:
-        runner.stop_all()
+        if runner:
+            runner.stop_all()
         signal.signal(signal.SIGTERM, previous)
+
+
+def _rendezvous_or_none(spec, workdir, run_id):
+    """The job's rendezvous for a marker written before this end's runner existed; None where the work directory
+    is not one this job may write (the runner would have refused it)."""
+    try:
+        _check_workdir(Path(workdir).resolve())
+    except PairFailed:
+        return None
+    return Rendezvous(workdir, spec['nodes'], time.monotonic(), run_id or '')
+
+
+def _nodes_or_none(spec, nodes):
+    """The nodes this process plays, for a marker written before its runner existed ([] when that is unknown)."""
+    try:
+        return my_nodes(spec) if nodes is None else nodes
+    except (PairFailed, SpecError, KeyError, ValueError):
+        return []
 
 
 class _Terminated(Exception):
