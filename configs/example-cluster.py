@@ -12,7 +12,8 @@ This is the template docs/site-setup.md walks through. A site copies it and chan
   :func:`ibrepro.rfmconfig.layout_features` derives from them: the papers' layouts select on them),
   ``rdma_devices`` x ``ib_ports`` (the rails of a node: ``['mlx5_0', 'mlx5_1']`` x 1 for two single-port
   ConnectX adapters or the two ports of one ConnectX-4 and later, which Linux shows as two devices;
-  ``['mlx4_0']`` x 2 for a dual-port ConnectX-3), ``hca_numa_node`` (the NUMA node of the HCA: ranks and perftest
+  ``['mlx4_0']`` x 2 for a dual-port ConnectX-3), ``mpi_rail`` (optional: the one rail every MPI case runs on,
+  ``'mlx5_1'`` or ``'mlx4_0:2'``; default the first of ``rdma_devices``, port 1), ``hca_numa_node`` (the NUMA node of the HCA: ranks and perftest
   sides are bound near it), ``python`` (the interpreter, Python >= 3.6, that runs the stdlib-only pair runner on
   compute nodes);
   features ``ib`` (or ``roce``) and ``dual-port`` (two connected rails per node).

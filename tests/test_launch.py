@@ -1,5 +1,7 @@
 """ibrepro.rfm.launch: how each launcher and MPI binds a job's ranks, and what the run report says about it."""
 
+import re
+
 import pytest
 
 from ibrepro.rfm import launch
@@ -23,3 +25,44 @@ def test_binding_per_launcher_and_mpi(launcher, features, kw, options, env, said
     got_options, got_env, description = launch.policy(launcher, features, **kw)
     assert (got_options, got_env) == (options, env)
     assert said in description
+
+
+@pytest.mark.parametrize('extras, rail', [
+    ({}, None),
+    ({'rdma_devices': ['mlx5_0', 'mlx5_1']}, ('mlx5_0', 1)),
+    ({'rdma_devices': ['mlx5_0', 'mlx5_1'], 'mpi_rail': 'mlx5_1'}, ('mlx5_1', 1)),
+    ({'rdma_devices': ['mlx4_0'], 'ib_ports': 2, 'mpi_rail': 'mlx4_0:2'}, ('mlx4_0', 2)),
+])
+def test_the_partitions_rail(extras, rail):
+    assert launch.partition_rail(extras) == rail
+
+
+@pytest.mark.parametrize('extras, error', [
+    ({'rdma_devices': ['mlx5_0'], 'mpi_rail': 'mlx5_3'}, "mlx5_3 is not one of the partition's rdma_devices"),
+    ({'rdma_devices': ['mlx5_0'], 'mpi_rail': 'mlx5_0:2'}, 'port 2, but the partition\'s devices have 1 port(s)'),
+    ({'rdma_devices': ['mlx5_0'], 'mpi_rail': 'mlx5_0;reboot'}, 'a device name, optionally :port'),
+    ({'rdma_devices': ['$(reboot)']}, "rdma_devices[0] '$(reboot)': not a device name"),
+])
+def test_a_rail_that_is_not_the_partitions_is_refused_by_name(extras, error):
+    with pytest.raises(ValueError, match=re.escape(error)):
+        launch.partition_rail(extras)
+
+
+@pytest.mark.parametrize('features, env', [
+    (['openmpi'], {'UCX_NET_DEVICES': 'mlx5_1:1', 'FI_VERBS_DEVICE_NAME': 'mlx5_1'}),
+    (['mpich'], {'UCX_NET_DEVICES': 'mlx5_1:1', 'FI_VERBS_DEVICE_NAME': 'mlx5_1', 'MPIR_CVAR_CH4_OFI_MAX_NICS': '1'}),
+    (['impi'], {'UCX_NET_DEVICES': 'mlx5_1:1', 'FI_VERBS_DEVICE_NAME': 'mlx5_1', 'I_MPI_MULTIRAIL': '0'}),
+    (['mvapich2', 'mpich'], {'MV2_IBA_HCA': 'mlx5_1', 'MV2_NUM_HCAS': '1', 'MV2_NUM_PORTS': '1',
+                             'MV2_DEFAULT_PORT': '1'}),
+])
+def test_every_mpi_family_is_kept_on_one_rail(features, env):
+    got, rail, said = launch.one_rail('srun', features, ('mlx5_1', 1))
+    assert (got, rail) == (env, 'mlx5_1:1')
+    assert said.startswith('one rail, mlx5_1:1 (')
+
+
+def test_no_rail_where_there_is_none_to_choose_or_no_mpi():
+    assert launch.one_rail('srun', ['openmpi'], None)[:2] == ({}, '')
+    assert 'names no rdma_devices' in launch.one_rail('srun', ['openmpi'], None)[2]
+    assert launch.one_rail('srun', ['perftest'], ('mlx5_0', 1)) == ({}, '', '')
+    assert launch.one_rail('smpirun', ['mpich'], ('mlx5_0', 1)) == ({}, '', '')

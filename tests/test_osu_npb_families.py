@@ -273,6 +273,10 @@ def test_dry_run_writes_a_job_script_for_every_variant(example_cluster):
     ('OSULatency', 'mvapich2', ['#SBATCH --nodes=2', 'export SLURM_MPI_TYPE=pmi2',
                                 'export MV2_ENABLE_AFFINITY=1', 'srun --cpu-bind=map_ldom:1 osu_latency\n']),
     ('OSULatency', 'openmpi', ['export SLURM_MPI_TYPE=pmix', 'srun --cpu-bind=map_ldom:1 osu_latency\n']),
+    # one rail, the partition's first (two single-port HCAs): the papers measured one port
+    ('OSULatency', 'mvapich2', ['export MV2_IBA_HCA=mlx5_0', 'export MV2_NUM_HCAS=1', 'export MV2_NUM_PORTS=1',
+                                'export MV2_DEFAULT_PORT=1']),
+    ('OSUBandwidth %window=16', 'openmpi', ['export UCX_NET_DEVICES=mlx5_0:1', 'export FI_VERBS_DEVICE_NAME=mlx5_0']),
     ('OSUBandwidth %window=16', 'mvapich2', ['#SBATCH --nodes=2', 'srun --cpu-bind=map_ldom:1 osu_bw -W 16\n']),
     ('OSUBiBandwidth %window=16', 'mvapich2', ['osu_bibw -W 16\n']),
     ('OSUIntraNode %benchmark=osu_latency', 'mvapich2',
@@ -314,7 +318,16 @@ def test_job_script_without_extra_settings(example_cluster):
     assert 'MV2_IBA_HCA' not in binding
     shm = job_script(report, 'NPB %case=is.B-2x8')
     assert not {line for line in shm.splitlines() if 'MV2_' in line} - {
-        'export MV2_ENABLE_AFFINITY=1', 'export MV2_CPU_BINDING_LEVEL=core'}     # binding only
+        'export MV2_ENABLE_AFFINITY=1', 'export MV2_CPU_BINDING_LEVEL=core',      # binding and the one rail only
+        'export MV2_IBA_HCA=mlx5_0', 'export MV2_NUM_HCAS=1', 'export MV2_NUM_PORTS=1', 'export MV2_DEFAULT_PORT=1'}
+
+
+def test_every_mpi_case_records_its_one_rail_unless_it_sets_its_own(example_cluster):
+    _, _, report = example_cluster
+    for case in report:
+        own = case['display_name'].startswith(('MVAPICH2MultiRail', 'MVAPICH2RailPolicy'))
+        assert case['mpi_rail'] == ('' if own else 'mlx5_0:1'), case['display_name']
+        assert own or 'one rail, mlx5_0:1 (' in case['binding'], case['binding']
 
 
 def test_other_mpis_are_not_candidates_for_mvapich2_settings_and_npb_33_names(tmp_path):

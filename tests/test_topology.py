@@ -278,9 +278,11 @@ def test_the_rails_of_a_case_come_from_its_flow_windows():
 
     windows = [{'side': 'server', 'device': 'mlx5_0'}, {'side': 'client', 'device': 'mlx5_0'}]
     assert compare.case_devices({'flow_windows': windows}) == {'mlx5_0'}
-    # a side on perftest's default device, or a case that records no rails (MPI): unknown
+    # a side on perftest's default device, or an MPI case left to choose its rails: unknown
     assert compare.case_devices({'flow_windows': [*windows, {'side': 'client', 'device': None}]}) is None
-    assert compare.case_devices({'name': 'OSUBandwidth'}) is None
+    assert compare.case_devices({'name': 'OSUBandwidth', 'mpi_rail': ''}) is None
+    # an MPI case kept on one rail (ibrepro.rfm.launch.one_rail): that rail's device
+    assert compare.case_devices({'name': 'OSUBandwidth', 'mpi_rail': 'mlx5_1:1'}) == {'mlx5_1'}
 
 
 def test_a_roce_only_node_keeps_its_roce_rails(tmp_path):

@@ -144,8 +144,11 @@ def limit_then(entry):
 
 
 def case_devices(case):
-    """The RDMA devices a case's sides ran on (its ``flow_windows``: the verbs families), or None when it did not
-    record them (MPI families, perftest's default device)."""
+    """The RDMA devices a case's sides ran on (its ``flow_windows``: the verbs families; its ``mpi_rail``: the MPI
+    families), or None when it did not record them (perftest's default device, an MPI left to choose)."""
+    rail = case.get('mpi_rail')
+    if isinstance(rail, str) and rail:
+        return {rail.split(':')[0]}
     devices = [w.get('device') for w in case.get('flow_windows') or () if isinstance(w, dict)]
     return set(devices) if devices and all(isinstance(d, str) and d for d in devices) else None
 

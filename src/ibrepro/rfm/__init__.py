@@ -144,6 +144,13 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: How the job's processes were bound (launcher options and MPI variables), as applied (set before the run).
     binding = variable(str, value='', loggable=True)
 
+    #: Whether an MPI case is kept on one rail of its partition (:func:`ibrepro.rfm.launch.partition_rail`); a
+    #: check that sets its own rails (MVAPICH2's multi-rail policies) sets it False before the run.
+    one_rail = variable(bool, value=True)
+
+    #: The rail (``device:port``) the MPI ran on, as pinned ('' when not pinned: the binding says why).
+    mpi_rail = variable(str, value='', loggable=True)
+
     #: Nodes one job of this case needs (the layout's, two for client/server verbs flows): what a CI job that
     #: runs only this case asks its scheduler for (ci/nightly.sh generate).
     job_nodes = variable(int, value=1, loggable=True)
@@ -439,7 +446,12 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             cores_per_node=extras.get('cores_per_node'), hca_numa_node=extras.get('hca_numa_node'),
             kill_on_bad_exit=kill_on_bad_exit, bind=bind)
         self.job.launcher.options += [o for o in options if o not in self.job.launcher.options]
-        self.env_vars = {**env, **self.env_vars}
+        rail_env = {}
+        if bind and self.one_rail:
+            rail_env, self.mpi_rail, said = launch.one_rail(
+                self.job.launcher.registered_name, self.current_environ.features, launch.partition_rail(extras))
+            self.binding = '; '.join(filter(None, [self.binding, said]))
+        self.env_vars = {**env, **rail_env, **self.env_vars}
 
     @sanity_function
     def assert_benchmark_output(self):

@@ -21,7 +21,14 @@ Which MPI an environment has comes from its features (``openmpi``, ``mpich``, ``
 environment that names none is not bound by MPI options (only srun binds it), and the recorded binding says so.
 A layout with more ranks than cores (oversubscribed on purpose, e.g. the memory benchmark) is never bound.
 The client/server runner (:mod:`ibrepro.pair`) pins its own processes near their devices.
+
+Each MPI case also runs on one rail (:func:`partition_rail`, :data:`ONE_RAIL`): the papers measured one port, and
+a node with several HCAs would otherwise have the MPI spread over them or choose one by its own rule. The rail is
+recorded with the case (``mpi_rail``), and the report's "limit now" is that rail's. Checks that set their own rails
+(the MVAPICH2 multi-rail policies) opt out.
 """
+
+import re
 
 #: Launchers that are srun (ReFrame's registered names).
 SRUN = ('srun', 'srunalloc')
@@ -85,3 +92,60 @@ def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None,
         said.append(f'no binding known for launcher {launcher!r} with this environment\'s MPI '
                     '(declare openmpi, mpich, impi or mvapich2 among its features)')
     return options, env, '; '.join(said)
+
+
+#: MPI library feature -> environment variables that keep its traffic on one rail (``{device}``, ``{port}``): on a
+#: node with several HCAs a UCX, MPICH or Intel MPI run spreads over them or picks one by its own rule, and the
+#: papers' one-port numbers come out bimodal. UCX (Open MPI's pml ucx, MPICH ch4:ucx, Intel MPI's mlx provider):
+#: ``UCX_NET_DEVICES``; libfabric's verbs provider: ``FI_VERBS_DEVICE_NAME``; MPICH ch4:ofi multi-NIC:
+#: ``MPIR_CVAR_CH4_OFI_MAX_NICS``; Intel MPI multi-rail (NIC pinning): ``I_MPI_MULTIRAIL``; MVAPICH2 (ibv_param.c):
+#: ``MV2_IBA_HCA``, ``MV2_NUM_HCAS``, ``MV2_NUM_PORTS``, ``MV2_DEFAULT_PORT``.
+ONE_RAIL = {
+    'openmpi': {'UCX_NET_DEVICES': '{device}:{port}', 'FI_VERBS_DEVICE_NAME': '{device}'},
+    'mpich': {'UCX_NET_DEVICES': '{device}:{port}', 'FI_VERBS_DEVICE_NAME': '{device}',
+              'MPIR_CVAR_CH4_OFI_MAX_NICS': '1'},
+    'impi': {'UCX_NET_DEVICES': '{device}:{port}', 'FI_VERBS_DEVICE_NAME': '{device}', 'I_MPI_MULTIRAIL': '0'},
+    'mvapich2': {'MV2_IBA_HCA': '{device}', 'MV2_NUM_HCAS': '1', 'MV2_NUM_PORTS': '1', 'MV2_DEFAULT_PORT': '{port}'},
+}
+
+_RAIL = re.compile(r'([A-Za-z0-9_.-]+)(?::([0-9]{1,3}))?')
+
+
+def partition_rail(extras):
+    """``(device, port)`` an MPI case of a partition runs on: its extra ``mpi_rail`` (``'mlx5_1'`` or
+    ``'mlx5_1:2'``), else the first of its ``rdma_devices``, port 1; None when it names no RDMA device. ValueError
+    for an ``mpi_rail`` that is not a device of the partition (or not a device name)."""
+    devices = extras.get('rdma_devices') or []
+    named = extras.get('mpi_rail')
+    if not named:
+        if not devices:
+            return None
+        if not (isinstance(devices[0], str) and _RAIL.fullmatch(devices[0]) and ':' not in devices[0]):
+            raise ValueError(f'rdma_devices[0] {devices[0]!r}: not a device name (letters, digits, _ . -)')
+        return devices[0], 1
+    match = _RAIL.fullmatch(named) if isinstance(named, str) else None
+    if not match:
+        raise ValueError(f'mpi_rail {named!r}: a device name, optionally :port (e.g. mlx5_1:1)')
+    device, port = match.group(1), int(match.group(2) or 1)
+    if devices and device not in devices:
+        raise ValueError(f'mpi_rail {named!r}: {device} is not one of the partition\'s rdma_devices '
+                         f'({", ".join(devices)})')
+    if not 1 <= port <= int(extras.get('ib_ports', 1) or 1):
+        raise ValueError(f'mpi_rail {named!r}: port {port}, but the partition\'s devices have '
+                         f'{extras.get("ib_ports", 1)} port(s) (ib_ports)')
+    return device, port
+
+
+def one_rail(launcher, environ_features, rail):
+    """``(environment variables, rail, description)`` keeping an MPI job on ``rail`` (``(device, port)`` or None):
+    the rail is ``'device:port'``, or '' when it is not pinned (the description says why)."""
+    if launcher in SIMULATED:
+        return {}, '', ''
+    family = mpi_family(environ_features)
+    if not family:
+        return {}, '', ''          # not an MPI environment (the binding says so where it matters)
+    if rail is None:
+        return {}, '', 'rail: the MPI\'s choice (the partition names no rdma_devices)'
+    device, port = rail
+    env = {k: v.format(device=device, port=port) for k, v in ONE_RAIL[family].items()}
+    return env, f'{device}:{port}', f'one rail, {device}:{port} (' + ' '.join(f'{k}={v}' for k, v in env.items()) + ')'

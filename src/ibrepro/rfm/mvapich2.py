@@ -124,6 +124,7 @@ class MVAPICH2Benchmark(OSUBenchmark):
     def set_rails(self):
         if not self.rail_policy:
             return
+        self.one_rail = False          # the policy's own rails, not the partition's one MPI rail
         extras = self.current_partition.extras
         self.rail_env = rail_settings(self.rail_policy, extras.get('rdma_devices') or [], extras.get('ib_ports', 1))
         self.env_vars = {**self.env_vars, **self.rail_env}
