@@ -7,6 +7,7 @@ our own benchmarks (no OSU or NPB sources exist on this machine's registries). W
 
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -104,3 +105,40 @@ def test_a_partial_osu_install_without_collectives_skips_them(reframe, tmp_path)
     assert proc.returncode == 0, output(proc)
     assert "'osu_bcast' is not installed in environment 'site' (its osu programs: osu_latency)" in proc.stdout, \
         output(proc)
+
+
+MODULES_CONFIG = '''
+from ibrepro import rfmconfig
+system = rfmconfig.local_system()
+system.update(name='omb7mod', descr='OMB 7.4 from a module only', modules_system='nomod')
+part = system['partitions'][0]
+part.update(features=['mpi', 'ib', *rfmconfig.layout_features(2, 8)], environs=['site'])
+part['extras'] = {**part['extras'], 'nodes': 2, 'cores_per_node': 8}
+env = rfmconfig.site_environment('site', descr='OMB 7.4 from a module', mpi='openmpi', tools=['osu'],
+                                 modules=['osu-micro-benchmarks/7.4'])
+site_configuration = rfmconfig.site_configuration(systems=[system], environments=[env])
+'''
+
+
+@needs_bench
+def test_omb_7_from_a_module_that_puts_omb_5s_directories_on_path_is_found(reframe, tmp_path):
+    """Spack's osu-micro-benchmarks module prepends libexec/osu-micro-benchmarks/mpi/{pt2pt,collective,...}: OMB 5's
+    directories. The job script's own line, run by bash with that PATH, finds OMB 7's programs one level down."""
+    config = tmp_path / 'modules.py'
+    config.write_text(MODULES_CONFIG)
+    proc = reframe('--dry-run', '--system', 'omb7mod', '-n', 'OSULatency$', config=str(config))
+    assert proc.returncode == 0, output(proc)
+    (script,) = [os.path.join(d, 'rfm_job.sh') for d, _, files in os.walk(reframe.home) if 'rfm_job.sh' in files]
+    lines = open(script).read().splitlines()
+    launch = next(i for i, line in enumerate(lines) if line.endswith(' osu_latency'))
+    real = str(BENCH / 'ibrepro_bilat')
+    omb = install(tmp_path / 'omb 7.4', {'libexec/osu-micro-benchmarks/mpi/pt2pt/standard/osu_latency': real,
+                                         'libexec/osu-micro-benchmarks/mpi/collective/blocking/osu_bcast': real})
+    (omb / 'libexec/osu-micro-benchmarks/mpi/startup').mkdir()
+    spack_module_path = ':'.join(str(omb / 'libexec/osu-micro-benchmarks/mpi' / d) for d in ('pt2pt', 'collective',
+                                                                                              'startup'))
+    found = subprocess.run(['bash', '-c', '\n'.join(lines[1:launch]) + '\ncommand -v osu_latency osu_bcast'],
+                           env={'PATH': f'/usr/bin:/bin:{spack_module_path}'}, capture_output=True, text=True)
+    assert found.stdout.split('\n')[:2] == [f'{omb}/libexec/osu-micro-benchmarks/mpi/pt2pt/standard/osu_latency',
+                                            f'{omb}/libexec/osu-micro-benchmarks/mpi/collective/blocking/osu_bcast'], \
+        found

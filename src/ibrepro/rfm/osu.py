@@ -37,6 +37,14 @@ WINDOWED = {'osu_bw', 'osu_bibw', 'osu_mbw_mr'}
 REDUCTIONS = {'osu_allreduce', 'osu_reduce'}
 
 
+#: Job-script line for environments made of modules: Spack's osu-micro-benchmarks module puts OMB 5's directories on
+#: PATH (libexec/osu-micro-benchmarks/mpi/{pt2pt,collective,one-sided,startup}), but OMB 7 keeps its programs one
+#: level down (pt2pt/standard, collective/blocking, ...): add those that exist under what PATH already holds.
+OMB7_ON_PATH = ('_omb7=; _ifs=$IFS; IFS=:; for d in $PATH; do case $d in */libexec/osu-micro-benchmarks/mpi/*) '
+                'for s in standard blocking non_blocking persistent; do [ -d "$d/$s" ] && _omb7="$_omb7:$d/$s"; '
+                'done;; esac; done; IFS=$_ifs; export PATH="$PATH$_omb7"')
+
+
 def expected_sizes(benchmark, message_sizes=''):
     """Message sizes an OMB run must report: powers of two from the smallest to the largest.
 
@@ -101,6 +109,8 @@ class OSUBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     @run_before('run')
     def set_command(self):
         self.executable = os.path.join(self.osu_bin_dir, self.osu_benchmark)
+        if self.current_environ.modules and not self.osu_bin_dir and OMB7_ON_PATH not in self.prerun_cmds:
+            self.prerun_cmds = [OMB7_ON_PATH] + self.prerun_cmds
         opts = []
         sizes = self.omb_sizes()
         if sizes:
