@@ -297,3 +297,22 @@ def test_power_harness_runs_nights_through_the_nightly_flow(tmp_path):
     nights = {row[3] for row in results.session_index(db)}
     assert not any('L50' in n for n in nights) and any('clean' in n for n in nights)
     assert re.search(r'^50 % \| [0-9.]+ \| [01]/1 ', proc.stdout, re.M), proc.stdout
+
+
+def test_a_case_that_passed_only_on_a_retry_is_flaky_not_clean(reframe, tmp_path):
+    """The nightly mode retries a failed case once: a fault that shows every other night would pass unseen. The
+    retry's pass is kept (the case ran), the night says FLAKY with the first attempt's reason, and is not clean."""
+    marks = tmp_path / 'marks'
+    marks.mkdir()
+    proc = reframe('-r', '--max-retries=1', '--session-extras=nightly=flaky1', '-S', f'mark_dir={marks}',
+                   '-p', 'mpich', checks='tests/checks/flaky.py')
+    assert proc.returncode == 0, output(proc)             # ReFrame itself: passed (on the retry)
+    proc = reframe.ibrepro('report', '--nightly', '--output-dir', str(tmp_path / 'report'))
+    assert proc.returncode == verdict.EXIT_INCONCLUSIVE, output(proc)
+    assert re.search(r'FLAKY test case FailsOnce @\S+: passed only on a retry, after sanity: sanity error: '
+                     r'first attempt: the fault shows every other time', proc.stdout), output(proc)
+    assert 'not a clean night: 1 test case(s) passed only on a retry' in proc.stdout, output(proc)
+    html = next((tmp_path / 'report').rglob('index.html')).read_text()
+    md = next((tmp_path / 'report').rglob('summary.md')).read_text()
+    assert '<table id="flaky">' in html and 'first attempt: the fault shows every other time' in html
+    assert '**Flaky: FailsOnce**' in md

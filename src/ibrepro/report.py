@@ -380,7 +380,7 @@ def _session_row(row, selected):
 # -- provenance ------------------------------------------------------------------------------------
 
 def _provenance(system, selected, current, problems, platforms_config=None):
-    platforms, topologies, softwares, versions, failures = {}, {}, {}, set(), []
+    platforms, topologies, softwares, versions, failures, flaky = {}, {}, {}, set(), [], []
     info = selected[-1]['session_info']
     for (partition, environ, name), (case, _) in sorted(current.items()):
         where = f'session {case.get("session_uuid") or info.get("uuid", "?")}: test case {name} @{partition}+{environ}'
@@ -395,6 +395,8 @@ def _provenance(system, selected, current, problems, platforms_config=None):
         if case.get('result') == 'fail':
             failures.append({'name': name, 'partition': partition, 'environ': environ,
                              'phase': case.get('fail_phase'), 'reason': case.get('fail_reason')})
+        elif case.get('flaky'):
+            flaky.append({'name': name, 'partition': partition, 'environ': environ, 'earlier': case['flaky']})
     platforms = {k: v for k, v in platforms.items() if v is not None}
     topologies = {k: v for k, v in topologies.items() if v is not None}
     softwares = {k: v for k, v in softwares.items() if v is not None}
@@ -408,6 +410,7 @@ def _provenance(system, selected, current, problems, platforms_config=None):
         'ibrepro_versions': sorted(versions),
         'reframe_version': info.get('version'),
         'failures': failures,
+        'flaky': flaky,
         'skipped': _skipped_families(system, current, platforms, platforms_config),
         'session_info': {k: info.get(k) for k in ('uuid', 'time_start', 'time_end', 'hostname', 'user',
                                                    'cmdline', 'version', 'workdir', 'num_cases',
@@ -1043,6 +1046,8 @@ def _nightly_verdict(system, model, method, inputs, guard):
     lines = nightly_lines(model)
     run = _inconclusive_run(model, inputs, system, guard) if model['inconclusive'] else 0
     status = verdict.exit_status(model['verdict_objects'], run)
+    if model['flaky']:     # passed only on a retry: not a clean night (the retry must not hide it)
+        status = verdict.combine([status, verdict.EXIT_INCONCLUSIVE])
     kinds = collections.Counter(v['verdict'] for v in model['case_verdicts'])
     if model['group_alarms'] or model['alarms']:
         print(f'{system}: {len(model["group_alarms"])} test case(s) regressed, {len(model["alarms"])} count(s) changed')
@@ -1064,11 +1069,16 @@ def _nightly_verdict(system, model, method, inputs, guard):
               f'not (e.g. {moved[0]["name"]} {moved[0]["variable"]} {_pct(moved[0]["shift"].change)})')
     for line in lines:
         print(f'  {line}')
+    for f in model['flaky']:
+        print(f"  FLAKY test case {f['name']} @{f['partition']}+{f['environ']}: passed only on a retry, after "
+              + '; '.join(f['earlier']))
     if status == verdict.EXIT_UNJUDGED:
         print(f'{system}: {verdict.INCONCLUSIVE_LIMIT} inconclusive nights in a row: the nightly test has not judged '
               'this system since; find what disturbs the runs (another job, a noisy node)')
-    elif status == verdict.EXIT_INCONCLUSIVE:
+    elif status == verdict.EXIT_INCONCLUSIVE and model['inconclusive']:
         print(f'{system}: inconclusive night ({run + 1} in a row; {verdict.INCONCLUSIVE_LIMIT} fail)')
+    elif status == verdict.EXIT_INCONCLUSIVE:
+        print(f'{system}: not a clean night: {len(model["flaky"])} test case(s) passed only on a retry')
     return status
 
 

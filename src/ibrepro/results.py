@@ -115,15 +115,20 @@ def _short(value, width=60):
 
 
 def testcases(report):
-    """The final attempt of every test case of a report (retries replace earlier attempts); not objects left out."""
-    final = {}
+    """The final attempt of every test case of a report (retries replace earlier attempts); not objects left out.
+    A case that passed only on a retry (``--max-retries``) carries ``flaky``: its earlier failures, each
+    ``'<phase>: <reason>'`` (a failure that shows every other night is not hidden by the retry)."""
+    final, failed = {}, {}
     for run in report.get('runs') or []:
         for case in (run.get('testcases') or []) if isinstance(run, dict) else []:
             if isinstance(case, dict):
                 key = tuple(str(case.get(k)) for k in ('name', 'system', 'partition', 'environ'))
                 final[key] = case
+                if case.get('result') == 'fail':
+                    failed.setdefault(key, []).append(f'{case.get("fail_phase")}: {case.get("fail_reason")}')
 
-    return list(final.values())
+    return [{**case, 'flaky': failed[key]} if key in failed and case.get('result') != 'fail' else case
+            for key, case in final.items()]
 
 
 #: Fields of a test case the reports read, and the JSON type each must have (anything else: the case is unreadable).
