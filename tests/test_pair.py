@@ -648,3 +648,16 @@ def test_an_end_stopped_while_it_sets_up_still_says_why(tmp_path, monkeypatch):
     assert 'terminated by signal 15' in lines[0] and 'node 0 (cn1) failed: RDMA device rxe9 not found' in lines[0]
     marker = json.loads((tmp_path / 'failed-1.json').read_text())
     assert marker['run'] == run and 'rxe9 not found' in marker['reason']
+
+
+def test_each_rail_records_its_link_layer_and_roce_traffic_class(tmp_path):
+    """A RoCE run's priority (the port's default traffic class, set by sites through mlx5's tc/<port>/traffic_class
+    for a lossless PFC class) decides whether it sees drops under load: recorded as the node says it, raw."""
+    sysfs_rail(tmp_path, 'mlx5_0', gids=[('0000:0000:0000:0000:0000:ffff:c612:0102', 'RoCE v2')])
+    tc = tmp_path / 'class' / 'infiniband' / 'mlx5_0' / 'tc' / '1'
+    tc.mkdir(parents=True)
+    (tc / 'traffic_class').write_text('Global tclass=106\n')
+    sysfs_rail(tmp_path, 'mlx5_1', link_layer='InfiniBand')
+    rails = pair.probe([['mlx5_0', 1], ['mlx5_1', 1]], tmp_path)['rails']
+    assert [(r['link_layer'], r['traffic_class']) for r in rails] == [('Ethernet', 'Global tclass=106'),
+                                                                       ('InfiniBand', None)]

@@ -322,6 +322,14 @@ def memlock():
     return 'unlimited' if soft == resource.RLIM_INFINITY else soft
 
 
+def traffic_class(device, port, sysfs='/sys'):
+    """What a RoCE port's default traffic class is set to (mlx5: ``tc/<port>/traffic_class``, e.g.
+    ``Global tclass=106``; '' when unset), or None where the driver has no such file: a RoCE run's priority on
+    a lossless (PFC) class decides whether it sees drops under load."""
+    return _read(Path(sysfs) / 'class' / 'infiniband' / device / 'tc' / str(port or 1) / 'traffic_class') \
+        if device else None
+
+
 def probe(rails, sysfs='/sys'):
     """What this node says about itself: host, allowed CPUs and per rail its address and near CPUs."""
     try:
@@ -335,8 +343,11 @@ def probe(rails, sysfs='/sys'):
     for device, port in rails:
         address, how = rail_address(device, port, sysfs)
         cpus, numa = near_cpus(device, allowed, sysfs)
+        port_dir = Path(sysfs) / 'class' / 'infiniband' / (device or '') / 'ports' / str(port or 1)
         info['rails'].append({'device': device, 'port': port, 'address': address, 'address_from': how,
                               'numa_node': numa, 'near_cpus': cpus,
+                              'link_layer': _read(port_dir / 'link_layer') if device else None,
+                              'traffic_class': traffic_class(device, port, sysfs),
                               'local_cpus': _read(Path(sysfs) / 'class' / 'infiniband' / (device or '') / 'device'
                                                   / 'local_cpulist') if device else None})
     return info
@@ -661,8 +672,13 @@ class Runner:
         out = open(self._file(flow, side, size, 'out'), 'w')
         out.write(f'# {side}: {_join(tool)}\n')
         out.flush()
+        rails = self.info[node].get('rails') or []
+        index = flow[side].get('rail', 0)
+        rail = {k: v for k, v in (rails[index] if index < len(rails) else {}).items()
+                if k in ('link_layer', 'traffic_class') and isinstance(v, str)}     # a peer's words: text only
         status = {'flow': flow['id'], 'side': side, 'node': node, 'host': self.info[node]['host'],
                   'device': self.spec['rails'][flow[side].get('rail', 0)][0], 'size': size,
+                  'link_layer': rail.get('link_layer'), 'traffic_class': rail.get('traffic_class'),
                   'cpu': cpus[0] if cpus else None, 'cpus': cpus, 'binding': how,
                   'memlock': self.info[node].get('memlock'),
                   'command': tool, 'start': time.time(), 'end': None, 'returncode': None}

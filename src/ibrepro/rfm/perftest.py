@@ -355,6 +355,7 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
                 if end:
                     windows.append({k: end.get(k) for k in ('flow', 'side', 'size', 'node', 'host', 'device',
                                                             'cpu', 'cpus', 'process_cpus', 'binding', 'memlock',
+                                                            'link_layer', 'traffic_class',
                                                             'start', 'end', 'returncode')})
         return (tables[0] if len(tables) == 1 else merge_rounds(tables)), windows
 
