@@ -291,3 +291,47 @@ def test_a_roce_only_node_keeps_its_roce_rails(tmp_path):
     netdev(tmp_path, 'ens1', 100000)
     topo = topology.read_sysfs(tmp_path)
     assert topology.partition_features(topo) == ['roce'] and topology.summary(topo)['hcas'] == ['mlx5_0']
+
+
+def pcie_chain(root, chain):
+    """Functions nested as the kernel nests them (root port first): [(address, speed, width, max_speed, max_width)]."""
+    path = root / 'devices' / f'pci0000:{chain[0][0][5:7]}'
+    for address, speed, width, max_speed, max_width in chain:
+        path = path / address
+        write(path / 'current_link_speed', f'{speed} GT/s PCIe')
+        write(path / 'current_link_width', str(width))
+        write(path / 'max_link_speed', f'{max_speed} GT/s PCIe')
+        write(path / 'max_link_width', str(max_width))
+    write(path / 'vendor', '0x15b3')
+    write(path / 'device', '0x101b')
+    write(path / 'numa_node', '0')
+    return path
+
+
+def test_the_pcie_path_names_a_degraded_link_and_not_a_capped_one(tmp_path):
+    # an HDR card (Gen4 x16) in a Gen4 x16 root port that trained to x8: degraded, at the card's link
+    narrow = pcie_chain(tmp_path / 'a', [('0000:3a:00.0', 16.0, 8, 16.0, 16), ('0000:3b:00.0', 16.0, 8, 16.0, 16)])
+    (link,) = topology.pcie_path(narrow)
+    assert (link['lower'], link['upper'], link['width'], link['can_width'], link['degraded']) == (
+        '0000:3b:00.0', '0000:3a:00.0', 8, 16, True)
+    # a Gen5 card (NDR) in a Gen4 slot: capped by the slot, trained to what the slot can: no fault
+    capped = pcie_chain(tmp_path / 'b', [('0000:3a:00.0', 16.0, 16, 16.0, 16), ('0000:3b:00.0', 16.0, 16, 32.0, 16)])
+    assert [(link['can_speed'], link['degraded']) for link in topology.pcie_path(capped)] == [(16.0, False)]
+    # behind a switch (root port, upstream port, downstream port, card): the card's link and the switch's uplink,
+    # the uplink at Gen3 where both ends can Gen4
+    behind = pcie_chain(tmp_path / 'c', [('0000:16:00.0', 8.0, 16, 16.0, 16), ('0000:17:00.0', 8.0, 16, 16.0, 16),
+                                         ('0000:18:00.0', 16.0, 16, 16.0, 16), ('0000:19:00.0', 16.0, 16, 16.0, 16)])
+    assert [(link['lower'], link['upper'], link['speed'], link['can_speed'], link['degraded'])
+            for link in topology.pcie_path(behind)] == [('0000:19:00.0', '0000:18:00.0', 16.0, 16.0, False),
+                                                      ('0000:17:00.0', '0000:16:00.0', 8.0, 16.0, True)]
+
+
+def test_port_error_counters_are_read_where_the_driver_has_them(tmp_path):
+    fn = pci_function(tmp_path, '0000:3b:00.0')
+    dev = ib_device(tmp_path, 'mlx5_0', {1: (*ACTIVE, '200 Gb/sec (4X HDR)', 'InfiniBand')}, function=fn)
+    for name, value in (('symbol_error', 12), ('link_downed', 1), ('port_rcv_errors', 0)):
+        write(dev / 'ports' / '1' / 'counters' / name, str(value))
+    ib_device(tmp_path, 'mlx4_0', {1: (*ACTIVE, '40 Gb/sec (4X QDR)', 'InfiniBand')}, function=fn)
+    topo = topology.read_sysfs(tmp_path)
+    counters = {d['name']: d['ports'][0]['counters'] for d in topo['devices']}
+    assert counters == {'mlx5_0': {'symbol_error': 12, 'link_downed': 1, 'port_rcv_errors': 0}, 'mlx4_0': None}

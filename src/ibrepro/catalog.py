@@ -344,6 +344,10 @@ def format_not_run(table, system):
     return '\n'.join(lines)
 
 
+#: Checks of the system itself (provenance, the fleet's state), not a reproduction of a paper's experiment.
+SYSTEM_CHECKS = {'RdmaTopology', 'SoftwareVersions', 'FleetSweep'}
+
+
 def validate(checks_dir=paths.CHECKS_DIR, nightly=None):
     """Problems of the catalog: unknown statuses, checks that do not exist, families no row names, cases of the
     nightly subset (``nightly``: reference-data/nightly.yaml) that match no test case."""
@@ -368,7 +372,7 @@ def validate(checks_dir=paths.CHECKS_DIR, nightly=None):
         for check in sim.get('cannot_model') or ():
             if not any(_normal(c).startswith(_normal(check)) for c in exp.get('checks', [])):
                 problems.append(f'experiment {exp["id"]}: simulated.cannot_model {check!r} is none of its checks')
-    for name in sorted(set(classes) - named - {'RdmaTopology', 'SoftwareVersions'}):
+    for name in sorted(set(classes) - named - SYSTEM_CHECKS):
         problems.append(f'check family {name} encodes no experiment of the catalog')
     from .rfm import NightlyError, nightly_cases
     try:

@@ -20,6 +20,7 @@ COMMANDS = {
     'limits': 'ibrepro.limits',
     'topology': 'ibrepro.topology',
     'pair': 'ibrepro.pair',
+    'fleet': 'ibrepro.fleet',
     'catalog': 'ibrepro.catalog',
     'softroce': 'ibrepro.softroce',
     'simulated': 'ibrepro.simulated',

@@ -7,10 +7,11 @@ of ``ibv_devinfo -v``. The result is a plain JSON-able dict (``ibrepro topology 
 
 device:  name, kind (``hca`` | ``rxe`` | ``siw``), node_type, fw_ver, board_id, hca_type,
          vendor_id, vendor_part_id, node_guid, sys_image_guid, node_desc, parent_netdev
-         (soft-RoCE), pci (the PCI function and its link at the time of reading, or None), ports
+         (soft-RoCE), pci (the PCI function and its link at the time of reading, and ``path``: each
+         PCIe link up to the root port, :func:`pcie_path`; or None), ports
 port:    port, state, phys_state, rate, width (lanes), speed (SDR .. XDR), link_layer, gid0,
          netdevs, netdev_speed_Mbps, link (an ibrepro.limits component as a dict, or None),
-         link_note
+         link_note, counters (error counters, :data:`ERROR_COUNTERS`, or None)
 adapter: devices sharing one PCI device (a dual-function HCA shares its PCIe link), its bus,
          active ports and the bound (ibrepro.limits) of bus + active links
 
@@ -18,6 +19,7 @@ adapter: devices sharing one PCI device (a dual-function HCA shares its PCIe lin
 declare for a partition.
 """
 
+import itertools
 import json
 import re
 import sys
@@ -147,7 +149,57 @@ def _read_pci(function, via):
     info['max_bus_spec'] = _pcie_spec(info['max_link_speed'], info['max_link_width'])
     info['downtrained'] = bool(info['bus_spec'] and info['max_bus_spec']
                                and info['bus_spec'] != info['max_bus_spec'])
+    info['path'] = pcie_path(function)
     return info
+
+
+def _gt_per_s(speed):
+    m = re.match(r'\s*([\d.]+)\s*GT/s', speed or '')
+    return float(m.group(1)) if m else None
+
+
+def _link_end(function):
+    return {'address': function.name,
+            'current_speed': _gt_per_s(_read(function / 'current_link_speed')),
+            'current_width': _int_or_none(_read(function / 'current_link_width')),
+            'max_speed': _gt_per_s(_read(function / 'max_link_speed')),
+            'max_width': _int_or_none(_read(function / 'max_link_width'))}
+
+
+def pcie_path(function):
+    """The PCIe links from a device's function up to its root port, each with what it trained to and what it
+    could train to: the lesser of its two ends' maxima (a Gen5 card in a Gen4 slot is capped, not degraded).
+
+    The chain of functions above the device is endpoint, (switch downstream port, switch upstream port)*, root
+    port: a function's link registers describe its upstream link for an endpoint or a switch upstream port, its
+    downstream link for a downstream or root port. So the links are the pairs (chain[0], chain[1]),
+    (chain[2], chain[3]), ...; each is read at its lower end. A function without link attributes (a virtual
+    function, an integrated device) ends the path."""
+    chain = [function, *itertools.takewhile(lambda p: _BDF.match(p.name), function.parents)]
+    links = []
+    for lower, upper in zip(chain[0::2], chain[1::2]):
+        low, up = _link_end(lower), _link_end(upper)
+        if None in (low['current_speed'], low['current_width'], low['max_speed'], low['max_width']):
+            break
+        can_speed = min(s for s in (low['max_speed'], up['max_speed']) if s is not None)
+        can_width = min(w for w in (low['max_width'], up['max_width']) if w is not None)
+        links.append({'lower': low['address'], 'upper': up['address'],
+                      'speed': low['current_speed'], 'width': low['current_width'],
+                      'can_speed': can_speed, 'can_width': can_width,
+                      'degraded': low['current_speed'] < can_speed or low['current_width'] < can_width})
+    return links
+
+
+#: Port error counters (``ports/<n>/counters``) a fleet sweep reads before and after its traffic: a cable or a
+#: port that loses symbols, retrains or drops packets.
+ERROR_COUNTERS = ('symbol_error', 'link_downed', 'link_error_recovery', 'port_rcv_errors', 'local_link_integrity_errors',
+                  'excessive_buffer_overrun_errors')
+
+
+def _counters(port_dir):
+    """The port's error counters, or None where the driver exports none (mlx4 without them, rxe)."""
+    found = {name: _int_or_none(_read(port_dir / 'counters' / name)) for name in ERROR_COUNTERS}
+    return {k: v for k, v in found.items() if v is not None} or None
 
 
 def _netdev_speed(root, netdev):
@@ -167,6 +219,7 @@ def _read_port(root, dev_dir, port_dir, parent_netdev):
         'speed': speed,
         'link_layer': _read(port_dir / 'link_layer'),
         'gid0': _read(port_dir / 'gids' / '0'),
+        'counters': _counters(port_dir),
     }
     netdevs = []
     for candidate in [_read(port_dir / 'gid_attrs' / 'ndevs' / '0'), parent_netdev]:

@@ -1,0 +1,110 @@
+"""ibrepro.fleet, the per-node state sweep: each node's ports, PCIe links, NUMA node, firmware and error counters
+judged against the partition, physics and the fleet (sysfs trees laid out as Linux does, in tmp dirs), and the
+FleetSweep check run for real by ReFrame on this machine against such a tree."""
+
+import json
+import re
+
+import pytest
+
+from conftest import output
+from ibrepro import fleet, topology
+from test_topology import ACTIVE, DOWN, ib_device, pcie_chain, write
+
+HDR = '200 Gb/sec (4X HDR)'
+EXPECTED = {'rdma_devices': ['mlx5_0'], 'ib_ports': 1, 'expected_port': {'width': 4, 'speed': 'HDR'},
+            'hca_numa_node': 0}
+
+
+def node(root, *, width=16, rate=HDR, state=ACTIVE, fw='20.39.1002', numa=0, counters=None):
+    """One node's sysfs: an HDR HCA (Gen4 x16 card) under a Gen4 x16 root port, trained to ``width`` lanes."""
+    fn = pcie_chain(root, [('0000:3a:00.0', 16.0, width, 16.0, 16), ('0000:3b:00.0', 16.0, width, 16.0, 16)])
+    write(fn / 'numa_node', str(numa))
+    dev = ib_device(root, 'mlx5_0', {1: (*state, rate, 'InfiniBand')}, function=fn)
+    write(dev / 'fw_ver', fw)
+    for name, value in (counters or {'symbol_error': 0, 'link_downed': 0}).items():
+        write(dev / 'ports' / '1' / 'counters' / name, str(value))
+    return topology.read_sysfs(root)
+
+
+def test_a_healthy_node_has_no_fault(tmp_path):
+    assert fleet.judge('cn01', node(tmp_path), EXPECTED) == ([], [])
+
+
+def test_each_fault_is_named_by_component_with_its_evidence(tmp_path):
+    faults, _ = fleet.judge('cn02', node(tmp_path / 'a', width=8, rate='100 Gb/sec (2X HDR)', numa=1), EXPECTED)
+    assert [(f['component'], f['fault']) for f in faults] == [
+        ('cn02:mlx5_0/1', 'port width'), ('cn02:pcie:0000:3b:00.0-0000:3a:00.0', 'PCIe link degraded'),
+        ('cn02:mlx5_0', 'HCA NUMA node')]
+    assert 'trained to 16 GT/s x8; both ends can 16 GT/s x16' in faults[1]['evidence']
+    down, _ = fleet.judge('cn03', node(tmp_path / 'b', state=DOWN), EXPECTED)
+    assert [(f['component'], f['fault'], f['evidence']) for f in down] == [
+        ('cn03:mlx5_0/1', 'port not active', 'state DOWN, physical state Disabled')]
+    missing, _ = fleet.judge('cn04', node(tmp_path / 'c'), {**EXPECTED, 'rdma_devices': ['mlx5_0', 'mlx5_1']})
+    assert [(f['component'], f['fault']) for f in missing] == [('cn04:mlx5_1/1', 'missing')]
+
+
+def test_a_card_capped_by_its_slot_is_not_a_fault(tmp_path):
+    # an NDR card (Gen5 x16) in a Gen4 x16 slot trains to Gen4 x16: what the slot can, not a degraded link
+    fn = pcie_chain(tmp_path, [('0000:3a:00.0', 16.0, 16, 16.0, 16), ('0000:3b:00.0', 16.0, 16, 32.0, 16)])
+    ib_device(tmp_path, 'mlx5_0', {1: (*ACTIVE, '400 Gb/sec (4X NDR)', 'InfiniBand')}, function=fn)
+    faults, skipped = fleet.judge('cn05', topology.read_sysfs(tmp_path), {'rdma_devices': ['mlx5_0']})
+    assert faults == [] and skipped == ['cn05:mlx5_0/1: no error counters (ports/1/counters): not judged']
+
+
+def test_the_fleet_names_the_node_that_differs_from_its_boards_majority(tmp_path):
+    states = {f'cn{i:02}': node(tmp_path / str(i)) for i in range(1, 4)}
+    states['cn04'] = node(tmp_path / '4', fw='20.31.1014')
+    result = fleet.sweep(states, EXPECTED)
+    assert [(f['component'], f['fault'], f['evidence']) for f in result['faults']] == [
+        ('cn04:mlx5_0', 'firmware differs from the fleet', '20.31.1014; 3 of 4 nodes with board MT_0000000010 have '
+                                                           '20.39.1002')]
+    # no strict majority, no verdict: two and two
+    states['cn03'] = node(tmp_path / '5', fw='20.31.1014')
+    assert fleet.sweep(states, EXPECTED)['faults'] == []
+
+
+def test_error_counters_that_rose_are_named(tmp_path):
+    before = node(tmp_path / 'a', counters={'symbol_error': 3, 'link_downed': 0})
+    after = node(tmp_path / 'b', counters={'symbol_error': 250, 'link_downed': 1})
+    assert fleet.counter_faults('cn06', before, after) == [
+        {'component': 'cn06:mlx5_0/1', 'fault': 'error counters rose', 'evidence': 'link_downed +1, symbol_error +247'}]
+    assert fleet.counter_faults('cn06', before, before) == []
+
+
+def test_sweep_lines_that_cannot_be_read_are_named():
+    good = json.dumps({'host': 'cn01', 'topology': {'devices': []}})
+    states, problems = fleet.read_lines([('out', f'{good}\n{{not json\n' + json.dumps({'host': '$(reboot)',
+                                                                                       'topology': {}}) + f'\n{good}')])
+    assert list(states) == ['cn01']
+    assert [p.split(': ')[0] for p in problems] == ['out:2', 'out:3', 'out:4']
+    assert 'host cn01 twice' in problems[2]
+
+
+CONFIG = '''
+from ibrepro import rfmconfig
+environments = rfmconfig.local_environments()
+system = rfmconfig.local_system(environments)
+system.update(name='fleet', descr='this machine as a one-node HDR partition (its sysfs a tree of the test)')
+part = system['partitions'][0]
+part['features'] = [*part['features'], 'ib']
+part['extras'] = {{**part['extras'], **{expected!r}}}
+site_configuration = rfmconfig.site_configuration(systems=[system], environments=environments)
+'''
+
+
+@pytest.mark.parametrize('width, result', [(16, 'pass'), (8, 'fail')])
+def test_the_sweep_runs_as_a_reframe_case_and_fails_naming_the_degraded_link(reframe, tmp_path, width, result):
+    node(tmp_path / 'sys', width=width, rate=HDR)
+    config = tmp_path / 'fleet.py'
+    config.write_text(CONFIG.format(expected=EXPECTED))
+    proc = reframe('-r', '--system', 'fleet', '-S', f'sysfs_root={tmp_path / "sys"}', config=str(config),
+                   checks='reframe-checks/system/fleet_sweep.py')
+    assert proc.returncode == (0 if result == 'pass' else 1), output(proc)
+    report = json.loads(sorted((reframe.home / 'run-reports').rglob('*.json'))[-1].read_text())
+    (case,) = [c for run in report['runs'] for c in run['testcases'] if c['result'] != 'skip']
+    assert case['result'] == result and len(case['fleet_state']) == 1
+    if result == 'fail':
+        assert re.search(r'1 fault\(s\) on 1 node\(s\): \S+:pcie:0000:3b:00\.0-0000:3a:00\.0: PCIe link degraded '
+                         r'\(trained to 16 GT/s x8; both ends can 16 GT/s x16 \(mlx5_0\)\)', case['fail_reason'])
+        assert case['fleet_faults'][0]['fault'] == 'PCIe link degraded'
