@@ -409,3 +409,14 @@ def test_labels_say_what_carries_the_messages():
                                       'interconnect': 'soft-RoCE (rdma_rxe, RoCE v2) in QEMU TCG guests'}}}
     assert report._labels('softroce', emulated) == [report.LABEL_EMULATED]
     assert report._labels('local', {'default': {'extras': {'nodes': 1}}}) == [report.LABEL_LOCAL]
+
+
+def test_a_limit_read_on_another_node_than_the_case_ran_on_says_so():
+    from ibrepro import report as rep
+    topo = {'devices': [], 'read_on': ['cn01']}
+    assert rep._elsewhere(topo, {'job_nodelist': ['cn01', 'cn02']}) == ''
+    assert rep._elsewhere(topo, {'job_nodelist': ['cn03', 'cn04']}) == (
+        'limit from the topology read on cn01; this case ran on cn03, cn04 (RdmaTopology ran as a job of its own)')
+    # unrecorded (or not a list): nothing to say either way
+    assert rep._elsewhere(topo, {}) == rep._elsewhere(topo, {'job_nodelist': 'cn03'}) == ''
+    assert rep._elsewhere({'devices': []}, {'job_nodelist': ['cn03']}) == ''

@@ -388,6 +388,9 @@ def _provenance(system, selected, current, problems, platforms_config=None):
             platforms[(partition, environ)] = _guarded(problems, where, 'platform', _platform, case['platform'])
         if name.startswith('RdmaTopology') and case.get('topology'):
             topologies[partition] = _guarded(problems, where, 'topology', _topology, case['topology'])
+            if topologies[partition]:     # the node it was read on: the cases may have run on others
+                topology, text = topologies[partition]
+                topologies[partition] = ({**topology, 'read_on': _nodes(case)}, text)
         if case.get('software'):
             softwares[(partition, environ)] = _guarded(problems, where, 'software', _software, case['software'])
         if case.get('ibrepro_version'):
@@ -446,6 +449,21 @@ def _platform(platform):
             'features': strings(platform.get('features') or []),
             'environ_features': strings(platform.get('environ_features') or []), 'extras': extras,
             'environ_extras': environ_extras}
+
+
+def _nodes(case):
+    """The nodes a test case's job ran on, as ReFrame recorded them ([] when it did not)."""
+    nodes = case.get('job_nodelist')
+    return [n for n in nodes if isinstance(n, str)] if isinstance(nodes, list) else []
+
+
+def _elsewhere(topo, case):
+    """Why the link limit of ``case`` may not be its nodes' own: the topology was read on other nodes, or ''."""
+    read_on, ran_on = (topo or {}).get('read_on') or [], _nodes(case)
+    if not read_on or not ran_on or set(ran_on) & set(read_on):
+        return ''
+    return (f'limit from the topology read on {", ".join(read_on)}; this case ran on {", ".join(ran_on)} '
+            '(RdmaTopology ran as a job of its own)')
 
 
 def _topology(topology):
@@ -647,6 +665,7 @@ def _headline_row(entry, case, environ, partition, variables, topo, notes):
         'fraction_then': paper_si / then if then else None,
         'limit_now': now, 'fraction_now': value / now if now and value is not None else None,
         'limit_now_note': now_note, 'notes': notes,
+        'limit_now_elsewhere': _elsewhere(topo, case) if now else '',
     }
 
 
