@@ -12,6 +12,7 @@ exists, so the sides are real non-RDMA programs (tests/programs/tcp_peer.py; a p
 as ``ibrepro_rdma -P 2`` does), and the devices' PCI locality comes from a fake sysfs (the spec's ``sysfs``).
 
 Needs root, the cgroup cluster up (``IBREPRO_CLUSTER_DIR`` names its work directory) and ReFrame; skipped otherwise.
+The names a second cluster takes (common.sh) are tested without one, at the end.
 """
 
 import json
@@ -64,13 +65,15 @@ UNUSABLE = _confined_cluster()
 #: make cgroup-test brought the cluster up (IBREPRO_CLUSTER_CGROUP=1): there an unusable cluster fails, not skips
 REQUIRED = os.environ.get('IBREPRO_CLUSTER_CGROUP') == '1'
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(UNUSABLE) and not REQUIRED, reason=UNUSABLE or '')]
 
 
-@pytest.fixture(scope='module', autouse=True)
-def _usable_cluster():
-    if UNUSABLE:
+@pytest.fixture(scope='module')
+def cluster():
+    """The cgroup cluster: skipped when it is not up, failed when make cgroup-test says it should be."""
+    if UNUSABLE and REQUIRED:
         pytest.fail(f'{UNUSABLE}; IBREPRO_CLUSTER_CGROUP=1 says it should be')
+    if UNUSABLE:
+        pytest.skip(UNUSABLE)
 
 
 #: What a step's task says about its CPUs: the kernel's mask, its cpuset cgroup and that cgroup's CPUs.
@@ -94,12 +97,13 @@ def _fields(line):
 
 
 @pytest.fixture(scope='module')
-def node_cpus():
+def node_cpus(cluster):
     """The CPUs a node declares (slurm.conf: the machine's own, numbered from 0)."""
     done = _slurm('scontrol', 'show', 'node', 'node1')
     return list(range(int(re.search(r'CPUTot=(\d+)', done.stdout).group(1))))
 
 
+@pytest.mark.integration
 def test_a_step_runs_in_the_cpuset_slurm_granted_it(node_cpus):
     """srun -c 1 (which implies --exact): a cpuset of one CPU; srun --whole in an exclusive allocation: the node's
     CPUs. The cpuset is the step's own cgroup on the node's own subtree, and the task cannot widen it."""
@@ -122,31 +126,39 @@ def test_a_step_runs_in_the_cpuset_slurm_granted_it(node_cpus):
 # -- the generated pair cases, run as generated ---------------------------------------------------------------
 
 @pytest.fixture(scope='module')
-def generated(tmp_path_factory):
+def generated(cluster, tmp_path_factory):
     """{case: (job script, flows spec)} as ReFrame generates them for the site template (--dry-run)."""
-    home = tmp_path_factory.mktemp('dry-run')
-    env = {**os.environ, 'IBREPRO_HOME': str(home)}
-    for var in ('SLURM_JOB_ID', 'RFM_CONFIG_FILES', 'RFM_SYSTEM', 'IBREPRO_NIGHTLY'):
-        env.pop(var, None)
-    done = subprocess.run([str(Path(sys.executable).with_name('reframe')), '-C', 'configs/example-cluster.py',
-                           '--system', 'example-cluster:hdr', '-c', 'reframe-checks', '--dry-run', '-n', TWO_FLOWS,
-                           '-n', TWO_RAILS, '-n', TWO_PORT_2PROC], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, output(done)
     cases = {}
-    for name, pattern in (('two-flows', 'PerftestMultiPair_*'), ('two-rails', 'PerftestBinding_*'),
-                          ('two-port-2proc', 'VerbsTwoPort_*')):
-        (stage,) = home.rglob(pattern)
-        cases[name] = ((stage / 'rfm_job.sh').read_text(), json.loads((stage / 'flows.json').read_text()))
+    # a job of its own (sbatch), and a step inside a CI job's allocation (the nightly's child jobs: SLURM_JOB_ID)
+    for where, extra in (('', {}), ('-in-allocation', {'SLURM_JOB_ID': '77'})):
+        home = tmp_path_factory.mktemp('dry-run')
+        env = {**os.environ, 'IBREPRO_HOME': str(home), **extra}
+        for var in ('SLURM_JOB_ID', 'RFM_CONFIG_FILES', 'RFM_SYSTEM', 'IBREPRO_NIGHTLY'):
+            if var not in extra:
+                env.pop(var, None)
+        done = subprocess.run([str(Path(sys.executable).with_name('reframe')), '-C', 'configs/example-cluster.py',
+                               '--system', 'example-cluster:hdr', '-c', 'reframe-checks', '--dry-run', '-n', TWO_FLOWS,
+                               '-n', TWO_RAILS, '-n', TWO_PORT_2PROC], cwd=REPO, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, output(done)
+        for name, pattern in (('two-flows', 'PerftestMultiPair_*'), ('two-rails', 'PerftestBinding_*'),
+                              ('two-port-2proc', 'VerbsTwoPort_*')):
+            (stage,) = home.rglob(pattern)
+            cases[name + where] = ((stage / 'rfm_job.sh').read_text(), json.loads((stage / 'flows.json').read_text()))
     return cases
 
 
+@pytest.mark.integration
 def test_the_generated_pair_step_gets_the_node_s_cpus_and_binds_nothing_itself(generated):
-    """What the job script promises: whole nodes, the step sees their CPUs (--whole), the runner binds."""
-    for script, _ in generated.values():
+    """What the job script promises: the step sees its nodes' CPUs (--whole; in a job of its own, whole nodes),
+    the runner binds."""
+    for name, (script, _) in generated.items():
         step = script.strip().splitlines()[-1].split()
-        assert '#SBATCH --exclusive' in script.splitlines()
-        assert step[:4] == ['srun', '--kill-on-bad-exit=1', '--whole', '--cpu-bind=none'], script
+        assert step[0] == 'srun' and step[-3:] == ['python3', 'ibrepro_pair.py', 'flows.json'], script
+        assert '--kill-on-bad-exit=1' in step and '--whole' in step and '--cpu-bind=none' in step, script
         assert not [o for o in step if o.startswith(('-c', '--cpus-per-task', '--exact', '--exclusive'))], script
+        if not name.endswith('-in-allocation'):
+            assert '#SBATCH --exclusive' in script.splitlines(), script
 
 
 def fake_sysfs(root, devices):
@@ -201,9 +213,10 @@ def real_sides(spec, sysfs):
     return spec
 
 
-def run_as_generated(stage, script, spec, step=None):
+def run_as_generated(stage, script, spec, step=None, allocation=None):
     """The generated job script on the cgroup cluster: its #SBATCH lines (partition ci), its srun step (or
-    ``step`` instead), in a stage directory holding the runner and the spec; (job state, runner output)."""
+    ``step`` instead), in a stage directory holding the runner and the spec, submitted with sbatch; or, for a
+    script made inside an allocation, run by salloc with the options ``allocation``. (exit status, output)"""
     from ibrepro import pair
 
     stage.mkdir(parents=True, exist_ok=True)
@@ -216,6 +229,9 @@ def run_as_generated(stage, script, spec, step=None):
     assert lines[-1].endswith(' python3 ibrepro_pair.py flows.json'), lines[-1]
     lines[-1] = lines[-1].replace(' python3 ', f' {PYTHON} ')
     (stage / 'job.sh').write_text('\n'.join(lines) + '\n')
+    if allocation is not None:
+        done = _slurm('salloc', '-p', 'ci', '-t', '3', *allocation, 'bash', 'job.sh', cwd=stage, timeout=300)
+        return done.returncode, done.stdout + done.stderr
     done = _slurm('sbatch', '--wait', '--parsable', '--time=3', 'job.sh', cwd=stage, timeout=300)
     out = (stage / 'rfm_job.out').read_text() if (stage / 'rfm_job.out').exists() else ''
     return done.returncode, out + done.stderr
@@ -225,6 +241,7 @@ def _status(stage, name):
     return json.loads((stage / f'{name}.status.json').read_text())
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize('case, devices', [
     # PerftestMultiPair, 2 pairs: on each node two sides of rail 0 (mlx5_0), whose NUMA node has both CPUs
     ('two-flows', {'mlx5_0': (0, '0-1'), 'mlx5_1': (1, '0-1')}),
@@ -256,6 +273,7 @@ def test_two_flows_run_on_distinct_cpus_each_near_its_device(generated, tmp_path
             assert f'cpus [{e["cpu"]}]' in text, text                               # and really ran there
 
 
+@pytest.mark.integration
 def test_each_forked_process_of_a_two_process_side_gets_its_own_cpu(generated, tmp_path, node_cpus):
     """VerbsTwoPort with -P 2: both sides fork two busy processes; each process on its own CPU near the device."""
     if len(node_cpus) < 2:
@@ -277,6 +295,7 @@ def test_each_forked_process_of_a_two_process_side_gets_its_own_cpu(generated, t
         assert sorted(children) == [f'child [{c}]' for c in node_cpus[:2]], children   # really, one each
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize('case, devices', [
     # two sides near mlx5_0 on each node, one CPU in the step's cpuset: the second has none of its own
     ('two-flows', {'mlx5_0': (0, '0-1'), 'mlx5_1': (1, '0-1')}),
@@ -306,3 +325,69 @@ def test_a_step_confined_away_from_the_device_fails_the_case_naming_the_cpus(gen
     for path in (tmp_path / 'stage').glob('flow-*.status.json'):                # what did start: near its device
         end = json.loads(path.read_text())
         assert end['cpu'] in _cpus(devices[end['device']][1]), end
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize('allocation, holds', [(['-N2', '--exclusive'], 'whole nodes'),
+                                               (['-N2', '--ntasks-per-node=1'], 'one CPU per node')])
+def test_inside_an_allocation_the_step_has_what_the_allocation_holds(generated, tmp_path, node_cpus, allocation,
+                                                                     holds):
+    """The nightly's child jobs run the cases as steps of their own allocation: --whole gives the step what the
+    allocation holds on each node. Whole nodes: each side near its device; one CPU per node: the case fails, naming
+    the CPUs, instead of measuring far from a device."""
+    if len(node_cpus) < 2:
+        pytest.skip('needs two CPUs')
+    script, spec = generated['two-rails-in-allocation']
+    devices = {'mlx5_0': (0, '0'), 'mlx5_1': (1, '1')}
+    rc, out = run_as_generated(tmp_path / 'stage', script, real_sides(spec, fake_sysfs(tmp_path / 'sys', devices)),
+                               allocation=allocation)
+    ends = [json.loads(p.read_text()) for p in (tmp_path / 'stage').glob('flow-*.status.json')]
+    print(holds, [(e['host'], e['device'], e['cpus'], e['returncode']) for e in ends])
+    assert all(e['cpu'] in _cpus(devices[e['device']][1]) for e in ends), ends     # never far from its device
+    if holds == 'whole nodes':
+        assert rc == 0 and len(ends) == 2 * 2 * len(spec['flows']) and all(e['returncode'] == 0 for e in ends), out
+    else:
+        reasons = [json.loads(p.read_text())['reason'] for p in (tmp_path / 'stage').glob('failed-*.json')]
+        assert rc != 0 and any(re.search(r'needs 1 CPU\(s\) of its own near mlx5_\d \(CPUs \d are local to it\), '
+                                         r'but this task may use only CPUs \d and 0 of them are free', r)
+                               and 'a job or allocation without whole nodes' in r for r in reasons), (reasons, out)
+
+
+# -- the names of a cluster beside the default one (common.sh; no cluster needed) -------------------------------
+
+COMMON = REPO / 'ci' / 'cluster' / 'common.sh'
+NAMES = ('echo $CLUSTER_NAME $NS_SWITCH $BRIDGE $HEAD_IF $NODE_IF $(ns_node 1) $(ns_node 2) $HEAD_ADDR $(node_addr 2) '
+         '$SLURMCTLD_PORT $SLURMD_PORT $SLURMDBD_PORT $MARIADB_PORT $CGROUP')
+
+
+def _common(script, **overrides):
+    env = {k: v for k, v in os.environ.items() if not k.startswith('IBREPRO_CLUSTER_')}
+    env.update(IBREPRO_CLUSTER_DIR='/tmp/ibrepro-names-test', **overrides)
+    done = subprocess.run(['bash', '-c', f'. {COMMON}; {script}'], env=env, capture_output=True, text=True,
+                          timeout=30)
+    return done.returncode, done.stdout.strip(), done.stderr
+
+
+def test_the_default_cluster_keeps_its_names():
+    assert _common(NAMES)[1] == ('ci ibr-switch ibr-br0 ibr-head0 ibr0 ibr-node1 ibr-node2 198.51.100.1 '
+                                 '198.51.100.12 6817 6818 6819 3307 0')
+
+
+def test_a_second_cluster_takes_names_addresses_and_ports_of_its_own():
+    make = subprocess.run(['make', '-s', '-n', 'cgroup-up'], cwd=REPO, capture_output=True, text=True, timeout=30)
+    overrides = dict(w.split('=', 1) for w in shlex.split(make.stdout) if w.startswith('IBREPRO_CLUSTER_'))
+    assert overrides['IBREPRO_CLUSTER_DIR'] != '/tmp/ibrepro-cluster' and overrides['IBREPRO_CLUSTER_CGROUP'] == '1'
+    overrides.pop('IBREPRO_CLUSTER_DIR')
+    assert _common(NAMES, **overrides)[1] == ('cgroup ibc-switch ibc-br0 ibc-head0 ibc0 ibc-node1 ibc-node2 '
+                                              '203.0.113.1 203.0.113.12 6917 6918 6919 3317 1')
+
+
+@pytest.mark.parametrize('variable, value', [
+    ('IBREPRO_CLUSTER_PREFIX', 'ibr'), ('IBREPRO_CLUSTER_PREFIX', 'a b-'), ('IBREPRO_CLUSTER_PREFIX', '$(id)-'),
+    ('IBREPRO_CLUSTER_NET', '203.0.113.0'), ('IBREPRO_CLUSTER_NET', '10.0;reboot'),
+    ('IBREPRO_CLUSTER_NAME', 'Ci Two'), ('IBREPRO_CLUSTER_MARIADB_PORT', '33o7'),
+    ('IBREPRO_CLUSTER_SLURMCTLD_PORT', '80'),
+])
+def test_a_bad_override_is_refused_naming_it(variable, value):
+    rc, out, err = _common('echo USED', **{variable: value})
+    assert rc == 2 and 'USED' not in out and f'{variable} must be' in err and f"got '{value}'" in err, err

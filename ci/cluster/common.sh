@@ -20,9 +20,8 @@ CLUSTER_NAME=${IBREPRO_CLUSTER_NAME:-ci}
 NUM_NODES=2
 # RFC 5737 documentation range: never routed anywhere. (192.0.2.0/24 may be eth0's own net.)
 NET=${IBREPRO_CLUSTER_NET:-198.51.100}
-case $NET in
-  *[!0-9.]*|*..*|.*|*.) echo "IBREPRO_CLUSTER_NET must be the first three octets of a /24, e.g. 203.0.113, got '$NET'" >&2; exit 2 ;;
-esac
+[[ $NET =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] \
+  || { echo "IBREPRO_CLUSTER_NET must be the first three octets of a /24, e.g. 203.0.113, got '$NET'" >&2; exit 2; }
 HEAD_ADDR=$NET.1                    # this machine, on the cluster network
 node_addr() { echo "$NET.$((10 + $1))"; }
 
@@ -42,9 +41,10 @@ SLURMCTLD_PORT=${IBREPRO_CLUSTER_SLURMCTLD_PORT:-6817}
 SLURMD_PORT=${IBREPRO_CLUSTER_SLURMD_PORT:-6818}
 SLURMDBD_PORT=${IBREPRO_CLUSTER_SLURMDBD_PORT:-6819}
 MARIADB_PORT=${IBREPRO_CLUSTER_MARIADB_PORT:-3307}
-for _port in "$SLURMCTLD_PORT" "$SLURMD_PORT" "$SLURMDBD_PORT" "$MARIADB_PORT"; do
-  [[ $_port =~ ^[0-9]+$ ]] && [ "$_port" -ge 1024 ] && [ "$_port" -le 65535 ] \
-    || { echo "cluster ports must be numbers 1024-65535, got '$_port'" >&2; exit 2; }
+for _var in SLURMCTLD SLURMD SLURMDBD MARIADB; do
+  _port=${_var}_PORT
+  [[ ${!_port} =~ ^[1-9][0-9]{3,4}$ ]] && [ "${!_port}" -le 65535 ] \
+    || { echo "IBREPRO_CLUSTER_${_var}_PORT must be a port number 1000-65535, got '${!_port}'" >&2; exit 2; }
 done
 
 # Cgroup confinement of the nodes' jobs (task/cgroup + proctrack/cgroup, cgroup v1): each node's slurmd sees
