@@ -81,7 +81,8 @@ SAY_CPUS = ('cg=$(grep :cpuset: /proc/self/cgroup | cut -d: -f3); '
             'echo "$(hostname) allowed=$(grep Cpus_allowed_list /proc/self/status | cut -f2) cgroup=$cg '
             'cpuset=$(cat /sys/fs/cgroup/cpuset$cg/cpuset.cpus)"; '
             # a process may not leave its cpuset: asking for every CPU leaves the mask as it was
-            'taskset -pc 0-1023 $$ >/dev/null 2>&1; echo "widened=$(grep Cpus_allowed_list /proc/self/status | cut -f2)"')
+            'taskset -pc 0-1023 $$ >/dev/null 2>&1; '
+            'echo "widened=$(grep Cpus_allowed_list /proc/self/status | cut -f2)"')
 
 
 def _cpus(text):

@@ -13,7 +13,8 @@ CLUSTER_NAME=${IBREPRO_CLUSTER_NAME:-ci}
 # A second cluster may run beside the default one on the same machine (e.g. the cgroup-confined one of
 # `make cgroup-test`): every name and port below can be overridden, and the defaults are the default cluster's.
 #   IBREPRO_CLUSTER_DIR IBREPRO_CLUSTER_NAME IBREPRO_CLUSTER_PREFIX (network objects, cgroups) IBREPRO_CLUSTER_NET
-#   IBREPRO_CLUSTER_SLURMCTLD_PORT IBREPRO_CLUSTER_SLURMD_PORT IBREPRO_CLUSTER_SLURMDBD_PORT IBREPRO_CLUSTER_MARIADB_PORT
+#   IBREPRO_CLUSTER_SLURMCTLD_PORT IBREPRO_CLUSTER_SLURMD_PORT IBREPRO_CLUSTER_SLURMDBD_PORT
+#   IBREPRO_CLUSTER_MARIADB_PORT
 #   IBREPRO_CLUSTER_CGROUP=1: the nodes run task/cgroup with ConstrainCores (README.md, "A cgroup-confined cluster")
 # The munge socket, keys, configs, PID files and the database live in the work directory: one per cluster.
 
@@ -28,7 +29,8 @@ node_addr() { echo "$NET.$((10 + $1))"; }
 # Network objects carry a prefix (default ibr-) so they never clash with anything else on the machine.
 PREFIX=${IBREPRO_CLUSTER_PREFIX:-ibr-}
 [[ $PREFIX =~ ^[a-z][a-z0-9]{1,4}-$ ]] \
-  || { echo "IBREPRO_CLUSTER_PREFIX must be 2-5 lower-case letters or digits and a -, e.g. ibc-, got '$PREFIX'" >&2; exit 2; }
+  || { echo "IBREPRO_CLUSTER_PREFIX must be 2-5 lower-case letters or digits and a -, e.g. ibc-, got '$PREFIX'" >&2
+       exit 2; }
 NS_SWITCH=${PREFIX}switch           # network namespace holding the bridge
 BRIDGE=${PREFIX}br0
 HEAD_IF=${PREFIX}head0              # head's end of its veth pair (host namespace)

@@ -41,8 +41,11 @@ for c in $CGROUP_CONTROLLERS; do
     d=/sys/fs/cgroup/$c/$(ns_node "$i")
     [ -d "$d" ] || continue
     find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
-    if [ -d "$d" ]; then say "WARNING: cgroup $d remains (processes: $(find "$d" -name cgroup.procs -exec cat {} + | tr '\n' ' '))"
-    else say "removed cgroup $d"; fi
+    if [ -d "$d" ]; then
+      say "WARNING: cgroup $d remains (processes: $(find "$d" -name cgroup.procs -exec cat {} + | tr '\n' ' '))"
+    else
+      say "removed cgroup $d"
+    fi
   done
 done
 

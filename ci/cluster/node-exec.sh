@@ -30,7 +30,8 @@ netns_exists "$NS" || { echo "$0: node$N is not up (no network namespace $NS; ru
 CGROUPS=""
 if [ "$CGROUP" = 1 ]; then
   for c in $CGROUP_CONTROLLERS; do
-    [ -d "/sys/fs/cgroup/$c/$NS" ] || { echo "$0: node$N has no cgroup /sys/fs/cgroup/$c/$NS (run ci/cluster/up.sh)" >&2; exit 1; }
+    [ -d "/sys/fs/cgroup/$c/$NS" ] \
+      || { echo "$0: node$N has no cgroup /sys/fs/cgroup/$c/$NS (run ci/cluster/up.sh)" >&2; exit 1; }
     echo $$ > "/sys/fs/cgroup/$c/$NS/cgroup.procs"       # this process, and so CMD, into the node's cgroups
     CGROUPS="$CGROUPS $c"
   done
