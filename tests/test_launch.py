@@ -5,6 +5,17 @@ import pytest
 from ibrepro.rfm import launch
 
 
+@pytest.mark.parametrize('launcher', ['srun', 'srunalloc', 'mpirun', 'mpiexec'])
+@pytest.mark.parametrize('hca_numa_node', [None, 0])
+def test_mvapich2_ranks_have_one_binder(launcher, hca_numa_node):
+    """srun's --cpu-bind or MVAPICH2's own affinity, never both (MVAPICH2 binds unless told not to)."""
+    options, env, said = launch.policy(launcher, ['mvapich2', 'mpich'], hca_numa_node=hca_numa_node)
+    srun_binds = any(o.startswith('--cpu-bind=') and o != '--cpu-bind=none' for o in options)
+    mvapich2_binds = env.get('MV2_ENABLE_AFFINITY') == '1'
+    assert srun_binds != mvapich2_binds and 'MV2_ENABLE_AFFINITY' in env, (options, env)
+    assert ('srun binds' if srun_binds else 'MVAPICH2 binds') in said
+
+
 @pytest.mark.parametrize('launcher, features, kw, options, env, said', [
     ('srun', ['mpi'], {}, ['--cpu-bind=cores'], {}, 'srun --cpu-bind=cores'),
     ('srun', ['openmpi'], {'hca_numa_node': 1}, ['--cpu-bind=map_ldom:1'], {}, 'map_ldom:1'),
@@ -32,14 +43,3 @@ def test_binding_per_launcher_and_mpi(launcher, features, kw, options, env, said
     got_options, got_env, description = launch.policy(launcher, features, **kw)
     assert (got_options, got_env) == (options, env)
     assert said in description
-
-
-@pytest.mark.parametrize('launcher', ['srun', 'srunalloc', 'mpirun', 'mpiexec'])
-@pytest.mark.parametrize('hca_numa_node', [None, 0])
-def test_mvapich2_ranks_have_one_binder(launcher, hca_numa_node):
-    """srun's --cpu-bind or MVAPICH2's own affinity, never both (MVAPICH2 binds unless told not to)."""
-    options, env, said = launch.policy(launcher, ['mvapich2', 'mpich'], hca_numa_node=hca_numa_node)
-    srun_binds = any(o.startswith('--cpu-bind=') and o != '--cpu-bind=none' for o in options)
-    mvapich2_binds = env.get('MV2_ENABLE_AFFINITY') == '1'
-    assert srun_binds != mvapich2_binds and 'MV2_ENABLE_AFFINITY' in env, (options, env)
-    assert ('srun binds' if srun_binds else 'MVAPICH2 binds') in said
