@@ -66,7 +66,6 @@ UNUSABLE = _confined_cluster()
 REQUIRED = os.environ.get('IBREPRO_CLUSTER_CGROUP') == '1'
 
 
-
 @pytest.fixture(scope='module')
 def cluster():
     """The cgroup cluster: skipped when it is not up, failed when make cgroup-test says it should be."""
