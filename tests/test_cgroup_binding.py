@@ -162,15 +162,17 @@ def test_the_generated_pair_step_gets_the_node_s_cpus_and_binds_nothing_itself(g
 
 
 def fake_sysfs(root, devices):
-    """/sys/class/infiniband/<device>/{ports/1/link_layer, device/{numa_node,local_cpulist}} per device."""
-    for device, (numa, cpulist) in devices.items():
+    """/sys/class/infiniband/<device>/{ports/1/link_layer, device/{numa_node,local_cpulist}} per device; a device
+    given as None has no PCI function (as soft-RoCE's): its locality is unknown."""
+    for device, where in devices.items():
         port = root / 'class' / 'infiniband' / device / 'ports' / '1'
         port.mkdir(parents=True)
         (port / 'link_layer').write_text('InfiniBand\n')
-        dev = root / 'class' / 'infiniband' / device / 'device'
-        dev.mkdir()
-        (dev / 'numa_node').write_text(f'{numa}\n')
-        (dev / 'local_cpulist').write_text(f'{cpulist}\n')
+        if where is not None:
+            dev = root / 'class' / 'infiniband' / device / 'device'
+            dev.mkdir()
+            (dev / 'numa_node').write_text(f'{where[0]}\n')
+            (dev / 'local_cpulist').write_text(f'{where[1]}\n')
     return root
 
 
@@ -247,6 +249,8 @@ def _status(stage, name):
     ('two-flows', {'mlx5_0': (0, '0-1'), 'mlx5_1': (1, '0-1')}),
     # PerftestBinding bidir-1proc: on each node one side of rail 0 and one of rail 1, each device on its own node
     ('two-rails', {'mlx5_0': (0, '0'), 'mlx5_1': (1, '1')}),
+    # devices without PCI locality: any CPUs of the step, still one each, and the binding says the node is unknown
+    ('two-rails', {'mlx5_0': None, 'mlx5_1': None}),
 ])
 def test_two_flows_run_on_distinct_cpus_each_near_its_device(generated, tmp_path, node_cpus, case, devices):
     """Concurrent flows: on each node every side on a CPU of its own, on its device's (fake) NUMA node."""
@@ -266,6 +270,11 @@ def test_two_flows_run_on_distinct_cpus_each_near_its_device(generated, tmp_path
             cpus = [e['cpu'] for e in ends if e['host'] == host]
             assert len(cpus) == 2 and len(set(cpus)) == 2, ends                     # distinct CPUs
         for e in ends:
+            if devices[e['device']] is None:
+                assert e['cpus'] == [e['cpu']] and e['cpu'] in node_cpus, e
+                assert e['binding'] == f'{e["device"]}: HCA NUMA node unknown (no PCI locality in sysfs): any CPU ' \
+                    'of the task', e
+                continue
             numa, local = devices[e['device']]
             assert e['cpus'] == [e['cpu']] and e['cpu'] in _cpus(local), e       # near its own device
             assert e['binding'] == f'near {e["device"]} (NUMA node {numa})', e
