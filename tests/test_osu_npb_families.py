@@ -271,7 +271,7 @@ def test_dry_run_writes_a_job_script_for_every_variant(example_cluster):
 
 @pytest.mark.parametrize('name, environ, lines', [
     ('OSULatency', 'mvapich2', ['#SBATCH --nodes=2', 'export SLURM_MPI_TYPE=pmi2',
-                                'export MV2_ENABLE_AFFINITY=1', 'srun --cpu-bind=map_ldom:1 osu_latency\n']),
+                                'export MV2_ENABLE_AFFINITY=0', 'srun --cpu-bind=map_ldom:1 osu_latency\n']),
     ('OSULatency', 'openmpi', ['export SLURM_MPI_TYPE=pmix', 'srun --cpu-bind=map_ldom:1 osu_latency\n']),
     ('OSUBandwidth %window=16', 'mvapich2', ['#SBATCH --nodes=2', 'srun --cpu-bind=map_ldom:1 osu_bw -W 16\n']),
     ('OSUBiBandwidth %window=16', 'mvapich2', ['osu_bibw -W 16\n']),
@@ -314,7 +314,7 @@ def test_job_script_without_extra_settings(example_cluster):
     assert 'MV2_IBA_HCA' not in binding
     shm = job_script(report, 'NPB %case=is.B-2x8')
     assert not {line for line in shm.splitlines() if 'MV2_' in line} - {
-        'export MV2_ENABLE_AFFINITY=1', 'export MV2_CPU_BINDING_LEVEL=core'}     # binding only
+        'export MV2_ENABLE_AFFINITY=0'}     # binding only: srun binds, MVAPICH2's own affinity off (one binder)
 
 
 def test_other_mpis_are_not_candidates_for_mvapich2_settings_and_npb_33_names(tmp_path):
