@@ -33,7 +33,7 @@ SOFTROCE_RUN = $(BIN)/ibrepro softroce run --nodes 2 --extra build/bench-verbs -
                $(BIN)/reframe -C configs/softroce.py --system softroce -c reframe-checks \
                --exec-policy=serial --max-retries=2 -r
 .PHONY: help setup test run report nightly where baseline refs catalog spack wheelhouse constraints clean \
-        cluster-up cluster-down cluster-status cluster-smoke cluster-test \
+        cluster-up cluster-down cluster-status cluster-smoke cluster-test cgroup-up cgroup-down cgroup-test \
         softroce-up softroce-down softroce-status softroce-test softroce-nightly \
         softroce-slurm-up softroce-slurm-down softroce-slurm-smoke softroce-slurm-test
 
@@ -50,6 +50,7 @@ help:
 	@echo "make spack      build the benchmarks with Spack into .deps/spack-view/\$$SPACK_ENV (docs/spack.md)"
 	@echo "make wheelhouse download every wheel setup needs into wheelhouse/ (for air-gapped sites)"
 	@echo "make cluster-test  (root) a real two-node Slurm cluster: up, the inter-node families, faults, down"
+	@echo "make cgroup-test   (root) a cgroup-confined two-node Slurm cluster beside it: binding of the pair cases, down"
 	@echo "make softroce-test (root) QEMU guests with soft-RoCE ports: boot, the verbs smoke set, down"
 	@echo "make softroce-slurm-test (root) Slurm over 3 soft-RoCE guests: up, the verbs families via srun, faults, down"
 
@@ -112,6 +113,26 @@ cluster-test:
 	status=0; $(MAKE) --no-print-directory cluster-smoke || status=$$?; \
 	 $(BIN)/pytest -q tests/test_cluster.py || status=$$?; \
 	 ci/cluster/down.sh; exit $$status
+
+# -- a cgroup-confined cluster beside the default one (root; ci/cluster/README.md) ----------------------
+# Its own work directory, names, addresses and ports, so it runs whether or not the default cluster is up; its
+# nodes confine each job step to the CPUs Slurm granted it (task/cgroup + ConstrainCores).
+CGROUP_CLUSTER := IBREPRO_CLUSTER_DIR=/tmp/ibrepro-cgroup IBREPRO_CLUSTER_NAME=cgroup IBREPRO_CLUSTER_PREFIX=ibc- \
+                  IBREPRO_CLUSTER_NET=203.0.113 IBREPRO_CLUSTER_SLURMCTLD_PORT=6917 IBREPRO_CLUSTER_SLURMD_PORT=6918 \
+                  IBREPRO_CLUSTER_SLURMDBD_PORT=6919 IBREPRO_CLUSTER_MARIADB_PORT=3317 IBREPRO_CLUSTER_CGROUP=1
+
+cgroup-up:
+	$(CGROUP_CLUSTER) ci/cluster/up.sh
+
+cgroup-down:
+	$(CGROUP_CLUSTER) ci/cluster/down.sh
+
+# Up, the pair cases as ReFrame generates them run on the confined nodes (tests/test_cgroup_binding.py), down:
+# torn down whatever happened.
+cgroup-test:
+	$(CGROUP_CLUSTER) ci/cluster/up.sh
+	status=0; $(CGROUP_CLUSTER) $(BIN)/pytest -q -rs tests/test_cgroup_binding.py || status=$$?; \
+	 $(CGROUP_CLUSTER) ci/cluster/down.sh; exit $$status
 
 # -- soft-RoCE nodes: QEMU guests with rdma_rxe ports (root; ci/softroce/README.md) -------------------
 softroce-up:

@@ -271,7 +271,7 @@ def test_dry_run_writes_a_job_script_for_every_variant(example_cluster):
 
 @pytest.mark.parametrize('name, environ, lines', [
     ('OSULatency', 'mvapich2', ['#SBATCH --nodes=2', 'export SLURM_MPI_TYPE=pmi2',
-                                'export MV2_ENABLE_AFFINITY=1', 'srun --cpu-bind=map_ldom:1 osu_latency\n']),
+                                'export MV2_ENABLE_AFFINITY=0', 'srun --cpu-bind=map_ldom:1 osu_latency\n']),
     ('OSULatency', 'openmpi', ['export SLURM_MPI_TYPE=pmix', 'srun --cpu-bind=map_ldom:1 osu_latency\n']),
     # one rail, the partition's first (two single-port HCAs): the papers measured one port
     ('OSULatency', 'mvapich2', ['export MV2_IBA_HCA=mlx5_0', 'export MV2_NUM_HCAS=1', 'export MV2_NUM_PORTS=1',
@@ -318,7 +318,7 @@ def test_job_script_without_extra_settings(example_cluster):
     assert 'MV2_IBA_HCA' not in binding
     shm = job_script(report, 'NPB %case=is.B-2x8')
     assert not {line for line in shm.splitlines() if 'MV2_' in line} - {
-        'export MV2_ENABLE_AFFINITY=1', 'export MV2_CPU_BINDING_LEVEL=core',      # binding and the one rail only
+        'export MV2_ENABLE_AFFINITY=0',         # binding (srun binds: MVAPICH2's own affinity off) and the one rail
         'export MV2_IBA_HCA=mlx5_0', 'export MV2_NUM_HCAS=1', 'export MV2_NUM_PORTS=1', 'export MV2_DEFAULT_PORT=1'}
 
 

@@ -34,7 +34,22 @@ for i in $(seq "$NUM_NODES"); do
   wait
 done
 
-# 4. network: deleting a namespace destroys the veth ends in it, and with them their peers
+# 4. cgroups of a cgroup-confined cluster (IBREPRO_CLUSTER_CGROUP=1): each node's subtree, deepest first
+#    (rmdir only: a cgroup with a process in it stays, and is named)
+for c in $CGROUP_CONTROLLERS; do
+  for i in $(seq "$NUM_NODES"); do
+    d=/sys/fs/cgroup/$c/$(ns_node "$i")
+    [ -d "$d" ] || continue
+    find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    if [ -d "$d" ]; then
+      say "WARNING: cgroup $d remains (processes: $(find "$d" -name cgroup.procs -exec cat {} + | tr '\n' ' '))"
+    else
+      say "removed cgroup $d"
+    fi
+  done
+done
+
+# 5. network: deleting a namespace destroys the veth ends in it, and with them their peers
 for ns in $(for i in $(seq "$NUM_NODES"); do ns_node "$i"; done) "$NS_SWITCH"; do
   if netns_exists "$ns"; then ip netns del "$ns"; say "deleted netns $ns"; fi
 done

@@ -631,7 +631,8 @@ class Runner:
                 f'flow {flow["id"]}: the {side} on node {node} ({info["host"]}) needs {count} CPU(s) of its own near '
                 f'{device} ({local}), but this task may use only CPUs {_cpuset(info["cpus"])} and '
                 f'{len(free)} of them are free: the launcher confined the runner (srun -c N implies --exact, a cpuset '
-                'of N CPUs): give the job step the node\'s CPUs (srun --whole)')
+                'of N CPUs), or its job holds only these CPUs of the node (a job or allocation without whole nodes): '
+                'give the job step the node\'s CPUs (srun --whole, in a job with whole nodes)')
         cpus = free[:count]
         taken.update(cpus)
         return cpus, how

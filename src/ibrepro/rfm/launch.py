@@ -14,8 +14,14 @@ srun               ``--cpu-bind=cores`` (one rank per node on a known HCA NUMA n
 Open MPI mpirun    ``--bind-to core``
 MPICH (hydra)      ``-bind-to core``
 Intel MPI          ``I_MPI_PIN=1``, ``I_MPI_PIN_DOMAIN=core`` (its mpirun takes no binding option)
-MVAPICH2           ``MV2_ENABLE_AFFINITY=1``, ``MV2_CPU_BINDING_LEVEL=core``
+MVAPICH2           ``MV2_ENABLE_AFFINITY=1``, ``MV2_CPU_BINDING_LEVEL=core`` under its own launchers
+                   (mpirun_rsh, hydra's mpirun/mpiexec); under srun, srun binds and ``MV2_ENABLE_AFFINITY=0``
 =================  ================================================================================
+
+One binder per job: MVAPICH2 binds its ranks by default (``MV2_ENABLE_AFFINITY`` defaults to 1), on top of whatever
+srun's ``--cpu-bind`` did, and its own map need not be srun's (``map_ldom`` near the HCA). So wherever MVAPICH2 is not
+the binder (under srun, in a layout left unbound, in a job that binds its own processes) its affinity is turned off,
+and the recorded binding names the one that binds.
 
 Which MPI an environment has comes from its features (``openmpi``, ``mpich``, ``impi``, ``mvapich2``); an
 environment that names none is not bound by MPI options (only srun binds it), and the recorded binding says so.
@@ -47,6 +53,12 @@ MPI_BINDING = {
     'mvapich2': ([], {'MV2_ENABLE_AFFINITY': '1', 'MV2_CPU_BINDING_LEVEL': 'core'}),
 }
 
+#: MPI library feature -> environment variables that keep the library from binding ranks by itself (where it would
+#: by default): set wherever another binder, or none, is the policy.
+MPI_NO_BINDING = {
+    'mvapich2': {'MV2_ENABLE_AFFINITY': '0'},
+}
+
 
 def mpi_family(environ_features):
     """The MPI library an environment declares (a key of :data:`MPI_BINDING`), or None."""
@@ -75,15 +87,26 @@ def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None,
             options.append(f'--cpu-bind=map_ldom:{hca_numa_node}' if ranks_per_node == 1 and hca_numa_node
                            is not None else '--cpu-bind=cores')
     family = mpi_family(environ_features)
-    if bind and not oversubscribed and family and (launcher in MPI_LAUNCHERS or family in ('impi', 'mvapich2')):
+    if family == 'mvapich2':
+        # one binder: MVAPICH2 itself only where srun does not bind (its own launchers: mpirun_rsh, hydra)
+        mpi_binds = bind and not oversubscribed and launcher not in SRUN
+    else:
+        mpi_binds = bind and not oversubscribed and family and (launcher in MPI_LAUNCHERS or family == 'impi')
+    if mpi_binds:
         mpi_options, mpi_env = MPI_BINDING[family]
         if launcher in MPI_LAUNCHERS:
             options += mpi_options
         env.update(mpi_env)
+    elif family in MPI_NO_BINDING:
+        env.update(MPI_NO_BINDING[family])
     if options:
         said.append(f'{launcher} ' + ' '.join(options))
     if env:
         said.append(' '.join(f'{k}={v}' for k, v in env.items()))
+    if family == 'mvapich2':
+        said.append('MVAPICH2 binds (its affinity on, one binder)' if mpi_binds
+                    else 'srun binds, MVAPICH2\'s affinity off (one binder)' if bind and not oversubscribed
+                    else 'MVAPICH2\'s affinity off')
     if not bind:
         said.append('the launcher leaves binding to the job')
     elif oversubscribed:
