@@ -44,7 +44,8 @@ def _missing():
     return None if up else 'cluster not up (make cluster-up)'
 
 
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(_missing()), reason=_missing() or '')]
+MISSING = _missing()
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(MISSING), reason=MISSING or '')]
 
 
 @pytest.fixture(scope='module')

@@ -1,6 +1,6 @@
 #!/bin/bash
 # jacamar-batch.sh FILE: run a child job's lines (ci/templates/jacamar.py wrote FILE) as Jacamar's Slurm executor
-# does: one batch job made from the job's SCHEDULER_PARAMETERS (split at white space, as Jacamar does), waited for;
+# does: one batch job made from the job's SCHEDULER_PARAMETERS (sbatch options, split at white space), waited for;
 # its output goes to the job log, its exit status is the job's.
 set -euo pipefail
 file=${1:?usage: jacamar-batch.sh FILE}
