@@ -23,6 +23,7 @@ ENVIRONMENTS = '''ENVIRONMENTS = [
     rfmconfig.site_environment(
         'impi', descr='Intel MPI 2021.14 + IMB (PyPI impi-rt, make setup) over TCP',
         prefix=f'{VIEWS}/impi', mpi='impi', slurm_mpi_type='pmi2', tools=['imb'], target_systems=[%(system)r],
+        # one value per name: this LD_LIBRARY_PATH replaces site_environment's own (<prefix>/lib), so it names both
         env_vars=[['LD_LIBRARY_PATH', rfmconfig.path_value(
                       [f'{VIEWS}/impi/lib', f'{VIEWS}/impi/lib/libfabric'], 'LD_LIBRARY_PATH')],
                   ['FI_PROVIDER_PATH', f'{VIEWS}/impi/lib/libfabric/prov'], ['FI_PROVIDER', 'tcp']]),
