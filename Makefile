@@ -33,7 +33,8 @@ SOFTROCE_RUN = $(BIN)/ibrepro softroce run --nodes 2 --extra build/bench-verbs -
                $(BIN)/reframe -C configs/softroce.py --system softroce -c reframe-checks \
                --exec-policy=serial --max-retries=2 -r
 .PHONY: help setup test run report nightly where baseline refs catalog spack wheelhouse constraints clean \
-        cluster-up cluster-down cluster-status cluster-smoke cluster-test cgroup-up cgroup-down cgroup-test \
+        cluster-up cluster-down cluster-status cluster-smoke cluster-test ci-templates-test cgroup-up cgroup-down \
+        cgroup-test \
         softroce-up softroce-down softroce-status softroce-test softroce-nightly \
         softroce-slurm-up softroce-slurm-down softroce-slurm-smoke softroce-slurm-test
 
@@ -50,6 +51,7 @@ help:
 	@echo "make spack      build the benchmarks with Spack into .deps/spack-view/\$$SPACK_ENV (docs/spack.md)"
 	@echo "make wheelhouse download every wheel setup needs into wheelhouse/ (for air-gapped sites)"
 	@echo "make cluster-test  (root) a real two-node Slurm cluster: up, the inter-node families, faults, down"
+	@echo "make ci-templates-test (root) the GitLab nightly template run by gitlab-ci-local on that cluster"
 	@echo "make cgroup-test   (root) a cgroup-confined two-node Slurm cluster beside it: binding of the pair cases, down"
 	@echo "make softroce-test (root) QEMU guests with soft-RoCE ports: boot, the verbs smoke set, down"
 	@echo "make softroce-slurm-test (root) Slurm over 3 soft-RoCE guests: up, the verbs families via srun, faults, down"
@@ -112,6 +114,15 @@ cluster-test:
 	ci/cluster/up.sh
 	status=0; $(MAKE) --no-print-directory cluster-smoke || status=$$?; \
 	 $(BIN)/pytest -q tests/test_cluster.py || status=$$?; \
+	 ci/cluster/down.sh; exit $$status
+
+# The GitLab nightly template run by gitlab-ci-local (pinned: ci/templates/gitlab-ci-local/) on that cluster, with a
+# site configuration made from the template: a clean night, a failing case, a configuration for other hosts
+# (tests/test_ci_pipelines.py). The cluster is torn down whatever happened.
+ci-templates-test:
+	ci/templates/install-gitlab-ci-local.sh
+	ci/cluster/up.sh
+	status=0; $(BIN)/pytest -q tests/test_ci_pipelines.py || status=$$?; \
 	 ci/cluster/down.sh; exit $$status
 
 # -- a cgroup-confined cluster beside the default one (root; ci/cluster/README.md) ----------------------

@@ -115,7 +115,11 @@ import sys
 from ibrepro import results
 
 night = sys.argv[1]
-if not any(r['session_info'].get('nightly') == night for r in results.stored_sessions()):
+try:
+    stored = results.stored_sessions()
+except results.ResultsError as err:     # no database yet: a first night whose jobs stored nothing
+    sys.exit(f'no session of nightly {night} is stored: {err}')
+if not any(r['session_info'].get('nightly') == night for r in stored):
     sys.exit(f'no session of nightly {night} is stored in the results database')
 PY
   ibrepro nightly --no-run -C "$CONFIG" --night "$IBREPRO_NIGHTLY" --output-dir "$REPORT_DIR"

@@ -12,8 +12,8 @@
    summary.md written), whose exit status is the night's.
 
 Exit status: the verdict's (0 clean, 1 regression, 2 could not judge, 3 inconclusive: ``ibrepro report --help``);
-a check that failed in ReFrame (sanity, references) makes it 1 unless it is worse, and a night whose session was not
-stored 2.
+a check that failed in ReFrame (sanity, references; with ``--no-run``: a failed test case of the night's stored
+sessions) makes it 1 unless it is worse, and a night whose session was not stored 2.
 """
 
 import argparse
@@ -68,6 +68,16 @@ def confirmation_runs(suspects):
 def run_checks(config, options, env):
     """scripts/run-checks.sh with ``options`` after ``-r``; its exit status."""
     return subprocess.run([str(RUN_CHECKS), str(config), *options], env=env).returncode
+
+
+def failed_cases(night):
+    """``name @system:partition+environ`` of each test case of ``night`` whose last attempt failed in ReFrame
+    (confirmation sessions aside: they re-measure suspects, their verdict is the report's)."""
+    from . import results
+    return [f'{c["name"]} @{c["system"]}:{c["partition"]}+{c["environ"]}'
+            for report in results.stored_sessions(problems=[])
+            if report['session_info'].get('nightly') == night and not report['session_info'].get('confirms')
+            for c in results.readable_cases(report, []) if c.get('result') == 'fail']
 
 
 def _report(argv):
@@ -126,8 +136,11 @@ def main(args):
 
     print(f'\n== ibrepro nightly {night}: the verdict')
     status = _report([*report_options, *(['--output-dir', args.output_dir] if args.output_dir else [])])
-    if ran and status == verdict.EXIT_CLEAN:
-        print('ibrepro nightly: a check failed in ReFrame (above): the night fails', file=sys.stderr)
+    # --no-run: the night's cases ran elsewhere (GitLab child jobs); their failures are in the stored sessions
+    failed = failed_cases(night) if args.no_run else []
+    if (ran or failed) and status in (verdict.EXIT_CLEAN, verdict.EXIT_INCONCLUSIVE):
+        print(f'ibrepro nightly: a check failed in ReFrame ({", ".join(failed) or "above"}): the night fails',
+              file=sys.stderr)
         status = verdict.EXIT_REGRESSION
     print(f'ibrepro nightly {night}: exit {status} ({_MEANING[status]}) after {time.monotonic() - started:.0f} s')
     return status

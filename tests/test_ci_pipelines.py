@@ -1,0 +1,134 @@
+"""The GitLab nightly template run by a real client against the namespace Slurm cluster (make ci-templates-test).
+
+A site's repository is made from this checkout as docs/site-setup.md says: its configuration copied from
+configs/example-cluster.py with what is marked SITE changed (ci/templates/site-config.py: this host as the login
+node, the cluster's partition and nodes, no rails, the MPI wheels over TCP), and a .gitlab-ci.yml that includes
+ci/gitlab/nightly.yml. gitlab-ci-local (shell executor) runs its scheduled pipeline: generate, each child job as one
+batch job of its own allocation (what a Jacamar runner does), the report (ci/templates/gitlab-nightly.sh).
+
+Needs root, the cluster (ci/cluster/up.sh) and gitlab-ci-local (ci/templates/install-gitlab-ci-local.sh, or
+$GITLAB_CI_LOCAL); skipped otherwise, saying which.
+"""
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ibrepro import results
+
+REPO = Path(__file__).resolve().parents[1]
+TEMPLATES = REPO / 'ci' / 'templates'
+CLUSTER_DIR = Path(os.environ.get('IBREPRO_CLUSTER_DIR', '/tmp/ibrepro-cluster'))
+GITLAB_CI_LOCAL = os.environ.get('GITLAB_CI_LOCAL') or str(REPO / 'build' / 'gitlab-ci-local' / 'node_modules' /
+                                                           '.bin' / 'gitlab-ci-local')
+#: A setting that breaks Intel MPI's start-up on any machine: the night's MPI case fails in MPI_Init.
+BROKEN_MPI = 'I_MPI_OFI_PROVIDER=ibrepro-no-such-provider'
+
+
+def _missing():
+    if os.geteuid() != 0:
+        return 'needs root (the namespace cluster)'
+    if not shutil.which(GITLAB_CI_LOCAL):
+        return f'gitlab-ci-local not installed ({GITLAB_CI_LOCAL}): ci/templates/install-gitlab-ci-local.sh'
+    try:
+        up = subprocess.run([REPO / 'ci' / 'cluster' / 'status.sh', '-q'], timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        up = False
+    return None if up else 'cluster not up (make cluster-up)'
+
+
+MISSING = _missing()
+pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(MISSING), reason=MISSING or '')]
+
+
+@pytest.fixture(scope='module')
+def site(tmp_path_factory):
+    """A site's repository: this checkout's files, its configurations made from the template, set up."""
+    root = tmp_path_factory.mktemp('site') / 'ibrepro'
+    files = subprocess.run(['git', 'ls-files', '-z', '--cached', '--others', '--exclude-standard'], cwd=REPO,
+                           capture_output=True, check=True).stdout
+    subprocess.run(['rsync', '-a', '--from0', '--files-from=-', f'{REPO}/', f'{root}/'], input=files, check=True)
+    host = socket.gethostname()
+    for name, hostnames in (('mysite', f'^{host}$'), ('elsewhere', r'^login-of-another-site\d+$')):
+        subprocess.run([sys.executable, TEMPLATES / 'site-config.py', root / 'configs' / f'{name}.py', hostnames],
+                       check=True)
+    (root / '.gitlab-ci.yml').write_text('include:\n  - local: ci/gitlab/nightly.yml\n')
+    git = ['git', '-c', 'user.name=site', '-c', 'user.email=site@example.org']
+    subprocess.run(['git', 'init', '-q'], cwd=root, check=True)
+    subprocess.run(['git', 'add', '-A'], cwd=root, check=True)
+    subprocess.run([*git, 'commit', '-qm', "a site's repository"], cwd=root, check=True)
+    setup = subprocess.run(['make', 'setup'], cwd=root, capture_output=True, text=True, timeout=1200)
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    return root
+
+
+def _night(site, home, *variables):
+    """One scheduled pipeline; (exit status, its output, the night's id or None when nothing was generated)."""
+    env = dict(os.environ, SLURM_CONF=str(CLUSTER_DIR / 'etc' / 'slurm.conf'), GITLAB_CI_LOCAL=GITLAB_CI_LOCAL,
+               PYTHON=sys.executable)
+    shutil.rmtree(site / 'nightly-report', ignore_errors=True)
+    for name in ('IBREPRO_HOME', 'IBREPRO_NIGHTLY', 'SLURM_JOB_ID', 'RFM_SQLITE_DB_FILE'):
+        env.pop(name, None)
+    done = subprocess.run([TEMPLATES / 'gitlab-nightly.sh', site, f'IBREPRO_HOME={home}', *variables], env=env,
+                          capture_output=True, text=True, timeout=1200)
+    child = site / '.gitlab-ci-local' / 'artifacts' / 'generate-checks' / 'child-pipeline.yml'
+    night = yaml.safe_load(child.read_text())['variables']['IBREPRO_NIGHTLY'] if child.exists() else None
+    child.unlink(missing_ok=True)
+    return done.returncode, done.stdout + done.stderr, night
+
+
+def _cases(home, night):
+    """{test case name: (result, host its session ran on)} the child jobs stored for ``night`` (the report job's
+    confirmation of a suspect aside: it runs from the login node, when the night is noisy)."""
+    found = {}
+    for report in results.stored_sessions(home / 'results.db'):
+        info = report['session_info']
+        if info.get('nightly') == night and not info.get('confirms'):
+            for case in results.readable_cases(report, []):
+                found[case['name']] = (case['result'], info.get('hostname'))
+    return found
+
+
+def test_a_clean_night_is_stored_by_the_child_jobs_and_judged_by_the_report(site, tmp_path):
+    status, output, night = _night(site, tmp_path, 'IBREPRO_CONFIG=configs/mysite.py')
+    assert status == 0, output
+    child = yaml.safe_load((site / '.jacamar' / 'child-pipeline.yml').read_text())
+    jobs = [name for name, job in child.items() if isinstance(job, dict) and 'script' in job]
+    assert jobs and all((site / '.jacamar' / f'{name}.sh').read_text().count('reframe --system=example-cluster ')
+                        == 1 for name in jobs)
+    cases = _cases(tmp_path, night)
+    assert any(name.startswith('IMBPointToPoint') for name in cases), cases
+    for name, (result, host) in cases.items():
+        # each child job ran on a compute node, inside its own allocation, as the site's system
+        assert result == 'pass' and host in ('node1', 'node2'), (name, result, host)
+    # judged: clean, or too noisy to judge on a loaded machine (a warning: allow_failure exit_codes [3])
+    assert re.search(rf'ibrepro nightly {night}: exit (0 \(clean\)|3 \(inconclusive\))', output), output
+    assert list((site / 'nightly-report' / 'example-cluster').glob('*/summary.md')), output
+    assert 'gitlab-nightly.sh: the pipeline passed' in output
+
+
+def test_a_failing_case_fails_the_child_pipeline_and_the_report(site, tmp_path):
+    status, output, night = _night(site, tmp_path, 'IBREPRO_CONFIG=configs/mysite.py', BROKEN_MPI)
+    assert status == 1, output
+    cases = _cases(tmp_path, night)
+    failed = [name for name, (result, _) in cases.items() if result == 'fail']
+    assert failed and all(name.startswith('IMBPointToPoint') for name in failed), cases
+    assert any(result == 'pass' for result, _ in cases.values())    # the other cases of the night still ran
+    assert f'a check failed in ReFrame ({failed[0]} @example-cluster:ci+impi)' in output
+    assert 'the pipeline failed: run-checks nightly-report' in output
+
+
+def test_a_configuration_that_names_no_host_fails_loudly(site, tmp_path):
+    status, output, night = _night(site, tmp_path, 'IBREPRO_CONFIG=configs/elsewhere.py')
+    assert status == 1, output
+    assert night is None and 'Ran 0/0' not in output
+    assert f"host '{socket.gethostname()}' matches the hostnames of no system" in output
+    assert 'no session of nightly' in output          # the report job (when: always) says so, exit 2
+    assert 'the pipeline failed: generate-checks nightly-report' in output
