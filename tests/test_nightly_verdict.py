@@ -246,6 +246,21 @@ def test_noisy_nights_are_inconclusive_and_three_in_a_row_fail(night):
     assert proc.returncode == verdict.EXIT_CLEAN, output(proc)
 
 
+@needs_impi
+@pytest.mark.integration
+def test_the_night_judged_is_the_one_named_not_the_newest(night):
+    """A night judged again later (GitLab's report job after a retry, or by hand) is that night against what was
+    stored before it, whatever was stored since."""
+    proc = night.ibrepro('report', '--nightly', '--night', 'clean7', '--output-dir', str(night.home / 'r'),
+                         '--min-history', '7', '--window', '7')
+    assert 'night clean7:' in proc.stdout, output(proc)
+    assert 'tested variables' in proc.stdout, output(proc)       # clean0..clean6 were its history
+    proc = night.ibrepro('report', '--nightly', '--night', 'clean0', '--output-dir', str(night.home / 'r'))
+    assert 'night clean0:' in proc.stdout and 'nothing tested' in proc.stdout, output(proc)   # no history before it
+    proc = night.ibrepro('report', '--nightly', '--night', 'never', '--output-dir', str(night.home / 'r'))
+    assert proc.returncode == verdict.EXIT_UNJUDGED and 'no stored session of nightly run never' in proc.stderr
+
+
 def test_a_crash_of_the_report_is_could_not_judge(capsys):
     # whatever breaks inside the report (here: options it was never given), the night reads "could not judge",
     # never "regression" (exit 1) nor a pass

@@ -107,7 +107,8 @@ def main(args):
             print('ibrepro nightly: the night\'s session was not stored: nothing to judge', file=sys.stderr)
             return verdict.EXIT_UNJUDGED
 
-    report_options = [f'--alpha={NIGHT_ALPHA}', *args.report_options, '--nightly']
+    # this night, not the newest stored one (a night judged again later, or another night stored since)
+    report_options = [f'--alpha={NIGHT_ALPHA}', *args.report_options, '--nightly', '--night', night]
     confirmed = []
     if not args.no_confirm:
         with tempfile.TemporaryDirectory(prefix='ibrepro-nightly-') as tmp:

@@ -102,7 +102,7 @@ def parse_since(text, now=None):
 
 
 def select(*, db=None, sessions=None, last=None, since=None, report_files=None, history=DEFAULT_HISTORY,
-           use_index=True):
+           use_index=True, night=None):
     """The sessions to report on and the history of each of their systems (see the module doc).
 
     The history's values come from the values index (:class:`results.ValueIndex`); ``use_index=False`` decodes
@@ -117,7 +117,7 @@ def select(*, db=None, sessions=None, last=None, since=None, report_files=None, 
             readable, unreadable = inputs.index.sessions()
             rows = [row for row, _ in readable]
             inputs.problems += unreadable
-        _select(inputs, db, rows, sessions, last, since, report_files)
+        _select(inputs, db, rows, sessions, last, since, report_files, night)
         for system in sorted({s for r in inputs.selected for s in _systems(r)}):
             mine = [r for r in inputs.selected if system in _systems(r)]
             newest = max(_start(r) for r in mine)
@@ -141,7 +141,7 @@ def _order(entry):
     return entry.start, entry.uuid
 
 
-def _select(inputs, db, rows, sessions, last, since, report_files):
+def _select(inputs, db, rows, sessions, last, since, report_files, night=None):
     if report_files:
         for path in report_files:
             try:
@@ -159,6 +159,10 @@ def _select(inputs, db, rows, sessions, last, since, report_files):
         missing = [w for w in wanted if not any(u.startswith(w) for u in chosen)]
         if missing:
             raise ReportError(f'no stored session with UUID {", ".join(missing)} in {db}')
+    elif night:
+        chosen = [row.uuid for row in rows if row.night == night]
+        if not chosen:
+            raise ReportError(f'no stored session of nightly run {night} in {db}')
     elif since is not None:
         chosen = [row.uuid for row in rows if row.start >= since]
     else:
@@ -942,6 +946,8 @@ def add_cli(subparsers):
                        help='the last N stored runs (default 1; a run is a session, or the sessions of one nightly run)')
     which.add_argument('--since', metavar='WHEN', help='stored sessions since a date (2026-11-20) or 7d / 12h ago')
     which.add_argument('--report', nargs='+', metavar='FILE', help='JSON run reports instead of the database')
+    which.add_argument('--night', metavar='ID', help='the sessions of nightly run ID (their nightly extra) and the '
+                       'confirmation of its suspects; its history is what was stored before it')
     p.add_argument('--db', metavar='FILE', help='results database (default: ibrepro where)')
     p.add_argument('--system', help='only this system')
     p.add_argument('-C', '--config', metavar='FILE',
@@ -997,7 +1003,7 @@ def _cli_checked(args):
         history = max(args.history, method.window + method.confirm)
         inputs = select(db=args.db, sessions=args.sessions, last=args.last,
                         since=parse_since(args.since) if args.since else None, report_files=args.report,
-                        history=history, use_index=not args.no_index)
+                        history=history, use_index=not args.no_index, night=args.night)
     except (ReportError, results.ResultsError, ValueError) as err:
         print(f'ibrepro report: {err}', file=sys.stderr)
         return 2
