@@ -1,0 +1,61 @@
+"""MVAPICH2 on the soft-RoCE systems (issue 27): the bring-your-own prefix, what each case sets, the recipe, and
+the failure reasons on MVAPICH2's real outputs (tests/fixtures/mvapich2, MANIFEST).
+
+What needs an MVAPICH2 2.3 install reads it from ``$IBREPRO_MVAPICH2_PREFIX`` (docs/spack.md) and skips, saying
+so, without one; the run in the soft-RoCE guests also needs QEMU and root.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, ReFrameRunner, output
+from ibrepro.softroce import config as softroce
+
+FIXTURES = ROOT / 'tests' / 'fixtures' / 'mvapich2'
+RECIPE = ROOT / 'spack-repo' / 'spack_repo' / 'ibrepro' / 'packages' / 'mvapich2_striping' / 'package.py'
+MV2_PREFIX = os.environ.get(softroce.MVAPICH2_PREFIX, '')
+needs_mvapich2 = pytest.mark.skipif(
+    not (MV2_PREFIX and Path(MV2_PREFIX, 'bin', 'mpiname').exists()),
+    reason=f'no MVAPICH2: set {softroce.MVAPICH2_PREFIX} to an MVAPICH2 2.3 install (docs/spack.md)')
+MV2_FAMILIES = ('MVAPICH2MultiRail', 'MVAPICH2MultiRailCollective', 'MVAPICH2RailPolicy', 'MVAPICH2Inline')
+
+
+# -- the environment: a prefix, or a reason -------------------------------------------------------------------
+
+@pytest.mark.parametrize('value, why', [
+    ('', 'not set: IBREPRO_MVAPICH2_PREFIX=<an MVAPICH2 2.3 install the guests see>'),
+    ('/nonexistent/mvapich2', 'IBREPRO_MVAPICH2_PREFIX=/nonexistent/mvapich2: no such directory'),
+    (str(ROOT / 'tests'), 'not an MVAPICH2 (no bin/mpiname)'),
+])
+def test_without_an_mvapich2_the_environment_has_no_features_and_says_why(value, why):
+    env = softroce.mvapich2_environment(['softroce-slurm'], environ={softroce.MVAPICH2_PREFIX: value})
+    assert env['features'] == [] and env['target_systems'] == ['softroce-slurm']
+    assert why in env['extras']['about']
+
+
+def test_a_hostile_prefix_is_refused_by_name():
+    with pytest.raises(ValueError, match='IBREPRO_MVAPICH2_PREFIX=.*may not contain'):
+        softroce.mvapich2_environment(['softroce'], environ={softroce.MVAPICH2_PREFIX: '/opt/$(reboot)'})
+
+
+def test_the_slurm_guests_declare_what_the_mpi_families_need(tmp_path):
+    partition, = softroce.slurm_system(tmp_path)['partitions']
+    assert {'mpi', 'roce', 'dual-port', 'nodes1', 'nodes2', 'cores2'} <= set(partition['features'])
+    assert 'mvapich2' in partition['environs'] and partition['launcher'] == 'srun'
+
+
+@pytest.mark.parametrize('config, system', [('configs/softroce.py', 'softroce'),
+                                            ('configs/softroce-slurm.py', 'softroce-slurm')])
+def test_catalog_says_no_mvapich2_and_the_step_that_enables_it(tmp_path, config, system):
+    runner = ReFrameRunner(tmp_path / 'home')
+    env = {softroce.MVAPICH2_PREFIX: '', 'IBREPRO_SOFTROCE_CLUSTER_DIR': str(tmp_path / 'cluster')}
+    proc = runner.ibrepro('catalog', '-C', config, '--system', system, '--not-run', env=env)
+    assert proc.returncode == 0, output(proc)
+    for family in MV2_FAMILIES:
+        line, = [ln for ln in proc.stdout.splitlines() if ln.split()[:1] == [family]]
+        assert 'no MVAPICH2' in line, line
+    assert 'IBREPRO_MVAPICH2_PREFIX=<an MVAPICH2 2.3 install> on the soft-RoCE systems' in proc.stdout
+    if system == 'softroce':      # no launcher there starts MPI ranks, and its dual-port partition is one node
+        assert "MVAPICH2MultiRail                6  lacks feature 'mpi'; needs 2 nodes (has 1)" in proc.stdout
