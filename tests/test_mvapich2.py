@@ -59,3 +59,11 @@ def test_catalog_says_no_mvapich2_and_the_step_that_enables_it(tmp_path, config,
     assert 'IBREPRO_MVAPICH2_PREFIX=<an MVAPICH2 2.3 install> on the soft-RoCE systems' in proc.stdout
     if system == 'softroce':      # no launcher there starts MPI ranks, and its dual-port partition is one node
         assert "MVAPICH2MultiRail                6  lacks feature 'mpi'; needs 2 nodes (has 1)" in proc.stdout
+
+
+# -- the recipe ----------------------------------------------------------------------------------------------------
+
+def test_the_recipe_links_the_verbs_libraries_and_notes_the_cm_msg_size():
+    text = RECIPE.read_text()
+    assert '"--disable-ibv-dlopen",' in text
+    assert 'sizeof cm_msg (2176)' in text and 'MV2_USE_RoCE=1' in text
