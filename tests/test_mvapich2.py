@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, ReFrameRunner, output
+from ibrepro.rfm import mvapich2
 from ibrepro.softroce import config as softroce
 
 FIXTURES = ROOT / 'tests' / 'fixtures' / 'mvapich2'
@@ -61,9 +62,32 @@ def test_catalog_says_no_mvapich2_and_the_step_that_enables_it(tmp_path, config,
         assert "MVAPICH2MultiRail                6  lacks feature 'mpi'; needs 2 nodes (has 1)" in proc.stdout
 
 
+# -- the rails each case names ----------------------------------------------------------------------------------
+
+def test_binding_names_both_devices_and_stripes_nothing():
+    env = mvapich2.rail_settings('2-port-binding', ['rxe0', 'rxe1'], 1)
+    assert env['MV2_IBA_HCA'] == 'rxe0:rxe1' and env['MV2_RAIL_SHARING_POLICY'] == 'FIXED_MAPPING'
+    # above OMB's largest message (4 MiB): the rendezvous path never stripes (ibv_rndv.c 518)
+    assert int(env['MV2_RAIL_SHARING_LARGE_MSG_THRESHOLD']) > 4 << 20
+
+
+def test_binding_on_one_dual_port_device_names_none_and_says_why():
+    assert 'MV2_IBA_HCA' not in mvapich2.rail_settings('2-port-binding', ['mlx4_0'], 2)
+    assert 'binds processes to devices, not ports' in mvapich2.BINDING_UNNAMED
+
+
 # -- the recipe ----------------------------------------------------------------------------------------------------
 
 def test_the_recipe_links_the_verbs_libraries_and_notes_the_cm_msg_size():
     text = RECIPE.read_text()
     assert '"--disable-ibv-dlopen",' in text
     assert 'sizeof cm_msg (2176)' in text and 'MV2_USE_RoCE=1' in text
+
+
+# -- failure reasons on MVAPICH2's own outputs ----------------------------------------------------------------------
+
+def test_cm_msg_larger_than_the_mtu_names_the_mtu():
+    reason = mvapich2.mtu_too_small('[rxnode1:mpi_rank_0][MPICM_Init_UD_CM] sizeof cm_msg (2176) >= '
+                                    'rdma_default_mtu (1024).\n')
+    assert '(2176 B) does not fit the port MTU (1024 B)' in reason
+    assert mvapich2.mtu_too_small('# OSU MPI Latency Test v5.9\n') is None
