@@ -1,20 +1,23 @@
 """MVAPICH2 on the soft-RoCE systems (issue 27): the bring-your-own prefix, what each case sets, the recipe, and
-the failure reasons on MVAPICH2's real outputs (tests/fixtures/mvapich2, MANIFEST).
+the failure reasons on real
+recorded outputs (tests/fixtures/mpi-failures, MANIFEST).
 
 What needs an MVAPICH2 2.3 install reads it from ``$IBREPRO_MVAPICH2_PREFIX`` (docs/spack.md) and skips, saying
 so, without one; the run in the soft-RoCE guests also needs QEMU and root.
 """
 
+import json
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, ReFrameRunner, output
-from ibrepro.rfm import mvapich2
+from ibrepro.rfm import _missing_binary, mvapich2
 from ibrepro.softroce import config as softroce
 
-FIXTURES = ROOT / 'tests' / 'fixtures' / 'mvapich2'
+FAILURES = ROOT / 'tests' / 'fixtures' / 'mpi-failures'
 RECIPE = ROOT / 'spack-repo' / 'spack_repo' / 'ibrepro' / 'packages' / 'mvapich2_striping' / 'package.py'
 MV2_PREFIX = os.environ.get(softroce.MVAPICH2_PREFIX, '')
 needs_mvapich2 = pytest.mark.skipif(
@@ -86,8 +89,50 @@ def test_the_recipe_links_the_verbs_libraries_and_notes_the_cm_msg_size():
 
 # -- failure reasons on MVAPICH2's own outputs ----------------------------------------------------------------------
 
+def test_a_missing_libmpi_is_named_as_a_missing_library():
+    text = (FAILURES / 'mpich-5.0.2.missing-libmpi.txt').read_text()
+    reason = _missing_binary(text, 'mpi_init_only')
+    assert reason.startswith("'mpi_init_only' cannot load shared library libmpi.so.12"), reason
+    assert 'not found in this environment' not in reason
+
+
+def test_a_missing_program_still_says_not_found():
+    reason = _missing_binary('bash: line 1: osu_latency: command not found\n', 'osu_latency')
+    assert 'not found in this environment' in reason
+
+
+def test_the_mpis_own_fatal_error_line_is_the_reason():
+    text = (FAILURES / 'mpich-5.0.2.init-error.txt').read_text()
+    assert mvapich2.error_stack(text) == 'Fatal error in internal_Init: Other MPI error'
+    assert mvapich2.error_stack('srun: error: rxnode2: task 1: Killed\n') is None
+
+
 def test_cm_msg_larger_than_the_mtu_names_the_mtu():
+    # the line as cm.c 2087 formats it (PRINT_ERROR("sizeof cm_msg (%lu) >= rdma_default_mtu (%d).\n")
     reason = mvapich2.mtu_too_small('[rxnode1:mpi_rank_0][MPICM_Init_UD_CM] sizeof cm_msg (2176) >= '
                                     'rdma_default_mtu (1024).\n')
     assert '(2176 B) does not fit the port MTU (1024 B)' in reason
     assert mvapich2.mtu_too_small('# OSU MPI Latency Test v5.9\n') is None
+
+
+# -- what a case sets on the Slurm guests (dry run, a real MVAPICH2 prefix) ------------------------------------------
+
+def exports(script):
+    return dict(re.findall(r'^export (MV2_\w+|SLURM_MPI_TYPE)=(\S*)$', script, re.M))
+
+
+@needs_mvapich2
+def test_the_inline_case_names_its_device_and_runs_roce_through_pmi2(tmp_path):
+    runner = ReFrameRunner(tmp_path / 'home')
+    env = {softroce.MVAPICH2_PREFIX: MV2_PREFIX, 'IBREPRO_SOFTROCE_CLUSTER_DIR': str(tmp_path / 'cluster')}
+    proc = runner('--dry-run', '--system', 'softroce-slurm', '--nocolor', '-n', 'MVAPICH2Inline%benchmark=osu_latency',
+                  config='configs/softroce-slurm.py', checks='reframe-checks/multirail/mvapich_multirail.py',
+                  env=env)
+    assert proc.returncode == 0, output(proc)
+    (path,) = sorted(runner.home.glob('run-reports/*.json'))[-1:]
+    (case,) = json.loads(path.read_text())['runs'][-1]['testcases']
+    env = exports(Path(case['stagedir'], 'rfm_job.sh').read_text())
+    assert {k: env.get(k) for k in ('MV2_IBA_HCA', 'MV2_DEFAULT_PORT', 'MV2_MAX_INLINE_SIZE', 'MV2_USE_RoCE',
+                                    'SLURM_MPI_TYPE')} == \
+        {'MV2_IBA_HCA': 'rxe0', 'MV2_DEFAULT_PORT': '1', 'MV2_MAX_INLINE_SIZE': '168', 'MV2_USE_RoCE': '1',
+         'SLURM_MPI_TYPE': 'pmi2'}

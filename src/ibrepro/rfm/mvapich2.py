@@ -121,7 +121,7 @@ _CM_MSG = re.compile(r'sizeof cm_msg \((\d+)\) >= rdma_default_mtu \((\d+)\)')
 # MPICH's error stack as MVAPICH2 prints it on stderr: "Fatal error in MPI_Init: ..., error stack:" and the
 # call chain, one "function(line)...: message" per line
 _FATAL = re.compile(r'Fatal error in (\w+):? ?(.*)')
-_STACK_LINE = re.compile(r'^\s*(\w+)\(\d+\)\.*:\s*(.*\S)\s*$')
+_STACK_LINE = re.compile(r'^\s*(\w+)\(\d+\)\.*:\s*(.*?)\s*$')
 
 
 def mtu_too_small(text):
@@ -150,7 +150,10 @@ def error_stack(text):
                 frames.append(f'{frame.group(1)}: {frame.group(2)}' if frame.group(2) else frame.group(1))
             elif frames:
                 break
-        said = m.group(2).rstrip(', ').removesuffix('error stack:').rstrip(', ')
+        said = m.group(2)
+        if not said.strip() and i + 1 < len(lines) and lines[i + 1].rstrip().endswith('error stack:'):
+            said = lines[i + 1]        # MVAPICH2 2.3 puts the error class on a line of its own
+        said = said.strip().removesuffix('error stack:').rstrip(', ')
         deepest = [f for f in frames if ': ' in f][-1:]
         return f'Fatal error in {m.group(1)}' + (f': {said}' if said else '') + \
             (f' ({deepest[0]})' if deepest else '')
