@@ -28,4 +28,5 @@ from ibrepro.softroce import config as softroce  # noqa: E402
 
 site_configuration = rfmconfig.site_configuration(
     systems=[softroce.slurm_system(CLUSTER_DIR)],
-    environments=[softroce.environment(CLUSTER_DIR / 'guests', systems=['softroce-slurm'])])
+    environments=[softroce.environment(CLUSTER_DIR / 'guests', systems=['softroce-slurm']),
+                  softroce.mvapich2_environment(['softroce-slurm'])])

@@ -14,4 +14,5 @@ from ibrepro import rfmconfig
 from ibrepro.softroce import config as softroce   # registers the `softroce` launcher
 
 site_configuration = rfmconfig.site_configuration(systems=[softroce.system()],
-                                                  environments=[softroce.environment()])
+                                                  environments=[softroce.environment(),
+                                                                softroce.mvapich2_environment(['softroce'])])

@@ -185,7 +185,10 @@ def test_requirements_are_visible_without_running(reframe):
     (['mlx5_0', 'mlx5_1'], 1, '2-port-striping', {'MV2_NUM_HCAS': '2', 'MV2_NUM_PORTS': '1',
                                                    'MV2_IBA_HCA': 'mlx5_0:mlx5_1'}),
     (['mlx5_0', 'mlx5_1'], 1, '1-port', {'MV2_NUM_HCAS': '1', 'MV2_NUM_PORTS': '1', 'MV2_IBA_HCA': 'mlx5_0'}),
-    (['mlx5_0', 'mlx5_1'], 1, '2-port-binding', {'MV2_NUM_PORTS': '1'}),
+    # two devices bound: fixed mapping (local process i on device i % 2), nothing striped
+    (['mlx5_0', 'mlx5_1'], 1, '2-port-binding', {'MV2_NUM_HCAS': '2', 'MV2_NUM_PORTS': '1',
+                                                  'MV2_IBA_HCA': 'mlx5_0:mlx5_1'}),
+    # one device's two ports: naming it would select sharing (mvapich2.BINDING_UNNAMED)
     (['mlx4_0'], 2, '2-port-binding', {'MV2_NUM_PORTS': '2'}),
 ])
 def test_mvapich2_rails_follow_the_partitions_devices_and_ports(devices, ports, policy, env):
@@ -194,6 +197,9 @@ def test_mvapich2_rails_follow_the_partitions_devices_and_ports(devices, ports, 
     assert got == env
     assert (sharing == {'MV2_RAIL_SHARING_POLICY': 'USE_FIRST', 'MV2_RAIL_SHARING_LARGE_MSG_THRESHOLD': '8192'}) \
         == (policy == '2-port-striping')
+    assert (sharing == {'MV2_RAIL_SHARING_POLICY': 'FIXED_MAPPING',
+                        'MV2_RAIL_SHARING_LARGE_MSG_THRESHOLD': str(1 << 30)}) \
+        == (policy == '2-port-binding' and ports == 1)
     with pytest.raises(ValueError, match='needs two rails; the partition has 1'):
         mvapich2.rail_settings('2-port-striping', ['mlx5_0'], 1)
 
@@ -314,8 +320,9 @@ def test_job_scripts_carry_the_papers_parameters(example_cluster, name, environ,
 def test_job_script_without_extra_settings(example_cluster):
     _, _, report = example_cluster
     binding = job_script(report, 'MVAPICH2RailPolicy %policy=binding')
-    assert 'MV2_RAIL_SHARING_POLICY' not in binding and 'MV2_NUM_HCAS' not in binding   # both select sharing
-    assert 'MV2_IBA_HCA' not in binding
+    # two single-port devices: bound by sharing's fixed mapping, the devices named, nothing striped
+    assert 'export MV2_RAIL_SHARING_POLICY=FIXED_MAPPING\n' in binding
+    assert 'export MV2_IBA_HCA=mlx5_0:mlx5_1\n' in binding and 'MV2_DEFAULT_PORT' not in binding
     shm = job_script(report, 'NPB %case=is.B-2x8')
     assert not {line for line in shm.splitlines() if 'MV2_' in line} - {
         'export MV2_ENABLE_AFFINITY=0',         # binding (srun binds: MVAPICH2's own affinity off) and the one rail

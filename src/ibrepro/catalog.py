@@ -126,7 +126,8 @@ ENABLE = {
                       'own benchmarks)'),
     'imb': ('no IMB', 'make setup (Intel MPI + IMB wheel)'),
     'perftest': ('no perftest', 'apt-get install perftest, or make spack SPACK_ENV=generic'),
-    'mvapich2': ('no MVAPICH2', 'make spack SPACK_ENV=ib-mvapich (docs/spack.md)'),
+    'mvapich2': ('no MVAPICH2', 'make spack SPACK_ENV=ib-mvapich, or IBREPRO_MVAPICH2_PREFIX=<an MVAPICH2 2.3 '
+                                'install> on the soft-RoCE systems (docs/spack.md)'),
     'ibrepro-bench': ('our MPI benchmarks not built', 'make setup'),
     'ibrepro-rdma': ('our verbs benchmark not built', 'apt-get install libibverbs-dev librdmacm-dev, then make setup'),
 }

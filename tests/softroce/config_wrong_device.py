@@ -9,4 +9,5 @@ system = softroce.system()
 for partition in system['partitions']:
     partition['extras']['rdma_devices'] = ['rxe9', 'rxe1']
 
-site_configuration = rfmconfig.site_configuration(systems=[system], environments=[softroce.environment()])
+site_configuration = rfmconfig.site_configuration(
+    systems=[system], environments=[softroce.environment(), softroce.mvapich2_environment(['softroce'])])

@@ -639,6 +639,11 @@ def _sizes_text(sizes):
 
 def _missing_binary(stderr, executable):
     """A clear message if the launcher or shell could not find the benchmark binary, else None."""
+    # the dynamic loader's words: the binary is there, a library it needs is not (on the node that ran it)
+    lib = re.search(r'error while loading shared libraries: (\S+): cannot open shared object file', stderr)
+    if lib:
+        return (f'{executable!r} cannot load shared library {lib.group(1)} on the node: the environment\'s MPI '
+                f'library directory is not on LD_LIBRARY_PATH (or not installed) there ({lib.group(0)})')
     for line in stderr.splitlines():
         names_it = executable in line and any(
             sign in line for sign in ('command not found', 'No such file', 'Unable to run', 'cannot execute'))

@@ -20,6 +20,7 @@ a QP timeout longer than an emulated round trip, see ci/softroce/README.md). No 
 the runner reads each rail's address in the guest at run time.
 """
 
+import os
 import re
 import shlex
 import sys
@@ -72,8 +73,13 @@ def _extras(**extras):
 
 
 def system():
-    """The ``softroce`` system (start its guests with `ibrepro softroce up [--nodes 2]`)."""
-    common = {'scheduler': 'local', 'environs': ['rxe-guest'], 'time_limit': '20m',
+    """The ``softroce`` system (start its guests with `ibrepro softroce up [--nodes 2]`).
+
+    No partition declares ``mpi``: its launchers run one command in one guest (``dualport``) or the pair runner on
+    the host (``nodes2``), neither starts MPI ranks; and the MPI families' layouts span two nodes, which
+    ``dualport`` is not. The MVAPICH2 environment is there so `ibrepro catalog --not-run` says so.
+    """
+    common = {'scheduler': 'local', 'environs': ['rxe-guest', 'mvapich2'], 'time_limit': '20m',
               'max_jobs': 1}   # TCG is CPU-hungry; perftest ports are per guest
     return {
         'name': 'softroce',
@@ -84,12 +90,12 @@ def system():
         'partitions': [
             {**common, 'name': 'dualport', 'launcher': 'softroce', 'access': ['--node=n0'],
              'descr': 'one guest, rxe0 <-> rxe1 cabled back to back (veth)',
-             'features': ['ib', 'roce', 'rxe', 'dual-port', 'nodes1'],
+             'features': ['ib', 'roce', 'rxe', 'dual-port', *rfmconfig.layout_features(1, 4)],
              'extras': _extras(nodes=1, rdma_devices=['rxe0', 'rxe1'], python=GUEST_PYTHON,
                                node_exec=guest_exec('n0'))},
             {**common, 'name': 'nodes2', 'launcher': 'local',
              'descr': 'two guests, n0:rxe2 <-> n1:rxe2 (a QEMU stream link over a private unix socket)',
-             'features': ['ib', 'roce', 'rxe', 'nodes2'],
+             'features': ['ib', 'roce', 'rxe', *rfmconfig.layout_features(2, 4)],
              'extras': _extras(nodes=2, rdma_devices=['rxe2'], python=GUEST_PYTHON,
                                node_exec=guest_exec('n{node}'))},
         ],
@@ -126,9 +132,10 @@ def slurm_system(cluster_dir):
         'partitions': [{
             'name': 'rxe', 'descr': f'rxnode1..{nodes} (Slurm partition rxe): rxe0 on plane 0, rxe1 on plane 1',
             'scheduler': 'slurm', 'launcher': 'srun', 'access': ['--partition=rxe'],
-            'environs': ['rxe-guest'], 'time_limit': '20m',
+            'environs': ['rxe-guest', 'mvapich2'], 'time_limit': '20m',
             'max_jobs': 1,     # TCG guests on two host cores: one case at a time
-            'features': ['ib', 'roce', 'rxe', 'dual-port'],
+            # srun starts MPI ranks (the MPI environment says --mpi: SLURM_MPI_TYPE)
+            'features': ['ib', 'roce', 'rxe', 'dual-port', 'mpi', *rfmconfig.layout_features(nodes, cpus)],
             'extras': _extras(nodes=nodes, cores_per_node=cpus, rdma_devices=fabric.rdma_devices(),
                               python=GUEST_PYTHON,
                               interconnect='soft-RoCE (rdma_rxe, RoCE v2) in QEMU TCG guests, two planes of '
@@ -154,3 +161,28 @@ def environment(guests_run_dir=None, systems=('softroce',)):
     return {'name': 'rxe-guest', 'features': ['perftest', 'verbs', *guest_tools(guests_run_dir)],
             'target_systems': list(systems),
             'extras': {'about': 'the soft-RoCE guest image (ibrepro softroce build)'}}
+
+
+#: The MVAPICH2 install the MPI families run with on the soft-RoCE systems: a prefix the guests see at the same
+#: path (under the directory they share), with OMB in it (MVAPICH2 installs its own); docs/spack.md.
+MVAPICH2_PREFIX = 'IBREPRO_MVAPICH2_PREFIX'
+
+
+def mvapich2_environment(systems, environ=os.environ):
+    """Environment ``mvapich2``: the MVAPICH2 2.3 of ``$IBREPRO_MVAPICH2_PREFIX`` (srun --mpi=pmi2); featureless,
+    saying why, when it is not set, missing, or not an MVAPICH2 (no ``bin/mpiname``)."""
+    about = 'MVAPICH2 2.3 (mrail) + OMB from $IBREPRO_MVAPICH2_PREFIX'
+    featureless = {'name': 'mvapich2', 'features': [], 'target_systems': list(systems), 'extras': {}}
+    prefix = environ.get(MVAPICH2_PREFIX, '').strip()
+    if not prefix:
+        why = f'not set: {MVAPICH2_PREFIX}=<an MVAPICH2 2.3 install the guests see> (docs/spack.md)'
+    else:
+        rfmconfig.refuse_shell_syntax(prefix, MVAPICH2_PREFIX)
+        bins = rfmconfig.prefix_bin_dirs(prefix)
+        why = (f'{MVAPICH2_PREFIX}={prefix}: no such directory' if not Path(prefix).is_dir() else
+               f'{MVAPICH2_PREFIX}={prefix}: not an MVAPICH2 (no bin/mpiname)'
+               if rfmconfig.mpi_family(bins) != 'mvapich2' else None)
+    if why:
+        return {**featureless, 'extras': {'about': f'{about} [{why}]'}}
+    return rfmconfig.site_environment('mvapich2', descr=f'{about}: {prefix}', tools=[], mpi='mvapich2',
+                                      prefix=prefix, slurm_mpi_type='pmi2', target_systems=systems)

@@ -15,6 +15,12 @@
 #   (env MV2_RAIL_SHARING_LARGE_MSG_THRESHOLD, default: the vbuf size); MV2_STRIPING_THRESHOLD is
 #   parsed but no data path reads it in 2.3.x. striping-threshold-default.patch makes the default
 #   a build-time value (IBREPRO_STRIPING_THRESHOLD); the environment variable still overrides it.
+# * ports=2 doubles MAX_NUM_SUBRAILS (ibv_param.h: HCAs x ports x QPs per port), so the UD
+#   connection manager's cm_msg (common/src/cm/cm.c: 22 B per subrail) grows from 1296 to
+#   2176 B, more than a 2048-byte IB MTU; cm.c refuses it ("sizeof cm_msg (2176) >=
+#   rdma_default_mtu") when connections are made on demand (more processes than
+#   MV2_ON_DEMAND_THRESHOLD, 64): use ports=1 on such fabrics for large jobs. RoCE ports need
+#   MV2_USE_RoCE=1 (ibrepro sets it on partitions with feature roce).
 from spack_repo.builtin.build_systems.autotools import AutotoolsPackage
 from spack_repo.builtin.packages.mpich.package import MpichEnvironmentModifications
 
@@ -187,6 +193,9 @@ class Mvapich2Striping(MpichEnvironmentModifications, AutotoolsPackage):
             "--disable-gl",
             "--disable-nvml",
             "--with-ch3-rank-bits=32",
+            # link the verbs libraries: dlopen() asks for unversioned names, which only the -dev
+            # packages provide, so nodes with the runtime rdma-core alone fail at MPI_Init
+            "--disable-ibv-dlopen",
             f"--enable-threads={spec.variants['threads'].value}",
             f"--enable-wrapper-rpath={'yes' if spec.satisfies('+wrapperrpath') else 'no'}",
         ]
