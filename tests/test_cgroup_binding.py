@@ -372,7 +372,8 @@ NAMES = ('echo $CLUSTER_NAME $NS_SWITCH $BRIDGE $HEAD_IF $NODE_IF $(ns_node 1) $
 def _common(script, **overrides):
     env = {k: v for k, v in os.environ.items() if not k.startswith('IBREPRO_CLUSTER_')}
     env.update(IBREPRO_CLUSTER_DIR='/tmp/ibrepro-names-test', **overrides)
-    done = subprocess.run(['bash', '-c', f'. {COMMON}; {script}'], env=env, capture_output=True, text=True,
+    done = subprocess.run(['bash', '-c', f'. {shlex.quote(str(COMMON))}; {script}'], env=env, capture_output=True,
+                          text=True,
                           timeout=30)
     return done.returncode, done.stdout.strip(), done.stderr
 
