@@ -121,9 +121,14 @@ def _pci_function(path):
     return None
 
 
-def _pcie_spec(speed, width):
+def _gt_per_s(speed):
     m = re.match(r'\s*([\d.]+)\s*GT/s', speed or '')
-    gen = _PCIE_GEN_BY_RATE.get(float(m.group(1))) if m else None
+    return float(m.group(1)) if m else None
+
+
+def _pcie_spec(speed, width):
+    rate = _gt_per_s(speed)
+    gen = _PCIE_GEN_BY_RATE.get(rate) if rate is not None else None
     width = _int_or_none(width)
     if gen and width in limits.PCIE_WIDTHS:
         return f'pcie:gen{gen}:x{width}'
@@ -151,11 +156,6 @@ def _read_pci(function, via):
                                and info['bus_spec'] != info['max_bus_spec'])
     info['path'] = pcie_path(function)
     return info
-
-
-def _gt_per_s(speed):
-    m = re.match(r'\s*([\d.]+)\s*GT/s', speed or '')
-    return float(m.group(1)) if m else None
 
 
 def _link_end(function):
