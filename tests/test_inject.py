@@ -33,6 +33,21 @@ def test_settings_say_what_they_apply_and_refuse_what_cannot_work(tmp_path):
             inject.settings(*args, 'mpirun', '/stage')
 
 
+def test_an_injection_in_some_repetitions_is_one_line_inside_the_loop():
+    line, = inject.repetition_commands('3,1', 3, 50, 0)
+    assert line == ('case "$ibrepro_repetition" in 1|3) export IBREPRO_INJECT_US=50.0 IBREPRO_INJECT_PCT=0.0 ;; '
+                    '*) export IBREPRO_INJECT_US=0.0 IBREPRO_INJECT_PCT=0.0 ;; esac')
+    assert inject.repetition_commands('', 3, 50, 0) == []
+    for args, message in [(('4', 3, 50, 0), 'the job runs repetitions 1 to 3'),
+                          (('0', 3, 50, 0), 'the job runs repetitions 1 to 3'),
+                          (('1', 1, 50, 0), 'needs repetitions of 2 or more'),
+                          (('1;reboot', 3, 50, 0), 'repetition numbers separated by commas'),
+                          (('1,', 3, 50, 0), 'repetition numbers separated by commas'),
+                          (('2', 3, 0, 0), 'nothing to inject')]:
+        with pytest.raises(inject.InjectError, match=message):
+            inject.repetition_commands(*args)
+
+
 def _lat(reframe, *args):
     proc = reframe('-r', *PINGPONG, *args)
     assert proc.returncode == 0, output(proc)
@@ -67,3 +82,26 @@ def test_an_injection_that_cannot_apply_fails_the_case_saying_why(reframe):
     proc = reframe('-r', *PINGPONG, '-S', 'inject_us=5', '-S', 'inject_library=/nonexistent/lib.so')
     assert proc.returncode == 1, output(proc)
     assert 'injection: injector /nonexistent/lib.so not found' in proc.stdout, output(proc)
+
+
+@needs_impi
+@pytest.mark.integration
+def test_an_injection_in_one_repetition_slows_that_repetition_only(reframe):
+    # a transient slowdown: the median of three repetitions is a clean one, the spread is the slowed one's
+    values, case = _lat(reframe, '-S', 'repetitions=3', '-S', 'inject_us=50', '-S', 'inject_repetitions=2')
+    assert case['injected'] == '50 us + 0 % per MPI call in repetition(s) 2 of 3'
+    assert any(line.startswith('case "$ibrepro_repetition" in 2) export IBREPRO_INJECT_US=50.0 ')
+               for line in case['prerun_cmds'])
+    reps = case['repetition_values']['lat_8']
+    assert reps[1] >= 50 * 0.9 and reps[1] > max(reps[0], reps[2]), reps
+    assert values['lat_8'] == pytest.approx(sorted(reps)[1]) and values['lat_8'] < reps[1]   # the median
+    # the ranks of the clean repetitions report nothing slowed; the slowed one's ranks each slowed their calls
+    assert case['inject_added']['ranks'] == 6 and case['inject_added']['seconds'] >= 2000 * 50e-6
+
+
+@needs_impi
+@pytest.mark.integration
+def test_an_injection_in_repetitions_the_job_does_not_run_fails_the_case(reframe):
+    proc = reframe('-r', *PINGPONG, '-S', 'inject_us=5', '-S', 'inject_repetitions=2')
+    assert proc.returncode == 1, output(proc)
+    assert 'injection: inject_repetitions=2 needs repetitions of 2 or more' in proc.stdout, output(proc)

@@ -168,6 +168,9 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: Injected slowdown only for messages of ``MIN:MAX`` bytes ('' = every size).
     inject_sizes = variable(str, value='', loggable=True)
 
+    #: Injected slowdown only in these repetitions of the job (``3``, ``1,3``; '' = in every one).
+    inject_repetitions = variable(str, value='', loggable=True)
+
     #: The injector library ('' = the one make setup builds, for MPICH-ABI environments).
     inject_library = variable(str, value='')
 
@@ -384,6 +387,11 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             raise ValueError(f'repetitions={self.repetitions}: {type(self).__name__} measures once per job (its '
                              'flows start together at one barrier); run the case again instead')
         before, after = repeat.job_commands(self.repetitions)
+        try:
+            before += inject.repetition_commands(self.inject_repetitions, self.repetitions, self.inject_us,
+                                                 self.inject_pct)
+        except inject.InjectError as err:
+            raise ValueError(f'injection: {err}') from None
         if before:
             self.prerun_cmds = self.prerun_cmds + before
             self.postrun_cmds = after + self.postrun_cmds + [repeat.job_exit()]
@@ -419,8 +427,11 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             env, options, self.injected = inject.settings(
                 self.inject_us, self.inject_pct, self.inject_sizes, self.inject_library,
                 launch.mpi_family(self.current_environ.features), self.job.launcher.registered_name, self.stagedir)
+            which = inject.repetitions(self.inject_repetitions, self.repetitions)
         except inject.InjectError as err:
             raise ValueError(f'injection: {err}') from None
+        if which:
+            self.injected += f' in repetition(s) {",".join(map(str, which))} of {self.repetitions}'
         self.env_vars = {**self.env_vars, **env}
         self.job.launcher.options += options
 

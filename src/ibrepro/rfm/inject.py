@@ -2,7 +2,9 @@
 
 ``-S inject_us=5`` adds 5 us to every MPI call that completes a message (a latency regression), ``-S
 inject_pct=10`` 10 % of each call's own duration (a bandwidth regression), ``-S inject_sizes=8:8`` only for messages
-of that size range. The library is the one ``make setup`` builds with the MPICH wheel (MPICH ABI: the ``impi``,
+of that size range, ``-S inject_repetitions=3`` only in the third of the job's repetitions (a transient slowdown,
+as from another job sharing the node for a while: what the noise guard must call inconclusive and the median of the
+repetitions takes out). The library is the one ``make setup`` builds with the MPICH wheel (MPICH ABI: the ``impi``,
 ``mpich`` and ``mvapich2`` environments), or ``-S inject_library=<path>`` built with another MPI (``make -C
 benchmarks inject MPICC=<its mpicc> BUILD=<dir>``: Open MPI has its own ABI). Each rank appends what it really added
 to the stage's ``inject.txt``; the case records it (``inject_added``) beside what was asked (``injected``).
@@ -79,3 +81,33 @@ def added(stagedir):
         added['asked_seconds'] = round(asked, 6)
         added['overshoot'] = round(added['seconds'] / asked - 1, 4) if asked > 0 else None
     return added
+
+
+def repetitions(which, count):
+    """The repetitions ``which`` names ('3', '1,3'; '' = every one) as a sorted list of numbers in 1..``count``,
+    or InjectError naming the knob."""
+    if not which:
+        return []
+    if not re.fullmatch(r'\d{1,3}(,\d{1,3})*', which):
+        raise InjectError(f'inject_repetitions must be repetition numbers separated by commas (e.g. 3 or 1,3), '
+                          f'got {which!r:.40}')
+    numbers = sorted({int(n) for n in which.split(',')})
+    if count < 2:
+        raise InjectError(f'inject_repetitions={which} needs repetitions of 2 or more (the job runs the benchmark '
+                          'once)')
+    if not 1 <= numbers[0] <= numbers[-1] <= count:
+        raise InjectError(f'inject_repetitions={which}: the job runs repetitions 1 to {count}')
+    return numbers
+
+
+def repetition_commands(which, count, us, pct):
+    """The job-script line, inside the repetition loop, that makes the preloaded injector add ``us``/``pct`` only
+    in the repetitions ``which`` names and nothing in the others ([] when ``which`` is '')."""
+    numbers = repetitions(which, count)
+    if not numbers:
+        return []
+    if not (us or pct):
+        raise InjectError(f'inject_repetitions={which} with nothing to inject: set inject_us or inject_pct')
+    slow = f'IBREPRO_INJECT_US={float(us)!r} IBREPRO_INJECT_PCT={float(pct)!r}'
+    return [f'case "$ibrepro_repetition" in {"|".join(map(str, numbers))}) export {slow} ;; '
+            '*) export IBREPRO_INJECT_US=0.0 IBREPRO_INJECT_PCT=0.0 ;; esac']
