@@ -17,8 +17,10 @@ from conftest import ROOT, ReFrameRunner, needs_impi, output
 from ibrepro import results, stats, verdict
 from ibrepro.rfm import repeat
 
+#: IMB's own time limit per message size raised to 300 s: an injected busy wait preempted on a loaded machine must
+#: not end the benchmark (IMB's default is 10 s)
 NIGHT = ['-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-p', 'impi', '-S', 'message_sizes=1:16',
-         '-S', 'iterations=1000', '-S', 'repetitions=2']
+         '-S', 'iterations=1000', '-S', 'repetitions=2', '-S', 'time_per_sample=300']
 #: The regression: 200 us more per MPI call that completes a message
 SLOW = ['-S', 'inject_us=200']
 HISTORY = 8      # the history test's --min-history
@@ -304,7 +306,7 @@ def test_power_harness_runs_nights_through_the_nightly_flow(tmp_path):
                            '--cases', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '--history', str(HISTORY),
                            '--nights', '1', '--clean-nights', '1', '--levels', '50', '--calibration-tries', '2',
                            '--home', str(tmp_path / 'homes'), '--json', str(out), '--',
-                           '-S', 'message_sizes=1:16', '-S', 'iterations=1000'],
+                           '-S', 'message_sizes=1:16', '-S', 'iterations=1000', '-S', 'time_per_sample=300'],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, output(proc)
     data = json.loads(out.read_text())

@@ -30,7 +30,7 @@ MAKE_RUN = FIXTURES / 'run-report.local_make_run_short.json'
 FIXTURE = FIXTURES / 'run-report.local_imb_short.json'   # before the IMB layouts: inter-node figure tags
 
 PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong', '-p', 'impi', '-S', 'IMBPointToPoint.message_sizes=1:16',
-            '-S', 'IMBPointToPoint.iterations=1000']
+            '-S', 'IMBPointToPoint.iterations=1000', '-S', 'IMBPointToPoint.time_per_sample=300']
 PROVENANCE = ['-n', 'IMBPointToPoint%benchmark=Uniband', '-n', 'RdmaTopology', '-n', 'SoftwareVersions']
 #: 200 us more per MPI call that completes a message (ibrepro.rfm.inject): 200x and more on shared memory
 SLOW = ['-S', 'inject_us=200']
