@@ -7,7 +7,8 @@ without submitting anything (no Slurm needed)::
 
 This is the template docs/site-setup.md walks through. A site copies it and changes what is marked SITE:
 
-* ``hostnames``: your login nodes; ``access``: your Slurm partition (and account); ``time_limit``.
+* ``name``: your system's name (``--system`` selects it; sessions, references.yaml and the report are keyed by it:
+  keep it once nights are stored); ``hostnames``: your login nodes; ``access``: your Slurm partition (and account); ``time_limit``.
 * per partition, what the checks read: ``nodes`` / ``cores_per_node`` (and the ``nodes<N>`` / ``cores<P>`` features
   :func:`ibrepro.rfmconfig.layout_features` derives from them: the papers' layouts select on them),
   ``rdma_devices`` x ``ib_ports`` (the rails of a node: ``['mlx5_0', 'mlx5_1']`` x 1 for two single-port
@@ -51,7 +52,7 @@ def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, fe
 
 
 EXAMPLE_CLUSTER = {
-    'name': 'example-cluster',
+    'name': 'example-cluster',                           # SITE: your system's name (keep it once nights are stored)
     'descr': 'a Slurm + InfiniBand site (template)',
     'hostnames': [r'^example-login\d+$'],                # SITE: your login nodes
     'modules_system': 'nomod',                           # SITE: 'lmod' or 'tmod4' if environments use modules
