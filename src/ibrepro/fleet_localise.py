@@ -108,7 +108,7 @@ def references(flows, fabric, expected=None):
     return {k: float(expected) if expected else statistics.median(v) for k, v in kinds.items()}
 
 
-def _hypotheses(flows, fabric):
+def hypotheses_of(flows, fabric):
     """{name: (members, [flow indices])}: components grouped by identical flow sets."""
     by_component = {}
     for i, f in enumerate(flows):
@@ -138,14 +138,15 @@ def _stat(residuals, idx, scale, baseline=0.0):
     return effect, _phi(z)
 
 
-def localise(flows, fabric, *, expected=None, history=None, method=Method()):
+def localise(flows, fabric, *, expected=None, history=None, method=Method(), hypotheses=None):
     """The night's suspects (see the module doc). ``flows`` from :func:`read_flows`; ``expected`` the partition's
-    bandwidth (MB/s) or None; ``history`` {component: [past effects, log units]} or None."""
+    bandwidth (MB/s) or None; ``history`` {component: [past effects, log units]} or None; ``hypotheses`` the
+    grouping of :func:`hypotheses_of` for the same flow list (src, dst, rail in the same order), to reuse it."""
     history = history or {}
     refs = references(flows, fabric, expected)
     residuals = [math.log(f['bw']) - math.log(refs[_kind(fabric, f['src'], f['dst'])]) for f in flows]
     scale = max(stats.MAD_TO_SIGMA * stats.mad(residuals) if len(residuals) > 1 else 0.0, method.min_cv)
-    hyps = _hypotheses(flows, fabric)
+    hyps = hypotheses or hypotheses_of(flows, fabric)
     names = list(hyps)
     baselines = {}
     for name, (members, _) in hyps.items():

@@ -34,7 +34,8 @@ Slurm jobs (:func:`slurm_jobs`)
 -------------------------------
 A *cell* is the node set of one leaf pair of one shift round (round 0 runs inside the round-1 cells). A night
 has ``J = ceil(N / 16)`` jobs at most: cells with the same node set share a job (two leaves: one job); then the
-cells of each shift round are cut into ``max(1, J // 2)`` contiguous groups, one job each (with 16-node leaves
+cells of each shift round are cut into ``max(1, J' // 2)`` contiguous groups (``J' = J - 1`` when ``J >= 3``: one
+job is kept for the confirmation run), one job each (with 16-node leaves
 that is one job per cell). Round-2 jobs start after the round-1 jobs on their nodes (Slurm ``--dependency``).
 With ``J == 1`` everything is one job. The per-node sweep is one more job.
 """
@@ -287,14 +288,17 @@ def link_loads(fabric, pairs):
 
 def slurm_jobs(fabric, rounds, nodes=None):
     """The pair-round jobs of a night: a list of ``{'rounds': [numbers], 'nodes': [...]}`` (see the module doc for
-    the cut); at most ``ceil(N / 16)`` of them."""
+    the cut); at most ``ceil(N / 16)`` of them, the confirmation job included: with a budget of 3 or more one job
+    is kept for it; otherwise the rounds share one job holding every node, which runs the confirmation itself
+    (:func:`confirmation_job_needed`)."""
     all_nodes = nodes or fabric.nodes
     budget = max(1, math.ceil(len(all_nodes) / JOB_NODES))
     shift = [r for r in rounds if r.kind == 'leaf-shift']
     if budget == 1 or not shift:
         return [{'rounds': [r.number for r in rounds], 'nodes': sorted(all_nodes)}]
     jobs = []
-    per_round = max(1, budget // len(shift))
+    usable = budget - 1 if budget >= 3 else budget     # one job of the budget kept for the confirmation run
+    per_round = max(1, usable // len(shift))
     for r in shift:
         cells = list(dict.fromkeys(r.cells))
         size = math.ceil(len(cells) / per_round)
@@ -310,6 +314,11 @@ def slurm_jobs(fabric, rounds, nodes=None):
         if first in j['rounds']:
             j['rounds'] = sorted(set(j['rounds']) | {r.number for r in rounds if r.kind == 'intra-leaf'})
     return jobs
+
+
+def confirmation_job_needed(fabric, jobs):
+    """False when one job holds every node (it analyses its own flows and re-tests the suspects itself)."""
+    return not (len(jobs) == 1 and set(jobs[0]['nodes']) == set(fabric.nodes))
 
 
 # -- confirmation ----------------------------------------------------------------------------------
