@@ -50,3 +50,5 @@ def test_the_stored_reports_hold_no_repeated_bandwidth_so_the_default_is_modelle
     assert fs.stored_noise_cv(fs.default_report_paths()) == (None, 0)
     assert fs.parse_fault('random:25%') == 0.25
     assert fs.poisson_upper(0, 100) < fs.poisson_upper(1, 100)
+    assert abs(fs.poisson_upper(0, 1) - 3.689) < 1e-3            # Garwood: chi2(0.975, 2) / 2
+    assert 4000 / 200 < fs.poisson_upper(4000, 200) < 4300 / 200  # large counts: above the rate, not underflowed

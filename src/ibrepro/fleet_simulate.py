@@ -82,12 +82,12 @@ def poisson_upper(count, exposure, confidence=0.95):
         return None
     tail = (1 - confidence) / 2
 
-    def cdf(lam):
-        term = total = math.exp(-lam)
-        for i in range(1, count + 1):
-            term *= lam / i
-            total += term
-        return total
+    def cdf(lam):           # P(X <= count; lam), summed in log space (exp(-lam) underflows past lam ~ 745)
+        if lam <= 0:
+            return 1.0
+        logs = [-lam + i * math.log(lam) - math.lgamma(i + 1) for i in range(count + 1)]
+        top = max(logs)
+        return math.exp(top) * sum(math.exp(v - top) for v in logs)
     lo, hi = 0.0, count + 10 * math.sqrt(count + 1) + 10
     for _ in range(100):
         mid = (lo + hi) / 2
