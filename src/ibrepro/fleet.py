@@ -174,6 +174,7 @@ def add_cli(subparsers):
     judge_.add_argument('--expected', metavar='JSON', default='{}',
                         help="the partition's expectations: rdma_devices, ib_ports, expected_port, hca_numa_node")
     judge_.set_defaults(func=_cli_sweep)
+    _add_pair_round_cli(sub)
 
 
 def node_line(sysfs=ibtopology.SYSFS):
@@ -234,3 +235,122 @@ def _cli_sweep(args):
         print(f'not judged: {line}')
     print(f"{result['nodes']} node(s), {len(result['faults'])} fault(s)")
     return 1 if result['faults'] or problems else 0
+
+
+# -- pair rounds: analyse and simulate (ibrepro.fleet_plan, fleet_localise, fleet_simulate) -----------------
+
+def _add_pair_round_cli(sub):
+    analyse = sub.add_parser('analyse', help="name the components that made a night's pair-round flows slow")
+    analyse.add_argument('flows', help='JSON: a list of flow records (round, host, device, port, peer, direction '
+                                       "'send'/'recv', bw, optional lat), or {'flows': [...]}")
+    analyse.add_argument('--topology', metavar='FILE',
+                         help="Slurm topology.conf, or JSON {leaf: [nodes]}; without it: 'no topology: "
+                              "localised to node'")
+    analyse.add_argument('--expected', type=float, metavar='MBPS', help="the partition's expected bandwidth")
+    analyse.add_argument('--confirmation', metavar='JSON', help="the confirmation run's flow records")
+    analyse.add_argument('--json', metavar='OUT', help='write the result here')
+    analyse.set_defaults(func=_cli_analyse)
+    sim = sub.add_parser('simulate', help='the pair rounds, localiser and confirmation on a simulated fat tree, '
+                                          'with ClusterKit-like and LinkTest-like baselines (simulated figures)')
+    sim.add_argument('--nodes', type=int, required=True)
+    sim.add_argument('--nights', type=int, default=200, help='nights with one injected fault (default 200)')
+    sim.add_argument('--fault-free-nights', type=int, default=20)
+    sim.add_argument('--fault', default='random:10%', help='random:<loss>%% (default random:10%%)')
+    sim.add_argument('--seed', type=int, default=0)
+    sim.add_argument('--leaf-size', type=int, default=16)
+    sim.add_argument('--spines', type=int, default=0, help='default: the leaf size (non-blocking)')
+    sim.add_argument('--link-capacity', type=float, default=None, metavar='MBPS',
+                     help='every link, each direction (default 25000: 4x HDR nominal)')
+    sim.add_argument('--noise-cv', type=float, default=None,
+                     help='CV of the lognormal noise of a flow (default: fitted by --noise-from, else the '
+                          'modelled 0.01)')
+    sim.add_argument('--noise-from', nargs='*', metavar='REPORT', default=None,
+                     help='ReFrame run reports whose repeated bw values give the noise CV')
+    sim.add_argument('--linktest-min', type=float, default=0.95, help="LinkTest-like minimum, x link capacity")
+    sim.add_argument('--no-baselines', action='store_true')
+    sim.add_argument('--json', metavar='OUT')
+    sim.set_defaults(func=_cli_simulate)
+
+
+def _load_topology(path):
+    from . import fleet_plan
+    text = Path(path).read_text()
+    if text.lstrip().startswith('{'):
+        return json.loads(text)
+    return fleet_plan.parse_topology_conf(text)
+
+
+def _cli_analyse(args):
+    from . import fleet_localise, fleet_plan
+    try:
+        data = json.loads(Path(args.flows).read_text())
+        records = data.get('flows', []) if isinstance(data, dict) else data
+        flows = fleet_localise.read_flows(records)
+        if args.topology:
+            fabric = fleet_plan.fabric_from_leaves(_load_topology(args.topology))
+        else:
+            fabric = fleet_plan.no_topology(sorted({n for f in flows for n in (f['src'], f['dst'])}))
+        again = []
+        if args.confirmation:
+            again_data = json.loads(Path(args.confirmation).read_text())
+            again = fleet_localise.read_flows(again_data.get('flows', []) if isinstance(again_data, dict)
+                                              else again_data)
+    except (OSError, ValueError, KeyError) as err:
+        print(f'ibrepro fleet analyse: {err}', file=sys.stderr)
+        return 2
+    if not flows:
+        print('ibrepro fleet analyse: no flow with a bandwidth', file=sys.stderr)
+        return 2
+    result = fleet_localise.localise(flows, fabric, expected=args.expected)
+    if again:
+        fleet_localise.confirm(result, again, fabric)
+    if result.statement:
+        print(result.statement)
+    for s in result.suspects:
+        state = {True: 'confirmed', False: 'cleared by its confirmation', None: 'not re-tested'}[s.confirmed]
+        worst = sorted(s.flows, key=lambda f: f['residual'])[:3]
+        print(f"{'NAMED' if s in result.named else 'suspect'} {s.name}: {s.effect:+.1%} over {len(s.flows)} "
+              f"flow(s), q={s.q:.2g}, {state}; e.g. " +
+              ', '.join(f"round {f['round']} {f['src']}->{f['dst']} {f['bw']:.0f} MB/s" for f in worst))
+    print(f'{len(flows)} flow(s), {result.hypotheses} hypotheses, noise {result.scale:.2%}, '
+          f'{len(result.named)} named')
+    if args.json:
+        Path(args.json).write_text(json.dumps(fleet_localise.as_json(result), indent=1, default=list) + '\n')
+    return 1 if result.named else 0
+
+
+def _cli_simulate(args):
+    from . import fleet_simulate
+    try:
+        loss = fleet_simulate.parse_fault(args.fault)
+    except ValueError as err:
+        print(f'ibrepro fleet simulate: {err}', file=sys.stderr)
+        return 2
+    cv, source = args.noise_cv, 'given (--noise-cv)'
+    if cv is None and args.noise_from is not None:
+        cv, series = fleet_simulate.stored_noise_cv(args.noise_from or fleet_simulate.default_report_paths())
+        source = f'fitted: median robust CV of {series} repeated bw series'
+        if cv is None:
+            print('ibrepro fleet simulate: the reports hold no repeated bandwidth values; give --noise-cv',
+                  file=sys.stderr)
+            return 2
+    if cv is None:
+        cv, source = fleet_simulate.MODELLED_NOISE_CV, 'modelled (an assumption, not measured)'
+    model = fleet_simulate.Model(args.nodes, cv, args.leaf_size, args.spines,
+                                 args.link_capacity or fleet_simulate.NOMINAL_LINK_MBPS, args.linktest_min)
+    result = fleet_simulate.run(model, args.nights, loss, seed=args.seed,
+                                fault_free_nights=args.fault_free_nights, baselines=not args.no_baselines)
+    result['simulation']['noise_cv_source'] = source
+    print(f'simulated (not measured): N={args.nodes}, {args.nights} fault nights ({args.fault}), '
+          f'{args.fault_free_nights} fault-free, noise CV {cv:g} ({source})')
+    print(f"{'harness':12} {'named exactly':>13} {'wrong/night':>11} {'upper95':>8} {'rounds':>7} {'jobs':>6} "
+          f"{'fault-free alarms':>17}")
+    for name in ('ibrepro', 'clusterkit', 'linktest'):
+        if name in result:
+            r = result[name]
+            print(f"{name:12} {r['named_exactly'] if r['named_exactly'] is not None else float('nan'):13.3f} "
+                  f"{r['wrong_per_night']:11.4f} {r['wrong_per_night_upper95']:8.4f} {r['rounds']:7.2f} "
+                  f"{r['jobs']:6.2f} {r['fault_free_alarm_nights']:17d}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + '\n')
+    return 0

@@ -1,0 +1,229 @@
+"""The fleet's localiser: which component made the night's slow flows slow.
+
+Input: the night's flows (:func:`read_flows`), each keyed by round, host, device, port, peer and direction
+('send': host -> peer, 'recv': peer -> host), with its bandwidth (and optionally latency), and the fabric
+(:class:`ibrepro.fleet_plan.Fabric`: leaves, spines, destination-mod-k routing). Each flow crosses a known set of
+components (:meth:`Fabric.components`: its two nodes, HCA ports, the sender's cable up, the receiver's cable down,
+between leaves an uplink, a downlink and two leaf-spine cables).
+
+Method (:func:`localise`):
+
+1. Residuals: ``r = log(bw) - log(reference)``, the reference the partition's expected bandwidth when given,
+   else the night's fleet median of the flows of the same kind (within a leaf / between leaves). Negative =
+   slower. Noise scale ``s`` = 1.4826 * MAD of the residuals (most flows are healthy), floored at ``min_cv``.
+2. Components whose flows are the same set (one rail: a node and its HCA port) cannot be told apart by traffic:
+   they are one hypothesis, named together (``port n01:mlx5_0/1 = node n01``; the state sweep tells which).
+3. Per hypothesis ``c`` with flows ``F_c``: effect ``e_c`` = mean residual; ``z_c = sum(r) / (s sqrt(|F_c|))``,
+   one-sided p = Phi(z_c) (slower). With the component's own history (past effects, log units, >= 3 nights) the
+   effect is taken relative to the history's median (a cable that is always 3 % slow is its normal).
+4. Explain-away, greedily: among hypotheses with Benjamini-Hochberg q <= ``alpha`` (over all hypotheses, as
+   :func:`ibrepro.stats.benjamini_hochberg`) and an effect of at least ``min_effect``, take the one explaining the
+   most squared residual (``|F_c| e_c^2``), subtract its effect from its flows, and start again. A bad node cable
+   slows the flows of its uplink too, but after the cable's effect is taken out the uplink has nothing left.
+5. Final test: each chosen hypothesis is re-tested with the others' effects taken out; BH over all hypotheses
+   again; the suspects are those with q <= ``alpha`` and the effect.
+
+Confirmation (:func:`confirm`): the suspects' re-run flows (with known-good partners,
+:func:`ibrepro.fleet_plan.confirmation_pairs`) against the same reference and noise scale: a suspect is named
+only when its re-run flows are again slower (p <= ``alpha``, one pre-selected test per suspect, as
+:func:`ibrepro.stats.confirmation_test`; and the effect). A suspect cleared by its confirmation is not named.
+"""
+
+import dataclasses
+import math
+import statistics
+
+from . import stats
+from .fleet_plan import NO_TOPOLOGY
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    alpha: float = 0.01        # false discovery rate (Benjamini-Hochberg) of the suspects
+    min_effect: float = 0.05   # smallest relative bandwidth loss named
+    min_cv: float = 0.005      # floor of the noise scale (relative)
+    min_history: int = 3       # fewer past nights of a component: its history is not used
+
+
+def read_flows(records, fabric=None):
+    """Normalise flow records to dicts ``{round, src, dst, rail, bw, lat}``: each record has ``round``, ``host``,
+    ``device``, ``port``, ``peer``, ``direction`` ('send' or 'recv'), ``bw`` (MB/s) and optionally ``lat`` (us).
+    Records without a positive bandwidth are skipped (a failed pair is the pair runner's verdict, not a residual)."""
+    flows = []
+    for rec in records:
+        bw = rec.get('bw')
+        if not isinstance(bw, (int, float)) or bw <= 0:
+            continue
+        host, peer = rec['host'], rec['peer']
+        src, dst = (host, peer) if rec.get('direction', 'send') == 'send' else (peer, host)
+        flows.append({'round': rec.get('round', 0), 'src': src, 'dst': dst,
+                      'rail': (rec.get('device', 'mlx5_0'), int(rec.get('port', 1))),
+                      'bw': float(bw), 'lat': rec.get('lat')})
+    return flows
+
+
+def _phi(z):
+    return 0.5 * math.erfc(-z / math.sqrt(2))
+
+
+@dataclasses.dataclass
+class Suspect:
+    name: str                 # the hypothesis: its components joined by ' = '
+    members: tuple            # the components
+    effect: float             # relative bandwidth change (negative = slower)
+    p: float
+    q: float | None
+    flows: list               # evidence: [{round, src, dst, bw, residual}]
+    confirmed: bool | None = None   # None: not re-tested
+    confirmation: list = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class Result:
+    suspects: list            # Suspect, most evidence first
+    references: dict          # flow kind -> reference bandwidth (MB/s)
+    scale: float              # noise scale, log units
+    hypotheses: int           # how many were tested (the BH family)
+    statement: str = ''       # NO_TOPOLOGY when the fabric has none
+    method: Method = Method()
+
+    @property
+    def named(self):
+        """The suspects named: confirmed ones when a confirmation ran, else all."""
+        return [s for s in self.suspects if s.confirmed is not False and
+                (s.confirmed or all(x.confirmed is None for x in self.suspects))]
+
+
+def _kind(fabric, src, dst):
+    if not fabric.has_topology:
+        return 'flow'
+    return 'intra-leaf' if fabric.leaf_of(src) == fabric.leaf_of(dst) else 'inter-leaf'
+
+
+def references(flows, fabric, expected=None):
+    """Reference bandwidth per flow kind: ``expected`` (the partition's, MB/s) when given, else the fleet median."""
+    kinds = {}
+    for f in flows:
+        kinds.setdefault(_kind(fabric, f['src'], f['dst']), []).append(f['bw'])
+    return {k: float(expected) if expected else statistics.median(v) for k, v in kinds.items()}
+
+
+def hypotheses_of(flows, fabric):
+    """{name: (members, [flow indices])}: components grouped by identical flow sets."""
+    by_component = {}
+    for i, f in enumerate(flows):
+        for c in fabric.components(f['src'], f['dst'], f['rail']):
+            by_component.setdefault(c, []).append(i)
+    by_flows = {}
+    for c, idx in by_component.items():
+        by_flows.setdefault(tuple(idx), []).append(c)
+    out = {}
+    for idx, members in by_flows.items():
+        members = tuple(sorted(members, key=_specificity))
+        out[' = '.join(members)] = (members, list(idx))
+    return out
+
+
+def _specificity(component):
+    """Most specific first: a cable before a port before a node."""
+    order = ('cable', 'uplink', 'downlink', 'spine', 'port', 'node')
+    kind = component.split(' ', 1)[0]
+    return (order.index(kind) if kind in order else len(order), component)
+
+
+def _stat(residuals, idx, scale, baseline=0.0):
+    values = [residuals[i] for i in idx]
+    effect = statistics.fmean(values) - baseline
+    z = effect * math.sqrt(len(values)) / scale
+    return effect, _phi(z)
+
+
+def localise(flows, fabric, *, expected=None, history=None, method=Method(), hypotheses=None):
+    """The night's suspects (see the module doc). ``flows`` from :func:`read_flows`; ``expected`` the partition's
+    bandwidth (MB/s) or None; ``history`` {component: [past effects, log units]} or None; ``hypotheses`` the
+    grouping of :func:`hypotheses_of` for the same flow list (src, dst, rail in the same order), to reuse it."""
+    history = history or {}
+    refs = references(flows, fabric, expected)
+    residuals = [math.log(f['bw']) - math.log(refs[_kind(fabric, f['src'], f['dst'])]) for f in flows]
+    scale = max(stats.MAD_TO_SIGMA * stats.mad(residuals) if len(residuals) > 1 else 0.0, method.min_cv)
+    hyps = hypotheses or hypotheses_of(flows, fabric)
+    names = list(hyps)
+    baselines = {}
+    for name, (members, _) in hyps.items():
+        past = [v for m in members for v in history.get(m, ())]
+        baselines[name] = statistics.median(past) if len(past) >= method.min_history else 0.0
+    threshold = math.log1p(-method.min_effect)
+
+    def tested(res):
+        out = [_stat(res, hyps[n][1], scale, baselines[n]) for n in names]
+        qs = stats.benjamini_hochberg([p for _, p in out])
+        return out, qs
+
+    current = list(residuals)
+    chosen, effects = [], {}
+    while True:
+        out, qs = tested(current)
+        best, gain = None, 0.0
+        for n, (effect, _), q in zip(names, out, qs):
+            if n in effects or q > method.alpha or effect > threshold:
+                continue
+            explained = len(hyps[n][1]) * effect ** 2
+            if explained > gain:
+                best, gain = n, explained
+        if best is None:
+            break
+        effect = out[names.index(best)][0]
+        effects[best] = effect
+        chosen.append(best)
+        for i in hyps[best][1]:
+            current[i] -= effect
+
+    suspects = []
+    if chosen:
+        final = []
+        for n in chosen:                        # each chosen one with the others' effects taken out
+            res = list(current)
+            for i in hyps[n][1]:
+                res[i] += effects[n]
+            final.append(_stat(res, hyps[n][1], scale, baselines[n]))
+        others = [(_stat(current, hyps[n][1], scale, baselines[n])[1]) for n in names if n not in effects]
+        qs = stats.benjamini_hochberg([p for _, p in final] + others)
+        for n, (effect, p), q in zip(chosen, final, qs):
+            if q <= method.alpha and effect <= threshold:
+                evidence = [{'round': flows[i]['round'], 'src': flows[i]['src'], 'dst': flows[i]['dst'],
+                             'bw': flows[i]['bw'], 'residual': residuals[i]} for i in hyps[n][1]]
+                suspects.append(Suspect(n, hyps[n][0], math.expm1(effect), p, q, evidence))
+    return Result(suspects, refs, scale, len(names), '' if fabric.has_topology else NO_TOPOLOGY, method)
+
+
+def confirm(result, confirmation_flows, fabric):
+    """Mark each suspect of ``result`` confirmed or cleared by its re-run flows (in place; returns ``result``):
+    the flows crossing any of its components, against the night's reference and noise scale; confirmed when
+    p <= alpha and the loss is at least min_effect. A suspect without re-run flows stays not re-tested."""
+    method = result.method
+    threshold = math.log1p(-method.min_effect)
+    for s in result.suspects:
+        members = set(s.members)
+        crossing = [f for f in confirmation_flows
+                    if members & set(fabric.components(f['src'], f['dst'], f['rail']))]
+        if not crossing:
+            continue
+        res = []
+        for f in crossing:
+            ref = result.references.get(_kind(fabric, f['src'], f['dst'])) or statistics.median(
+                result.references.values())
+            res.append(math.log(f['bw']) - math.log(ref))
+        effect = statistics.fmean(res)
+        p = _phi(effect * math.sqrt(len(res)) / result.scale)
+        s.confirmed = p <= method.alpha and effect <= threshold
+        s.confirmation = [{'src': f['src'], 'dst': f['dst'], 'bw': f['bw'], 'residual': r}
+                          for f, r in zip(crossing, res)]
+    return result
+
+
+def as_json(result):
+    """The named components with their evidence, JSON-ready."""
+    return {'named': [dataclasses.asdict(s) for s in result.named],
+            'suspects': [dataclasses.asdict(s) for s in result.suspects],
+            'references': result.references, 'noise_scale': result.scale, 'hypotheses': result.hypotheses,
+            'statement': result.statement}

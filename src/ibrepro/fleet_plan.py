@@ -1,0 +1,390 @@
+"""The fleet's pair rounds: which node meets which, in how many rounds and Slurm jobs a night.
+
+Topology
+--------
+A two-level fat tree: nodes on leaf switches ({leaf: [nodes in port order]}, from Slurm's ``topology.conf``:
+:func:`parse_topology_conf`), every leaf with one uplink to each of ``spines`` spine switches.
+
+Routing model (what the rounds are designed for): **destination-mod-k**. A flow from node ``s`` on leaf ``A`` to
+node ``d`` on leaf ``B != A`` goes up ``A -> spine q`` and down ``spine q -> B`` with ``q = position(d) mod
+spines``, ``position(d)`` the index of ``d`` in its leaf's node list (OpenSM's ftree/updn routing assigns LIDs in
+port order, so the port a node is cabled to selects the spine). Within a leaf a flow touches no leaf-spine link.
+Every link is full duplex: each direction is a separate link (``tc tbf`` in the namespace testbed shapes one
+direction, an InfiniBand lane pair can fail in one direction).
+
+Rounds (:func:`pair_rounds`)
+----------------------------
+Every round is a set of disjoint node pairs; each pair runs both directions at once (two flows).
+
+* round 0, intra-leaf: each leaf's nodes paired among themselves (the first round of a round-robin tournament);
+* rounds 1 and 2, leaf shifts: leaves paired by two different rounds of a round-robin tournament over the leaves;
+  in a leaf pair ``(A, B)``, ``A[p]`` meets ``B[(p + shift) mod m]`` with shift 0 in round 1 and 1 in round 2
+  (``m`` the smaller leaf's size). With full leaves of ``spines`` nodes, the destination positions of a leaf's
+  flows are a permutation of the spines, so every uplink ``A -> spine q`` and every downlink ``spine q -> B``
+  carries exactly one flow per direction: no contention, and each measured flow speaks for its own links. The
+  shift of 1 in round 2 makes a node's cable meet another uplink than in round 1, so a slow node cable and a slow
+  uplink have different flow signatures (explain-away in :mod:`ibrepro.fleet_localise`). A leaf left over (odd
+  number of leaves) pairs its nodes within itself in that round.
+* one leaf only (or no topology): three rounds of the round-robin tournament over its nodes (three partners per
+  node, so a node's cable is seen in three flows per direction).
+
+Without a topology the localiser can only name nodes: "no topology: localised to node" (:data:`NO_TOPOLOGY`).
+
+Slurm jobs (:func:`slurm_jobs`)
+-------------------------------
+A *cell* is the node set of one leaf pair of one shift round (round 0 runs inside the round-1 cells). A night
+has ``J = ceil(N / 16)`` jobs at most: cells with the same node set share a job (two leaves: one job); then the
+cells of each shift round are cut into ``max(1, J' // 2)`` contiguous groups (``J' = J - 1`` when ``J >= 3``: one
+job is kept for the confirmation run), one job each (with 16-node leaves
+that is one job per cell). Round-2 jobs start after the round-1 jobs on their nodes (Slurm ``--dependency``).
+With ``J == 1`` everything is one job. The per-node sweep is one more job.
+"""
+
+import dataclasses
+import math
+import re
+
+#: What the localiser can say without a topology.
+NO_TOPOLOGY = 'no topology: localised to node'
+
+#: Nodes per job budget: at most ceil(N / JOB_NODES) pair-round jobs a night.
+JOB_NODES = 16
+
+
+# -- Slurm hostlists and topology.conf -----------------------------------------------------------------
+
+def expand_hostlist(text):
+    """Slurm hostlist syntax to host names, in order: ``n[01-03,07],m1`` -> n01 n02 n03 n07 m1 (several bracket
+    groups give their product: ``r[1-2]n[1-2]`` -> r1n1 r1n2 r2n1 r2n2; zero padding kept)."""
+    hosts = []
+    for item in _split_top(text.strip()):
+        if item:
+            hosts += _expand_one(item)
+    return hosts
+
+
+def _split_top(text):
+    """Split at commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == '[':
+            depth += 1
+        elif ch == ']':
+            depth -= 1
+            if depth < 0:
+                raise ValueError(f'unbalanced brackets in hostlist {text!r}')
+        elif ch == ',' and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise ValueError(f'unbalanced brackets in hostlist {text!r}')
+    parts.append(text[start:])
+    return [p.strip() for p in parts]
+
+
+def _expand_one(item):
+    m = re.match(r'([^\[]*)\[([^\]]*)\](.*)$', item)
+    if not m:
+        return [item]
+    prefix, ranges, rest = m.groups()
+    values = []
+    for r in ranges.split(','):
+        r = r.strip()
+        if '-' in r:
+            lo, hi = r.split('-', 1)
+            if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
+                raise ValueError(f'bad range {r!r} in hostlist {item!r}')
+            width = len(lo) if lo.startswith('0') else 0
+            values += [f'{i:0{width}d}' for i in range(int(lo), int(hi) + 1)]
+        elif r.isdigit():
+            values.append(r)
+        else:
+            raise ValueError(f'bad range {r!r} in hostlist {item!r}')
+    tails = _expand_one(rest) if rest else ['']
+    return [prefix + v + t for v in values for t in tails]
+
+
+def parse_topology_conf(text):
+    """``{leaf: [nodes]}`` from a Slurm ``topology.conf`` (tree plugin): the switches with ``Nodes=`` are the leaves
+    (``Switches=`` lines, link speeds and comments are ignored). A node on two leaves is an error."""
+    leaves, seen = {}, {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split('#', 1)[0].strip()
+        if not line:
+            continue
+        fields = {}
+        for token in line.split():
+            if '=' in token:
+                key, value = token.split('=', 1)
+                fields[key.lower()] = value
+        if 'switchname' not in fields:
+            raise ValueError(f'topology.conf line {number}: no SwitchName')
+        if 'nodes' not in fields:
+            continue
+        nodes = expand_hostlist(fields['nodes'])
+        for node in nodes:
+            if node in seen:
+                raise ValueError(f'topology.conf line {number}: node {node} also on leaf {seen[node]}')
+            seen[node] = fields['switchname']
+        leaves.setdefault(fields['switchname'], []).extend(nodes)
+    return leaves
+
+
+# -- the fabric model ----------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Fabric:
+    """Nodes on leaves, ``spines`` uplinks per leaf (destination-mod-k), rails (device, port) per node.
+    ``has_topology`` False (:func:`no_topology`): all nodes on one pseudo-leaf, every flow attributed to its two
+    nodes only."""
+
+    leaves: dict
+    spines: int = 0
+    rails: tuple = (('mlx5_0', 1),)
+    has_topology: bool = True
+
+    def __post_init__(self):
+        where = {n: (leaf, i) for leaf, nodes in self.leaves.items() for i, n in enumerate(nodes)}
+        object.__setattr__(self, '_where', where)
+        if self.spines <= 0:
+            object.__setattr__(self, 'spines', max((len(n) for n in self.leaves.values()), default=1))
+
+    @property
+    def nodes(self):
+        return [n for ns in self.leaves.values() for n in ns]
+
+    def leaf_of(self, node):
+        return self._where[node][0]
+
+    def position(self, node):
+        return self._where[node][1]
+
+    def spine_for(self, dst):
+        """The spine a flow to ``dst`` crosses (destination-mod-k)."""
+        return self.position(dst) % self.spines
+
+    def components(self, src, dst, rail=None):
+        """The components a flow ``src -> dst`` on ``rail`` crosses, most specific last: the two nodes, their HCA
+        ports, the sender's cable upward and the receiver's cable downward, and between leaves the uplink
+        ``leaf > spine`` and downlink ``spine > leaf`` (and each one's leaf-spine cable, both directions)."""
+        device, port = rail or self.rails[0]
+        out = [f'node {src}', f'node {dst}']
+        if not self.has_topology:
+            return out
+        rail_name = f'{device}/{port}'
+        out += [f'port {src}:{rail_name}', f'port {dst}:{rail_name}',
+                f'cable {src}:{rail_name} up', f'cable {dst}:{rail_name} down']
+        a, b = self.leaf_of(src), self.leaf_of(dst)
+        if a != b:
+            q = self.spine_for(dst)
+            out += [f'uplink {a}>spine{q}', f'downlink spine{q}>{b}',
+                    f'spine link {a}-spine{q}', f'spine link {b}-spine{q}']
+        return out
+
+    def directed_links(self, src, dst):
+        """The directed links of a flow's path (what carries its bytes), for load counting."""
+        if not self.has_topology:
+            return [f'{src} out', f'{dst} in']
+        out = [f'{src}>leaf', f'leaf>{dst}']
+        a, b = self.leaf_of(src), self.leaf_of(dst)
+        if a != b:
+            q = self.spine_for(dst)
+            out += [f'{a}>spine{q}', f'spine{q}>{b}']
+        return out
+
+
+def no_topology(nodes, rails=(('mlx5_0', 1),)):
+    """The fabric of nodes whose leaves are unknown: flows name nodes only (:data:`NO_TOPOLOGY`)."""
+    return Fabric({'(no topology)': list(nodes)}, 1, tuple(rails), has_topology=False)
+
+
+def fabric_from_leaves(leaves, spines=0, rails=(('mlx5_0', 1),)):
+    return Fabric({k: list(v) for k, v in leaves.items()}, spines, tuple(rails))
+
+
+def fat_tree(nodes, leaf_size=16, spines=None, prefix='n'):
+    """A full two-level fat tree of ``nodes`` nodes (``leaf_size`` per leaf, the last leaf may be short), with
+    ``spines`` = ``leaf_size`` unless given (one uplink per downlink: non-blocking)."""
+    width = max(4, len(str(nodes)))
+    names = [f'{prefix}{i:0{width}d}' for i in range(nodes)]
+    leaves = {f'leaf{j:03d}': names[j * leaf_size:(j + 1) * leaf_size]
+              for j in range(math.ceil(nodes / leaf_size))}
+    return Fabric(leaves, spines or leaf_size)
+
+
+# -- rounds ----------------------------------------------------------------------------------------
+
+def round_robin(items, rounds):
+    """The first ``rounds`` rounds of the circle-method round-robin tournament over ``items``: each a list of
+    disjoint pairs (an odd item out sits the round out). All pairs of all rounds are distinct."""
+    items = list(items)
+    if len(items) < 2:
+        return [[] for _ in range(rounds)]
+    ring = items + ([None] if len(items) % 2 else [])
+    n = len(ring)
+    out = []
+    for r in range(min(rounds, n - 1)):
+        order = [ring[0]] + ring[1:][r:] + ring[1:][:r]
+        pairs = [(order[i], order[n - 1 - i]) for i in range(n // 2)]
+        out.append([p for p in pairs if None not in p])
+    while len(out) < rounds:
+        out.append([])
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Round:
+    """One round: its number, kind ('intra-leaf', 'leaf-shift', 'all-nodes', 'confirmation') and pairs."""
+
+    number: int
+    kind: str
+    pairs: tuple
+    cells: tuple = ()         # per leaf pair of a shift round: the node set (for cutting rounds into jobs)
+
+
+def pair_rounds(fabric):
+    """The night's rounds for ``fabric`` (see the module doc): three rounds, each a list of disjoint pairs."""
+    if not fabric.has_topology or len(fabric.leaves) == 1:
+        return [Round(i, 'all-nodes', tuple(p)) for i, p in enumerate(round_robin(fabric.nodes, 3)) if p]
+    leaves = list(fabric.leaves)
+    intra = [p for leaf in leaves for p in round_robin(fabric.leaves[leaf], 1)[0]]
+    rounds = [Round(0, 'intra-leaf', tuple(intra))]
+    leaf_rounds = round_robin(leaves, 2)
+    if not leaf_rounds[1]:              # two leaves: both shift rounds pair the same two leaves
+        leaf_rounds[1] = leaf_rounds[0]
+    for r, (leaf_pairs, shift) in enumerate(zip(leaf_rounds, (0, 1)), 1):
+        pairs, cells = [], []
+        paired = {x for lp in leaf_pairs for x in lp}
+        for a, b in leaf_pairs:
+            na, nb = fabric.leaves[a], fabric.leaves[b]
+            m = min(len(na), len(nb))
+            pairs += [(na[p], nb[(p + shift) % m]) for p in range(m)]
+            for rest in (na[m:], nb[m:]):     # the longer leaf's extra nodes meet each other
+                pairs += round_robin(rest, 1)[0]
+            cells.append(tuple(na) + tuple(nb))
+        for leaf in leaves:
+            if leaf not in paired:            # an odd leaf out pairs within itself (its spine links idle)
+                pairs += round_robin(fabric.leaves[leaf], r + 1)[r]
+                cells.append(tuple(fabric.leaves[leaf]))
+        rounds.append(Round(r, 'leaf-shift', tuple(pairs), tuple(cells)))
+    return rounds
+
+
+def flows_of(pairs):
+    """Each pair's two directed flows (both directions run at once)."""
+    return [f for a, b in pairs for f in ((a, b), (b, a))]
+
+
+def link_loads(fabric, pairs):
+    """Flows per directed link of one round's pairs (both directions)."""
+    loads = {}
+    for src, dst in flows_of(pairs):
+        for link in fabric.directed_links(src, dst):
+            loads[link] = loads.get(link, 0) + 1
+    return loads
+
+
+# -- jobs ------------------------------------------------------------------------------------------
+
+def slurm_jobs(fabric, rounds, nodes=None):
+    """The pair-round jobs of a night: a list of ``{'rounds': [numbers], 'nodes': [...]}`` (see the module doc for
+    the cut); at most ``ceil(N / 16)`` of them, the confirmation job included: with a budget of 3 or more one job
+    is kept for it; otherwise the rounds share one job holding every node, which runs the confirmation itself
+    (:func:`confirmation_job_needed`)."""
+    all_nodes = nodes or fabric.nodes
+    budget = max(1, math.ceil(len(all_nodes) / JOB_NODES))
+    shift = [r for r in rounds if r.kind == 'leaf-shift']
+    if budget == 1 or not shift:
+        return [{'rounds': [r.number for r in rounds], 'nodes': sorted(all_nodes)}]
+    jobs = []
+    usable = budget - 1 if budget >= 3 else budget     # one job of the budget kept for the confirmation run
+    per_round = max(1, usable // len(shift))
+    for r in shift:
+        cells = list(dict.fromkeys(r.cells))
+        size = math.ceil(len(cells) / per_round)
+        for i in range(0, len(cells), size):
+            members = sorted({n for cell in cells[i:i + size] for n in cell})
+            same = next((j for j in jobs if j['nodes'] == members), None)
+            if same:                      # the same node set: one job runs both rounds
+                same['rounds'].append(r.number)
+            else:
+                jobs.append({'rounds': [r.number], 'nodes': members})
+    first = shift[0].number
+    for j in jobs:                        # round 0 (intra-leaf) runs inside the first shift round's jobs
+        if first in j['rounds']:
+            j['rounds'] = sorted(set(j['rounds']) | {r.number for r in rounds if r.kind == 'intra-leaf'})
+    return jobs
+
+
+def confirmation_job_needed(fabric, jobs):
+    """False when one job holds every node (it analyses its own flows and re-tests the suspects itself)."""
+    return not (len(jobs) == 1 and set(jobs[0]['nodes']) == set(fabric.nodes))
+
+
+# -- confirmation ----------------------------------------------------------------------------------
+
+def confirmation_pairs(suspects, fabric, good, *, avoid=()):
+    """One round of pairs re-testing ``suspects`` with known-good partners.
+
+    ``suspects``: component names (as :meth:`Fabric.components` names them). For a node-side component (node,
+    HCA port, cable) of host ``h``: ``h`` with a good node on its own leaf and one on another leaf (two pairs, two
+    rounds if both are needed at once: the pairs are returned as a list of rounds). For a leaf-spine link: two good
+    nodes whose flow crosses it (a sender on the link's lower leaf, a receiver at a position that routes through
+    the link's spine on another leaf). ``good``: nodes not under suspicion. Returns ``[[pairs of round 1], [pairs
+    of round 2]]`` (each round disjoint in nodes)."""
+    good = [n for n in good if n not in set(avoid)]
+    busy = [set(), set()]
+    rounds = [[], []]
+
+    def take(candidates, r):
+        for n in candidates:
+            if n not in busy[r]:
+                busy[r].add(n)
+                return n
+        return None
+
+    def place(a, b_candidates, preferred):
+        for r in (preferred, 1 - preferred):
+            if a in busy[r]:
+                continue
+            b = take(b_candidates, r)
+            if b is not None:
+                busy[r].add(a)
+                rounds[r].append((a, b))
+                return
+
+    for suspect in suspects:
+        kind, _, rest = suspect.partition(' ')
+        if kind in ('node', 'port', 'cable'):
+            host = rest.split(':')[0].split(' ')[0]
+            if not fabric.has_topology:
+                place(host, good, 0)
+                place(host, good[::-1], 1)
+                continue
+            leaf = fabric.leaf_of(host)
+            same = [n for n in good if n != host and fabric.leaf_of(n) == leaf]
+            other = [n for n in good if fabric.leaf_of(n) != leaf]
+            place(host, same, 0)
+            place(host, other, 1)
+        elif kind in ('uplink', 'downlink', 'spine'):
+            link = rest.split(' ', 1)[-1] if kind == 'spine' else rest
+            if kind == 'uplink':
+                leaf, spine = link.split('>')
+            elif kind == 'downlink':
+                spine, leaf = link.split('>')
+            else:
+                leaf, spine = link.split('-')
+            q = int(spine.removeprefix('spine'))
+            # both ends at positions routed through spine q: each direction of the pair crosses the suspect
+            at_q = [n for n in good if fabric.position(n) % fabric.spines == q]
+            here = [n for n in at_q if fabric.leaf_of(n) == leaf] or \
+                [n for n in good if fabric.leaf_of(n) == leaf]
+            there = [n for n in at_q if fabric.leaf_of(n) != leaf]
+            for r in (0, 1):                  # the pair's two directions cross the link up and down
+                a = take(here[r::2] or here, r)
+                b = take(there[r::2] or there, r) if a else None
+                if a and b:
+                    rounds[r].append((a, b))
+                elif a:
+                    busy[r].discard(a)
+    return [r for r in rounds if r]

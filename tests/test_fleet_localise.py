@@ -1,0 +1,92 @@
+"""ibrepro.fleet_localise on constructed nights (seeded noise of CV 1 %): a single degraded component is named
+exactly, a fault-free night names nothing, explain-away keeps a bad cable's uplink out, a confirmation clears."""
+
+import json
+import random
+
+from ibrepro import fleet_localise as fl, fleet_plan as fp, fleet_simulate as fs
+from ibrepro.cli import main
+
+MODEL = fs.Model(64, noise_cv=0.01)
+
+
+def night(fabric, fault, seed, loss=0.10):
+    rng = random.Random(seed)
+    f = fs.Fault('test', fault[0], fault[1], loss) if fault else None
+    return [x for r in fp.pair_rounds(fabric) for x in fs.simulate_flows(fabric, r.pairs, MODEL, f, rng, r.number)]
+
+
+def named(result):
+    return [s.name for s in result.named]
+
+
+def test_a_fault_free_night_names_nothing():
+    fabric = fp.fat_tree(64)
+    for seed in range(5):
+        assert named(fl.localise(night(fabric, None, seed), fabric)) == []
+
+
+def test_each_single_degraded_component_is_named_exactly():
+    fabric = fp.fat_tree(64)
+    cases = [('cable n0005:mlx5_0/1 up', ('n0005>leaf',)), ('cable n0040:mlx5_0/1 down', ('leaf>n0040',)),
+             ('uplink leaf001>spine7', ('leaf001>spine7',)), ('downlink spine2>leaf003', ('spine2>leaf003',))]
+    for seed, (component, links) in enumerate(cases):
+        result = fl.localise(night(fabric, (component, links), seed), fabric)
+        assert named(result) == [component], (component, named(result))
+        assert result.suspects[0].effect < -0.05
+        assert all({'round', 'src', 'dst', 'bw', 'residual'} <= set(f) for f in result.suspects[0].flows)
+    port = fl.localise(night(fabric, ('port', ('n0017>leaf', 'leaf>n0017')), 9), fabric)
+    assert named(port) == ['port n0017:mlx5_0/1 = node n0017']     # one rail: the port is its node's only one
+
+
+def test_explain_away_a_bad_node_cable_does_not_name_its_leafs_uplink():
+    fabric = fp.fat_tree(64)
+    flows = night(fabric, ('cable', ('n0003>leaf',)), 11, loss=0.25)
+    result = fl.localise(flows, fabric)
+    assert named(result) == ['cable n0003:mlx5_0/1 up']
+    # the uplinks its flows crossed were slow in those flows, yet not named
+    uplinks = {c for f in flows if f['src'] == 'n0003' for c in fabric.components(f['src'], f['dst'])
+               if c.startswith('uplink')}
+    assert uplinks and not uplinks & {m for s in result.suspects for m in s.members}
+
+
+def test_a_suspect_cleared_by_its_confirmation_is_not_named_and_a_confirmed_one_is():
+    fabric = fp.fat_tree(64)
+    flows = night(fabric, ('cable', ('n0005>leaf',)), 3)
+    result = fl.localise(flows, fabric)
+    assert named(result) == ['cable n0005:mlx5_0/1 up']
+    rounds = fp.confirmation_pairs([result.suspects[0].members[0]], fabric,
+                                   [n for n in fabric.nodes if n != 'n0005'])
+    healthy = [x for r in rounds for x in fs.simulate_flows(fabric, r, MODEL, None, random.Random(4))]
+    fl.confirm(result, healthy, fabric)
+    assert result.suspects[0].confirmed is False and named(result) == []
+    result = fl.localise(flows, fabric)
+    still = fs.Fault('cable', 'cable n0005:mlx5_0/1 up', ('n0005>leaf',), 0.10)
+    again = [x for r in rounds for x in fs.simulate_flows(fabric, r, MODEL, still, random.Random(5))]
+    fl.confirm(result, again, fabric)
+    assert result.suspects[0].confirmed is True and named(result) == ['cable n0005:mlx5_0/1 up']
+
+
+def test_history_makes_a_components_usual_slowness_its_normal():
+    fabric = fp.fat_tree(64)
+    flows = night(fabric, ('cable', ('n0005>leaf',)), 3, loss=0.08)
+    assert named(fl.localise(flows, fabric)) == ['cable n0005:mlx5_0/1 up']
+    usual = {'cable n0005:mlx5_0/1 up': [-0.085, -0.08, -0.09, -0.082]}
+    assert named(fl.localise(flows, fabric, history=usual)) == []
+
+
+def test_the_cli_analyses_flow_records_with_and_without_topology(tmp_path, capsys):
+    fabric = fp.fat_tree(32)
+    flows = night(fabric, ('cable', ('n0020>leaf',)), 7, loss=0.25)
+    records = [{'round': f['round'], 'host': f['src'], 'device': 'mlx5_0', 'port': 1, 'peer': f['dst'],
+                'direction': 'send', 'bw': f['bw']} for f in flows]
+    (tmp_path / 'flows.json').write_text(json.dumps(records))
+    (tmp_path / 'topology.conf').write_text('SwitchName=leaf000 Nodes=n[0000-0015]\n'
+                                            'SwitchName=leaf001 Nodes=n[0016-0031]\n')
+    out = tmp_path / 'out.json'
+    assert main(['fleet', 'analyse', str(tmp_path / 'flows.json'), '--topology', str(tmp_path / 'topology.conf'),
+                 '--json', str(out)]) == 1
+    assert [s['name'] for s in json.loads(out.read_text())['named']] == ['cable n0020:mlx5_0/1 up']
+    assert main(['fleet', 'analyse', str(tmp_path / 'flows.json')]) == 1
+    printed = capsys.readouterr().out
+    assert 'no topology: localised to node' in printed and 'NAMED node n0020' in printed

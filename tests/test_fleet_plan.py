@@ -1,0 +1,86 @@
+"""ibrepro.fleet_plan: Slurm hostlists and topology.conf, the pair rounds (every leaf-spine link one flow per
+direction in the leaf-shift rounds under destination-mod-k), the job cut and the confirmation pairs."""
+
+import math
+
+import pytest
+
+from ibrepro import fleet_plan as fp
+
+
+def test_hostlists_expand_as_slurm_does():
+    assert fp.expand_hostlist('n[01-03,07],m1') == ['n01', 'n02', 'n03', 'n07', 'm1']
+    assert fp.expand_hostlist('r[1-2]n[8-9]') == ['r1n8', 'r1n9', 'r2n8', 'r2n9']
+    with pytest.raises(ValueError):
+        fp.expand_hostlist('n[01-03')
+
+
+def test_topology_conf_gives_the_leaves_and_rejects_a_node_on_two_leaves():
+    text = ('# a site\nSwitchName=leaf1 Nodes=n[01-16] LinkSpeed=200\nSwitchName=leaf2 Nodes=n[17-32]\n'
+            'SwitchName=spine Switches=leaf[1-2]\n')
+    leaves = fp.parse_topology_conf(text)
+    assert list(leaves) == ['leaf1', 'leaf2'] and leaves['leaf2'][0] == 'n17' and len(leaves['leaf1']) == 16
+    with pytest.raises(ValueError, match='also on leaf'):
+        fp.parse_topology_conf('SwitchName=a Nodes=n[1-2]\nSwitchName=b Nodes=n2\n')
+
+
+@pytest.mark.parametrize('nodes', [32, 64, 96, 256, 1024])
+def test_every_leaf_spine_link_carries_one_flow_per_direction_in_each_shift_round(nodes):
+    fabric = fp.fat_tree(nodes)
+    shifts = [r for r in fp.pair_rounds(fabric) if r.kind == 'leaf-shift']
+    assert len(shifts) == 2
+    for r in shifts:
+        loads = fp.link_loads(fabric, r.pairs)
+        spine_links = {k: v for k, v in loads.items() if 'spine' in k}
+        assert set(spine_links.values()) == {1}
+        # every uplink and downlink of every leaf is used (even number of leaves here)
+        assert len(spine_links) == 2 * len(fabric.leaves) * fabric.spines
+        assert set(loads.values()) == {1}          # node cables too: one flow per direction
+        nodes_in = [n for p in r.pairs for n in p]
+        assert len(nodes_in) == len(set(nodes_in)) == nodes       # disjoint pairs covering every node
+
+
+def test_the_second_shift_meets_another_uplink_than_the_first():
+    fabric = fp.fat_tree(64)
+    r1, r2 = [r for r in fp.pair_rounds(fabric) if r.kind == 'leaf-shift']
+    spine = {r.number: {s: fabric.spine_for(d) for s, d in fp.flows_of(r.pairs)} for r in (r1, r2)}
+    assert all(spine[1][n] != spine[2][n] for n in fabric.nodes)
+
+
+@pytest.mark.parametrize('nodes', [1, 2, 3, 5, 16, 17, 33, 48, 100, 4096])
+def test_at_most_four_rounds_and_the_job_budget_for_any_n(nodes):
+    fabric = fp.fat_tree(nodes)
+    rounds = fp.pair_rounds(fabric)
+    jobs = fp.slurm_jobs(fabric, rounds)
+    assert len(rounds) <= 4
+    confirmation = 1 if fp.confirmation_job_needed(fabric, jobs) else 0
+    assert len(jobs) + confirmation + 1 <= math.ceil(nodes / 16) + 1      # + the sweep
+    for r in rounds:                       # pairs of a round are disjoint
+        members = [n for p in r.pairs for n in p]
+        assert len(members) == len(set(members))
+    covered = {n for j in jobs for n in j['nodes']}
+    assert covered == set(fabric.nodes)
+
+
+def test_without_topology_three_round_robin_rounds_and_nodes_only():
+    fabric = fp.no_topology([f'c{i}' for i in range(10)])
+    rounds = fp.pair_rounds(fabric)
+    assert [r.kind for r in rounds] == ['all-nodes'] * 3
+    pairs = [frozenset(p) for r in rounds for p in r.pairs]
+    assert len(pairs) == len(set(pairs)) == 15
+    assert fabric.components('c1', 'c2') == ['node c1', 'node c2']
+    assert fp.NO_TOPOLOGY == 'no topology: localised to node'
+
+
+def test_confirmation_pairs_a_suspect_with_good_nodes_on_its_leaf_and_another():
+    fabric = fp.fat_tree(64)
+    suspect = fabric.leaves['leaf001'][3]
+    good = [n for n in fabric.nodes if n != suspect]
+    rounds = fp.confirmation_pairs([f'cable {suspect}:mlx5_0/1 up'], fabric, good)
+    partners = [b for r in rounds for a, b in r if a == suspect]
+    assert len(partners) == 2
+    assert {fabric.leaf_of(p) == 'leaf001' for p in partners} == {True, False}
+    link = fp.confirmation_pairs(['uplink leaf002>spine5'], fabric, fabric.nodes)
+    crossing = [(s, d) for r in link for s, d in fp.flows_of(r)
+                if 'uplink leaf002>spine5' in fabric.components(s, d)]
+    assert len(crossing) == 2

@@ -1,0 +1,54 @@
+"""ibrepro.fleet_simulate and `ibrepro fleet simulate`: small seeded runs, the JSON's keys, the fault model."""
+
+import json
+import random
+
+from ibrepro import fleet_plan as fp, fleet_simulate as fs
+from ibrepro.cli import main
+
+KEYS = {'named_exactly', 'wrong_per_night', 'wrong_per_night_upper95', 'rounds', 'jobs', 'fault_free_alarm_nights'}
+
+
+def test_the_cli_writes_the_three_harnesses_scores(tmp_path, capsys):
+    out = tmp_path / 'out.json'
+    assert main(['fleet', 'simulate', '--nodes', '48', '--nights', '12', '--fault-free-nights', '4',
+                 '--fault', 'random:10%', '--seed', '2', '--json', str(out)]) == 0
+    result = json.loads(out.read_text())
+    for name in ('ibrepro', 'clusterkit', 'linktest'):
+        assert KEYS <= set(result[name]), name
+    assert result['simulation']['noise_cv_source'].startswith('modelled')
+    assert result['ibrepro']['named_exactly'] >= 0.9 and result['ibrepro']['fault_free_alarm_nights'] == 0
+    assert result['clusterkit']['rounds'] == 47 and result['ibrepro']['rounds'] <= 5
+    assert 'simulated (not measured)' in capsys.readouterr().out
+
+
+def test_runs_are_deterministic_for_a_seed():
+    a = fs.run(fs.Model(32, 0.01), 6, 0.1, seed=5, fault_free_nights=2)
+    b = fs.run(fs.Model(32, 0.01), 6, 0.1, seed=5, fault_free_nights=2)
+    assert a == b
+
+
+def test_link_faults_cannot_be_named_exactly_by_the_node_only_baselines():
+    fabric = fp.fat_tree(64)
+    fault = fs.Fault('leaf uplink', 'uplink leaf001>spine3', ('leaf001>spine3',), 0.10)
+    import numpy as np
+    out = fs.clusterkit_night(fabric, fs.Model(64, 0.01), fault, np.random.default_rng(0))
+    assert fs._score(fault, out['named'])[0] is False
+
+
+def test_a_degraded_link_slows_exactly_the_flows_that_cross_it():
+    fabric = fp.fat_tree(32)
+    model = fs.Model(32, noise_cv=1e-9)
+    fault = fs.Fault('leaf uplink', 'uplink leaf000>spine4', ('leaf000>spine4',), 0.25)
+    r = fp.pair_rounds(fabric)[1]
+    for f in fs.simulate_flows(fabric, r.pairs, model, fault, random.Random(0)):
+        crosses = 'leaf000>spine4' in fabric.directed_links(f['src'], f['dst'])
+        assert abs(f['bw'] - model.link_capacity * (0.75 if crosses else 1.0)) < 1e-3
+
+
+def test_the_stored_reports_hold_no_repeated_bandwidth_so_the_default_is_modelled():
+    assert fs.stored_noise_cv(fs.default_report_paths()) == (None, 0)
+    assert fs.parse_fault('random:25%') == 0.25
+    assert fs.poisson_upper(0, 100) < fs.poisson_upper(1, 100)
+    assert abs(fs.poisson_upper(0, 1) - 3.689) < 1e-3            # Garwood: chi2(0.975, 2) / 2
+    assert 4000 / 200 < fs.poisson_upper(4000, 200) < 4300 / 200  # large counts: above the rate, not underflowed
