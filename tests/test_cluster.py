@@ -343,6 +343,30 @@ def test_nightly_run_store_compare_report(tmp_path):
     assert 'no session of nightly night3 is stored' in missing.stderr
 
 
+def test_fleet_verdict_drains_the_named_node_only_with_apply(tmp_path):
+    sweep = tmp_path / 'sweep.json'
+    sweep.write_text(json.dumps({'nodes': 2, 'skipped': [], 'faults': [
+        {'component': 'node2:mlx5_0/1', 'fault': 'port width', 'evidence': 'a fault written by this test'}]}))
+    cmd = [sys.executable, '-m', 'ibrepro.cli', 'fleet', 'verdict', '--sweep', str(sweep), '--night', 'drain-test',
+           '--out', str(tmp_path / 'verdict.txt')]
+    printed = subprocess.run(cmd, env=_slurm_env(), capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert printed.returncode == 1, printed.stdout + printed.stderr
+    assert 'to drain: scontrol update NodeName=node2 State=DRAIN' in printed.stdout
+    assert _node_state('node2') == 'idle'          # printed, not applied
+    try:
+        applied = subprocess.run([*cmd, '--apply'], env=_slurm_env(), capture_output=True, text=True, timeout=60,
+                                 cwd=REPO)
+        assert applied.returncode == 1, applied.stdout + applied.stderr
+        assert _wait_node_state('node2', 'drain', timeout=30).startswith('drain')
+        reason = subprocess.run(['sinfo', '-h', '-n', 'node2', '-o', '%E'], capture_output=True, text=True,
+                                env=_slurm_env()).stdout
+        assert 'ibrepro fleet: node2:mlx5_0/1: port width' in reason, reason
+        assert _node_state('node1') == 'idle'
+    finally:
+        subprocess.run(['scontrol', 'update', 'NodeName=node2', 'State=RESUME'], env=_slurm_env(), timeout=60)
+    assert _wait_node_state('node2', 'idle', timeout=30) == 'idle'
+
+
 def test_second_up_refuses_and_leaves_the_cluster_running():
     # up.sh clears the leftovers of a killed run, but must never touch a cluster that is alive
     proc = subprocess.run([CLUSTER_SCRIPTS / 'up.sh'], capture_output=True, text=True, timeout=60)

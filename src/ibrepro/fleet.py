@@ -173,8 +173,19 @@ def add_cli(subparsers):
     judge_.add_argument('files', nargs='+', help='files holding one JSON line per node')
     judge_.add_argument('--expected', metavar='JSON', default='{}',
                         help="the partition's expectations: rdma_devices, ib_ports, expected_port, hca_numa_node")
+    judge_.add_argument('--json', metavar='OUT', help='write the result here (what `fleet verdict` reads)')
     judge_.set_defaults(func=_cli_sweep)
     _add_pair_round_cli(sub)
+    verdict = sub.add_parser('verdict', help="the night's verdict file (for the NHC check) and drain list, from a "
+                                             "sweep's and an analysis's JSON")
+    verdict.add_argument('--sweep', metavar='JSON', help='`ibrepro fleet sweep --json` output')
+    verdict.add_argument('--analysis', metavar='JSON', help='`ibrepro fleet analyse --json` output')
+    verdict.add_argument('--night', default='', help="the night's id (written into the file)")
+    verdict.add_argument('--out', metavar='FILE', required=True,
+                         help='the verdict file scripts/nhc/ibrepro_fleet.nhc reads (written atomically)')
+    verdict.add_argument('--apply', action='store_true', help='drain the bad nodes (scontrol update ... DRAIN); '
+                                                              'without it the commands are only printed')
+    verdict.set_defaults(func=_cli_verdict)
 
 
 def node_line(sysfs=ibtopology.SYSFS):
@@ -234,7 +245,41 @@ def _cli_sweep(args):
     for line in result['skipped']:
         print(f'not judged: {line}')
     print(f"{result['nodes']} node(s), {len(result['faults'])} fault(s)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1) + '\n')
     return 1 if result['faults'] or problems else 0
+
+
+def _cli_verdict(args):
+    from . import fleet_drain
+    if not (args.sweep or args.analysis):
+        print('ibrepro fleet verdict: give --sweep and/or --analysis (nothing to judge)', file=sys.stderr)
+        return 2
+    try:
+        inputs = [json.loads(Path(p).read_text()) if p else None for p in (args.sweep, args.analysis)]
+        if not all(x is None or isinstance(x, dict) for x in inputs):
+            raise ValueError('not a JSON object')
+        bad, links = fleet_drain.findings(*inputs)
+    except (OSError, ValueError) as err:      # VerdictError is a ValueError: a node name that is no host name
+        print(f'ibrepro fleet verdict: {err}', file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    partial = out.with_name(out.name + '.partial')
+    partial.write_text(fleet_drain.verdict_text(bad, links, args.night))
+    partial.replace(out)       # a node reading the file sees the old verdict or the new one, never half of one
+    print(f'{out}: {len(bad)} bad node(s), {len(links)} switch link(s)')
+    for component, why in links:
+        print(f'switch link (drains no node): {why}')
+    commands = fleet_drain.drain_commands(bad)
+    for argv in commands:
+        print(('draining: ' if args.apply else 'to drain: ') + fleet_drain.printable(argv))
+    failed = 0
+    if args.apply:
+        for argv, status, err in fleet_drain.apply(commands):
+            if status:
+                failed += 1
+                print(f'ibrepro fleet verdict: {fleet_drain.printable(argv)}: exit {status}: {err}', file=sys.stderr)
+    return 2 if failed else (1 if bad or links else 0)
 
 
 # -- pair rounds: analyse and simulate (ibrepro.fleet_plan, fleet_localise, fleet_simulate) -----------------

@@ -1,0 +1,100 @@
+"""What a fleet night does to nodes: the verdict file a Slurm HealthCheckProgram reads, and the drain list.
+
+A night's findings come from the state sweep (``ibrepro fleet sweep --json``: faults whose component starts with
+``<host>:``) and from the localiser (``ibrepro fleet analyse --json``: the named components). A finding that belongs
+to a node (the node, its HCA port, its PCIe link, its host cable) marks that node bad; a switch link (a leaf uplink
+or downlink, a leaf-spine cable) belongs to no node: it is listed for the fabric's admins and drains nothing.
+
+The verdict file is one line per finding, read on every node by ``scripts/nhc/ibrepro_fleet.nhc`` (an LBNL NHC
+check: a grep of a small local or shared file, well inside HealthCheckProgram's 60 s)::
+
+    # ibrepro fleet verdict v1 night=<id> written=<unix time>
+    bad <node> <reason>
+    link <component> <reason>
+
+Node names and reasons come from data (sweep lines, flow records): a node name that is not a plain host name is
+refused; a reason keeps plain characters only (no quote, ``$``, backquote or backslash: NHC's ``die`` evals its
+message inside single quotes) on one line. The drain list is printed as ``scontrol``
+commands (shell-quoted); ``--apply`` runs them (argv, no shell), only when asked.
+"""
+
+import re
+import shlex
+import subprocess
+import time
+
+#: A plain host name (what Slurm's NodeName and NHC's $HOSTNAME are).
+_HOST = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,252}')
+#: The localiser's components that belong to one node: ``<kind> <host>`` or ``<kind> <host>:<rail> ...``.
+_NODE_KINDS = ('node', 'port', 'cable')
+VERSION = 'v1'
+REASON_CHARS = 200
+
+
+class VerdictError(ValueError):
+    """A finding that cannot be attributed (a node name that is not a host name)."""
+
+
+def _reason(text):
+    """One line of plain characters: NHC's die() evals its message inside single quotes, and Slurm shows it."""
+    text = re.sub(r'[^A-Za-z0-9 _.,:;/%+=()<>@#-]', '_', ' '.join(str(text).split()))
+    return text[:REASON_CHARS] or '(no reason given)'
+
+
+def _host(name):
+    if not _HOST.fullmatch(name or ''):
+        raise VerdictError(f'{name!r:.60} is not a host name')
+    return name
+
+
+def findings(sweep=None, analysis=None):
+    """``(bad nodes {node: [reasons]}, switch links [(component, reason)])`` from a sweep's JSON result and a
+    localiser's JSON result (either may be None)."""
+    bad, links = {}, []
+    for fault in (sweep or {}).get('faults', []):
+        host = _host(str(fault.get('component', '')).split(':', 1)[0])
+        bad.setdefault(host, []).append(_reason(f"{fault.get('component')}: {fault.get('fault')} "
+                                                f"({fault.get('evidence')})"))
+    for named in (analysis or {}).get('named', []):
+        members = named.get('members') or [named.get('name', '')]
+        effect = named.get('effect')
+        why = _reason(f"{named.get('name')}: bandwidth {effect:+.1%} over {len(named.get('flows') or [])} flow(s)"
+                      if isinstance(effect, (int, float)) else named.get('name'))
+        hosts = {_host(m.split(' ', 1)[1].split(':', 1)[0]) for m in members
+                 if m.split(' ', 1)[0] in _NODE_KINDS and ' ' in m}
+        for host in sorted(hosts):
+            bad.setdefault(host, []).append(why)
+        if not hosts:
+            links.append((_reason(named.get('name')), why))
+    return bad, links
+
+
+def verdict_text(bad, links, night='', now=None):
+    """The verdict file's text."""
+    night = re.sub(r'[^A-Za-z0-9_.:-]', '_', str(night))[:64] or '-'
+    lines = [f'# ibrepro fleet verdict {VERSION} night={night} written={int(now if now is not None else time.time())}']
+    lines += [f'bad {host} {"; ".join(reasons)[:REASON_CHARS * 2]}' for host, reasons in sorted(bad.items())]
+    lines += [f'link {component.replace(" ", "_")} {why}' for component, why in links]
+    return '\n'.join(lines) + '\n'
+
+
+def drain_commands(bad):
+    """One ``scontrol update ... State=DRAIN`` argv per bad node."""
+    return [['scontrol', 'update', f'NodeName={host}', 'State=DRAIN',
+             f'Reason=ibrepro fleet: {_reason(reasons[0])[:100]}'] for host, reasons in sorted(bad.items())]
+
+
+def printable(argv):
+    return ' '.join(shlex.quote(a) for a in argv)
+
+
+def apply(commands):
+    """Run the drain commands; ``[(argv, exit status, stderr)]``."""
+    done = []
+    for argv in commands:
+        try:
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            done.append((argv, proc.returncode, proc.stderr.strip()))
+        except (OSError, subprocess.TimeoutExpired) as err:
+            done.append((argv, 127, str(err)))
+    return done
