@@ -108,3 +108,43 @@ def test_the_sweep_runs_as_a_reframe_case_and_fails_naming_the_degraded_link(ref
         assert re.search(r'1 fault\(s\) on 1 node\(s\): \S+:pcie:0000:3b:00\.0-0000:3a:00\.0: PCIe link degraded '
                          r'\(trained to 16 GT/s x8; both ends can 16 GT/s x16 \(mlx5_0\)\)', case['fail_reason'])
         assert case['fleet_faults'][0]['fault'] == 'PCIe link degraded'
+
+
+def test_every_state_fault_of_the_fixture_set_is_named_and_the_legal_cap_and_mlx4_are_not(tmp_path):
+    """Issue 28 item 6b, one tree per fault, each judged alone: exactly the fault is named, on its component."""
+    def judged(name, topo, expected=EXPECTED):
+        faults, skipped = fleet.judge(name, topo, expected)
+        return [(f['component'], f['fault']) for f in faults], skipped
+
+    def behind_switch(root, uplink_width):
+        # root port, the switch's upstream port (its uplink trained to ``uplink_width``), downstream port, card
+        fn = pcie_chain(root, [('0000:3a:00.0', 16.0, 16, 16.0, 16), ('0000:3b:00.0', 16.0, uplink_width, 16.0, 16),
+                               ('0000:3c:00.0', 16.0, 16, 16.0, 16), ('0000:3d:00.0', 16.0, 16, 16.0, 16)])
+        dev = ib_device(root, 'mlx5_0', {1: (*ACTIVE, HDR, 'InfiniBand')}, function=fn)
+        for name in ('symbol_error', 'link_downed'):
+            write(dev / 'ports' / '1' / 'counters' / name, '0')
+        return topology.read_sysfs(root)
+
+    ndr = {**EXPECTED, 'expected_port': {'width': 4, 'speed': 'NDR'}}
+    assert judged('a', node(tmp_path / 'a', state=DOWN))[0] == [('a:mlx5_0/1', 'port not active')]
+    assert judged('b', node(tmp_path / 'b', rate='100 Gb/sec (2X HDR)'))[0] == [('b:mlx5_0/1', 'port width')]
+    assert judged('c', node(tmp_path / 'c'), ndr)[0] == [('c:mlx5_0/1', 'port speed')]          # NDR -> HDR
+    assert judged('d', node(tmp_path / 'd', width=8))[0] == [('d:pcie:0000:3b:00.0-0000:3a:00.0', 'PCIe link degraded')]
+    assert judged('e', behind_switch(tmp_path / 'e', 8))[0] == [('e:pcie:0000:3b:00.0-0000:3a:00.0',
+                                                                 'PCIe link degraded')]   # the switch's uplink
+    assert judged('e2', behind_switch(tmp_path / 'e2', 16)) == ([], [])
+    assert judged('f', node(tmp_path / 'f', numa=1))[0] == [('f:mlx5_0', 'HCA NUMA node')]
+    states = {f'g{i}': node(tmp_path / f'g{i}') for i in range(3)}
+    states['g3'] = node(tmp_path / 'g3', fw='20.31.1014')
+    assert [(f['component'], f['fault']) for f in fleet.sweep(states, EXPECTED)['faults']] == [
+        ('g3:mlx5_0', 'firmware differs from the fleet')]
+    assert [f['fault'] for f in fleet.counter_faults('h', node(tmp_path / 'h1'), node(
+        tmp_path / 'h2', counters={'symbol_error': 9, 'link_downed': 0}))] == ['error counters rose']
+    # not faults: an NDR card capped by its Gen4 slot (test above), and an mlx4 adapter without the files
+    fn = pcie_chain(tmp_path / 'cap', [('0000:3a:00.0', 16.0, 16, 16.0, 16), ('0000:3b:00.0', 16.0, 16, 32.0, 16)])
+    ib_device(tmp_path / 'cap', 'mlx5_0', {1: (*ACTIVE, '400 Gb/sec (4X NDR)', 'InfiniBand')}, function=fn)
+    assert judged('cap', topology.read_sysfs(tmp_path / 'cap'), {'rdma_devices': ['mlx5_0']})[0] == []
+    ib_device(tmp_path / 'm4', 'mlx4_0', {p: (*ACTIVE, '40 Gb/sec (4X QDR)', 'InfiniBand') for p in (1, 2)})
+    faults, skipped = judged('m4', topology.read_sysfs(tmp_path / 'm4'),
+                             {'rdma_devices': ['mlx4_0'], 'ib_ports': 2, 'expected_port': {'width': 4, 'speed': 'QDR'}})
+    assert faults == [] and 'm4:mlx4_0: no PCI function: PCIe path and NUMA node not judged' in skipped

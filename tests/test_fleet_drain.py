@@ -12,9 +12,8 @@ import time
 import pytest
 
 from conftest import ROOT
-from ibrepro import fleet, fleet_drain, fleet_localise as fl
+from ibrepro import fleet, fleet_drain, fleet_localise as fl, fleet_plan as fp
 from test_fleet_localise import night
-from ibrepro import fleet_plan as fp
 
 NHC_CHECK = ROOT / 'scripts' / 'nhc' / 'ibrepro_fleet.nhc'
 
@@ -70,13 +69,14 @@ def test_the_cli_writes_the_verdict_the_nhc_check_reads(tmp_path):
     assert proc.returncode == 1, proc.stdout + proc.stderr           # bad nodes: the night is not clean
     assert "to drain: scontrol update NodeName=n0005 State=DRAIN 'Reason=ibrepro fleet: cable" in proc.stdout
     text = out.read_text()
-    assert text.startswith('# ibrepro fleet verdict v1 night=42 written=') and '\nbad n0009 n0009:mlx5_0/1: port' in text
+    assert text.startswith('# ibrepro fleet verdict v1 night=42 written=')
+    assert '\nbad n0009 n0009:mlx5_0/1: port' in text
     assert not (tmp_path / 'verdict.txt.partial').exists()
 
     assert _nhc(out, 'n0005', '3600').splitlines()[0].startswith('DIE 1 ibrepro fleet: cable n0005:mlx5_0/1 up')
     assert 'DIE 1 ibrepro fleet: n0009:mlx5_0/1: port width' in _nhc(out, 'n0009')
     assert _nhc(out, 'n0001').strip() == 'status 0'                  # a node nobody named passes
-    assert _nhc(out, 'n000') .strip() == 'status 0'                  # names match whole, never as a pattern
+    assert _nhc(out, 'n000').strip() == 'status 0'                   # names match whole, never as a pattern
 
 
 def test_the_nhc_check_judges_nothing_from_a_stale_missing_or_foreign_file(tmp_path):
