@@ -5,6 +5,7 @@ malformed file. NHC itself is not on this machine: the check runs in bash beside
 NHC's contract (``die <status> <message>``; scripts/common.nhc)."""
 
 import json
+import shlex
 import subprocess
 import sys
 import time
@@ -51,11 +52,11 @@ def test_hostile_names_are_refused_and_reasons_kept_plain():
 
 
 def _nhc(verdict, host, *args):
-    script = (f'source {NHC_CHECK}\n'
+    script = (f'source {shlex.quote(str(NHC_CHECK))}\n'
               'function die() { echo "DIE $1 $2"; return 0; }\n'
               'function log() { echo "LOG $*"; }\n'
               f'HOSTNAME={host}.cluster; HOSTNAME_S={host}\n'
-              f'check_ibrepro_fleet {verdict} {" ".join(args)}; echo "status $?"\n')
+              f'check_ibrepro_fleet {shlex.quote(str(verdict))} {" ".join(args)}; echo "status $?"\n')
     return subprocess.run(['bash', '-c', script], capture_output=True, text=True, timeout=60).stdout
 
 
