@@ -28,7 +28,8 @@ from pathlib import Path
 
 from . import topology as ibtopology
 
-_HOST = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,252}')
+#: A plain host name (what Slurm's NodeName and NHC's $HOSTNAME are): sweep lines and verdicts accept no other.
+HOST_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,252}')
 
 
 def _fault(component, what, evidence):
@@ -206,7 +207,7 @@ def read_lines(texts):
                 problems.append(f'{where}:{number}: not JSON ({err})')
                 continue
             host, topo = record.get('host'), record.get('topology')
-            if not (isinstance(host, str) and _HOST.fullmatch(host) and isinstance(topo, dict)):
+            if not (isinstance(host, str) and HOST_NAME.fullmatch(host) and isinstance(topo, dict)):
                 problems.append(f'{where}:{number}: no host name and topology')
             elif host in states:
                 problems.append(f'{where}:{number}: host {host} twice (one task per node expected)')

@@ -23,8 +23,8 @@ import shlex
 import subprocess
 import time
 
-#: A plain host name (what Slurm's NodeName and NHC's $HOSTNAME are).
-_HOST = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,252}')
+from .fleet import HOST_NAME
+
 #: The localiser's components that belong to one node: ``<kind> <host>`` or ``<kind> <host>:<rail> ...``.
 _NODE_KINDS = ('node', 'port', 'cable')
 VERSION = 'v1'
@@ -42,7 +42,7 @@ def _reason(text):
 
 
 def _host(name):
-    if not _HOST.fullmatch(name or ''):
+    if not HOST_NAME.fullmatch(name or ''):
         raise VerdictError(f'{name!r:.60} is not a host name')
     return name
 
