@@ -8,8 +8,11 @@ from conftest import needs_impi, output
 from ibrepro import results
 from ibrepro.rfm import inject
 
+#: IMB's own time limit per message size raised to 300 s (default 10): a busy wait preempted on a loaded machine
+#: made IMB give up at a size, and the case fail, where the injection had worked
 PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-p', 'impi',
-            '-S', 'IMBPointToPoint.message_sizes=8:64', '-S', 'IMBPointToPoint.iterations=2000']
+            '-S', 'IMBPointToPoint.message_sizes=8:64', '-S', 'IMBPointToPoint.iterations=2000',
+            '-S', 'IMBPointToPoint.time_per_sample=300']
 
 
 def test_settings_say_what_they_apply_and_refuse_what_cannot_work(tmp_path):
@@ -93,10 +96,15 @@ def test_an_injection_in_one_repetition_slows_that_repetition_only(reframe):
     assert any(line.startswith('case "$ibrepro_repetition" in 2) export IBREPRO_INJECT_US=50.0 ')
                for line in case['prerun_cmds'])
     reps = case['repetition_values']['lat_8']
-    assert reps[1] >= 50 * 0.9 and reps[1] > max(reps[0], reps[2]), reps
-    assert values['lat_8'] == pytest.approx(sorted(reps)[1]) and values['lat_8'] < reps[1]   # the median
+    # a busy wait of 50 us per call bounds the slowed repetition from below; how slow the clean ones are depends on
+    # the machine's load (on a loaded 2-core machine a clean PingPong can take longer), so they are not compared
+    assert reps[1] >= 50 * 0.9, reps
+    assert values['lat_8'] == pytest.approx(sorted(reps)[1])   # the median
     # the ranks of the clean repetitions report nothing slowed; the slowed one's ranks each slowed their calls
-    assert case['inject_added']['ranks'] == 6 and case['inject_added']['seconds'] >= 2000 * 50e-6
+    added = case['inject_added']
+    assert added['ranks'] == 6 and added['seconds'] >= 2000 * 50e-6
+    by_rank = added['calls_by_rank']
+    assert by_rank[:2] == [0, 0] and by_rank[4:] == [0, 0] and min(by_rank[2:4]) > 0, by_rank
 
 
 @needs_impi
