@@ -319,11 +319,9 @@ def _add_pair_round_cli(sub):
 
 
 def _load_topology(path):
-    from . import fleet_plan
-    text = Path(path).read_text()
-    if text.lstrip().startswith('{'):
-        return json.loads(text)
-    return fleet_plan.parse_topology_conf(text)
+    """(leaves, spines) of a topology.conf or JSON file (:func:`ibrepro.fleet_rounds.load_topology`)."""
+    from . import fleet_rounds
+    return fleet_rounds.load_topology(Path(path).read_text())
 
 
 def _cli_analyse(args):
@@ -333,10 +331,12 @@ def _cli_analyse(args):
         records = data.get('flows', []) if isinstance(data, dict) else data
         flows = fleet_localise.read_flows(records)
         if args.topology:
-            fabric = fleet_plan.fabric_from_leaves(_load_topology(args.topology))
+            fabric = fleet_plan.fabric_from_leaves(*_load_topology(args.topology))
+        elif isinstance(data, dict) and data.get('leaves'):     # a pair-round case's JSON carries its fabric
+            fabric = fleet_plan.fabric_from_leaves(data['leaves'], data.get('spines', 0))
         else:
             fabric = fleet_plan.no_topology(sorted({n for f in flows for n in (f['src'], f['dst'])}))
-        again = []
+        again = fleet_localise.read_flows(data.get('confirmation', [])) if isinstance(data, dict) else []
         if args.confirmation:
             again_data = json.loads(Path(args.confirmation).read_text())
             again = fleet_localise.read_flows(again_data.get('flows', []) if isinstance(again_data, dict)
