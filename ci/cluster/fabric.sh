@@ -36,8 +36,9 @@ router_namespaces() { for l in $(seq $LEAVES); do ns_leaf "$l"; done; for q in $
 
 # shape NS DEV RATE: one direction of a link (DEV's egress) through a token bucket of RATE
 shape() {
-  # burst: a few packets' worth above rate/HZ; latency bounds the queue (tbf drops beyond it, as a switch would)
-  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 32kb latency 100ms
+  # burst: a few packets' worth above rate/HZ. A short queue (5 ms): with 100 ms, a slowed link delayed the ACKs
+  # of the flows in the other direction that cross it, and those flows slowed by 30 % too (TCP is ACK-clocked)
+  ip netns exec "$1" tc qdisc replace dev "$2" root tbf rate "$3" burst 32kb latency 5ms
 }
 
 router_ns() {

@@ -50,6 +50,7 @@ fi
 # `slurm` scheduler can read exit codes), Debian's Open MPI (mpicc.openmpi, libpmix2 for srun --mpi=pmix).
 PACKAGES="slurmd slurmctld slurm-client munge slurmdbd mariadb-server mariadb-client
           openmpi-bin libopenmpi-dev iproute2"
+[ "$FABRIC" = fattree ] && PACKAGES="$PACKAGES iperf3"     # the pair rounds' TCP flows
 missing=$(for p in $PACKAGES; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"
 done)
