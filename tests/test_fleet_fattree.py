@@ -86,7 +86,7 @@ def night(name, tmp_path):
     fleet = Path(case['stagedir']) / 'fleet.json'
     assert fleet.exists(), f"no {fleet}: {case.get('fail_reason')}\n{done.stdout[-3000:]}"
     result = json.loads(fleet.read_text())
-    named = case['check_vars']['fleet_named']
+    named = case['fleet_named']        # the loggable variable, as the session stores it
     assert named == [s['name'] for s in result['result']['named']]
     assert (case['result'] == 'pass') == (not named), case.get('fail_reason')
     print(f"night {name}: {seconds:.0f} s; named {named}; suspects "

@@ -9,7 +9,7 @@ round, bandwidth) is the loggable variable ``fleet_flows`` of the stored session
 output directory is what ``ibrepro fleet analyse`` reads.
 
 Topology: ``IBREPRO_FLEET_TOPOLOGY`` names the Slurm ``topology.conf`` (or JSON ``{leaf: [nodes]}``) the cases are
-cut from; without it the check has no case. The rail's interface: ``-S fleet_netdev=<if>`` (default fab0).
+cut from; without it the check's one case is skipped saying so. The rail's interface: ``-S fleet_netdev=<if>`` (default fab0).
 
     IBREPRO_FLEET_TOPOLOGY=/etc/slurm/topology.conf reframe -c reframe-checks/system/fleet_pairs.py -r
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import parameter, run_before, sanity_function, variable
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
 from ibrepro import fleet_localise, fleet_rounds
@@ -43,7 +43,8 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
     descr = "the fleet's pair rounds of one Slurm job's node group: the slow component named (ibrepro fleet)"
     valid_systems = ['+fleet']
     valid_prog_environs = ['*']
-    job_index = parameter(range(len(_JOBS)))
+    #: the night's Slurm job (None: no topology given, the case is skipped saying so)
+    job_index = parameter(list(range(len(_JOBS))) or [None])
     num_tasks_per_node = 1
     exclusive_access = True
     executable = shlex.quote(sys.executable)
@@ -57,8 +58,15 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
     fleet_flows = variable(typ.List[dict], value=[], loggable=True)
     #: the confirmation round's flows
     fleet_confirmation = variable(typ.List[dict], value=[], loggable=True)
+    #: the fabric the flows were localised on: {leaves: {leaf: [nodes]}, spines: k}
+    fleet_fabric = variable(dict, value={}, loggable=True)
     #: the components named (confirmed suspects)
     fleet_named = variable(typ.List[str], value=[], loggable=True)
+
+    @run_after('setup')
+    def need_topology(self):
+        self.skip_if(self.job_index is None, 'no topology: IBREPRO_FLEET_TOPOLOGY names no Slurm topology.conf '
+                                             '(the pair rounds are cut by leaf)')
 
     @run_before('run')
     def write_plan(self):
@@ -73,7 +81,7 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
         self.job.time_limit = 60 + 12 * (len(plan['rounds']) + 1) * self.fleet_seconds
         self.executable_opts = ['-m', 'ibrepro.fleet_rounds', 'node', 'plan.json']
 
-    @run_before('run')
+    @run_after('setup')
     def once_per_partition(self):
         first = self.current_partition.environs[0].name
         self.skip_if(self.current_environ.name != first, f'run once per partition, in environment {first}')
@@ -84,6 +92,7 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
         plan = json.loads((Path(self.stagedir) / 'plan.json').read_text())
         failed = [f for f in flows + again if 'bw' not in f]
         self.fleet_flows, self.fleet_confirmation = flows, again
+        self.fleet_fabric = {'leaves': plan['leaves'], 'spines': plan['spines']}
         if failed:
             raise SanityError(f'{len(failed)} flow(s) measured nothing: ' + '; '.join(
                 f"round {f['round']} {f['host']}->{f['peer']}: {f.get('error')}" for f in failed[:4]))

@@ -165,6 +165,25 @@ def analyse(flows, fabric, confirmation=(), expected=None):
     return result
 
 
+def from_report(report):
+    """``{'flows', 'confirmation', 'leaves', 'spines'}`` of a ReFrame run report (``--report-file``, or a session
+    stored in the results database): every pair-round case's loggable ``fleet_flows``, ``fleet_confirmation`` and
+    ``fleet_fabric`` merged (the night's jobs share one fabric); None when the report has no such case."""
+    from . import results
+    out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0}
+    found = False
+    for case in results.testcases(report):
+        if not isinstance(case.get('fleet_flows'), list):
+            continue
+        found = True
+        out['flows'] += case['fleet_flows']
+        out['confirmation'] += case.get('fleet_confirmation') or []
+        fabric = case.get('fleet_fabric') or {}
+        out['leaves'] = out['leaves'] or fabric.get('leaves') or {}
+        out['spines'] = out['spines'] or int(fabric.get('spines') or 0)
+    return out if found else None
+
+
 def confirmation_plan(p, flows):
     """The confirmation round's pairs for the suspects of ``flows`` (known-good partners), or []."""
     fabric = fabric_of(p)
