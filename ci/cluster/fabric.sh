@@ -19,6 +19,7 @@
 # run alone it builds or removes only the fabric (the node namespaces are made when missing), so the network can
 # be tried without Slurm. Everything carries the cluster's prefix; `down` deletes only namespaces of that prefix.
 set -euo pipefail
+set -f              # LINK names are split into words below: no globbing of what a caller passed
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/common.sh"
 
