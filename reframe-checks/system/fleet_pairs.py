@@ -9,7 +9,8 @@ round, bandwidth) is the loggable variable ``fleet_flows`` of the stored session
 output directory is what ``ibrepro fleet analyse`` reads.
 
 Topology: ``IBREPRO_FLEET_TOPOLOGY`` names the Slurm ``topology.conf`` (or JSON ``{leaf: [nodes]}``) the cases are
-cut from; without it the check's one case is skipped saying so. The rail's interface: ``-S fleet_netdev=<if>`` (default fab0).
+cut from; without it the check's one case is skipped saying so. The rail's interface: the partition's extras
+``fleet_netdev`` or ``-S fleet_netdev=<if>`` (default fab0).
 
     IBREPRO_FLEET_TOPOLOGY=/etc/slurm/topology.conf reframe -c reframe-checks/system/fleet_pairs.py -r
 """
@@ -50,7 +51,7 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
     executable = shlex.quote(sys.executable)
     tags = {'system', 'fleet'}
 
-    #: the network interface of the rail the flows cross
+    #: the network interface of the rail the flows cross (the partition's extras ``fleet_netdev`` when it has one)
     fleet_netdev = variable(str, value='fab0')
     #: seconds per flow
     fleet_seconds = variable(int, value=fleet_rounds.SECONDS)
@@ -71,6 +72,7 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
     @run_before('run')
     def write_plan(self):
         job = _JOBS[self.job_index]
+        self.fleet_netdev = self.current_partition.extras.get('fleet_netdev', self.fleet_netdev)
         if not all(shlex.quote(n) == n for n in job['nodes']) or not \
                 shlex.quote(self.fleet_netdev) == self.fleet_netdev:
             raise SanityError(f'refusing node or interface names with shell syntax: {job["nodes"]}')
