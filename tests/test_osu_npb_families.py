@@ -16,15 +16,16 @@ from ibrepro.rfm.layout import parse_layout
 from ibrepro.rfm.npb import parse_case
 from ibrepro.rfm.osu import expected_sizes
 
-FAMILIES = ['reframe-checks/mpi/osu_pt2pt.py', 'reframe-checks/mpi/osu_multipair.py',
-            'reframe-checks/collectives/osu_collectives.py', 'reframe-checks/multirail/mvapich_multirail.py',
-            'reframe-checks/apps']
+FAMILIES = ['reframe-checks/mpi/pt2pt_collectives.py', 'reframe-checks/mpi/multipair.py',
+            'reframe-checks/mpi/mvapich2.py', 'reframe-checks/apps']
+#: The IMB families share the MPI-level file with the OSU ones (one file per section of the papers)
+NOT_HERE = '^(IMB|BenchIMB)'
 
 
 def families(runner, *args, **kwargs):
     """Run ``reframe`` over the families of this module only."""
     more = [arg for path in FAMILIES[1:] for arg in ('-c', path)]
-    return runner(*args, '--nocolor', *more, checks=FAMILIES[0], **kwargs)
+    return runner(*args, '--nocolor', '-x', NOT_HERE, *more, checks=FAMILIES[0], **kwargs)
 
 
 # family -> number of variants

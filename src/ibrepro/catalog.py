@@ -1,11 +1,14 @@
 """The experiments of the seed papers (reference-data/experiments.yaml), the checks that encode them, and the
 tags that name them.
 
-Each experiment (a row of the papers' checklist, identified by its number) lists the check families that
-encode it (``checks``: display-name prefixes such as ``PerftestLatency %operation=send``), or says it is out of
-scope and why (``status: out-of-scope``, ``reason``), and what the simulated testbeds cover (``simulated``:
+Each experiment (a row of the papers' checklist, identified by its number) is the papers' transcription: where,
+what, the status (or why it is out of scope: ``status: out-of-scope``, ``reason``), and what the simulated testbeds
+cover (``simulated``:
 modelled, partial or cannot-model, with the reason; :func:`cannot_model` skips those families on simulated
-partitions). ``ibrepro catalog`` prints the table and, for a system
+partitions). Which test cases reproduce it is written once, in the figure table of the check file of its section
+(reframe-checks/<level>/<section>.py), which tags each case ``exp<N>``; :func:`reproducing` reads it back from
+the cases' tags, for the catalog, the report and the nightly subset. ``ibrepro catalog`` prints the table and,
+for a system
 (its ReFrame configuration given explicitly with ``-C``), which families it can run:
 
 * a test variant whose hard requirements (``valid_systems`` / ``valid_prog_environs`` features: an RDMA port, the
@@ -72,17 +75,13 @@ def tags_for(exp_ids):
     return tags
 
 
-def _normal(name):
-    return re.sub(r'\s+', '', name)
-
-
 def cannot_model(check_name, exp_ids):
     """Why a check cannot run on a simulated testbed (a list; empty when it can): the ``simulated`` block of each
     experiment it reproduces, ``cannot-model`` for the whole row or ``cannot_model`` naming the check's family."""
     reasons = []
     for exp_id in exp_ids:
         sim = experiment(exp_id).get('simulated') or {}
-        named = any(_normal(check_name).startswith(_normal(c)) for c in sim.get('cannot_model') or ())
+        named = check_name.split()[0] in (sim.get('cannot_model') or ())
         if sim.get('status') == 'cannot-model' or named:
             reason = f'cannot be modelled (#{exp_id}): {sim.get("reason", "see reference-data/experiments.yaml")}'
             if reason not in reasons:
@@ -157,14 +156,55 @@ def load_system(config, system=None):
     return sysconf
 
 
-def variants(checks_dir=paths.CHECKS_DIR):
-    """[(family, display name, valid_systems, valid_prog_environs)] of every test variant, as its init hooks
-    left them (needs the runtime of :func:`load_system`)."""
+def _instances(checks_dir=paths.CHECKS_DIR):
+    """[(family, display name, valid_systems, valid_prog_environs, experiment ids)] of every test variant, as its
+    init hooks left them (needs a ReFrame runtime: :func:`load_system`)."""
     found = []
     for family, cls in check_classes(checks_dir).items():
         for i in range(cls.num_variants):
             test = cls(variant_num=i)
-            found.append((family, test.display_name, list(test.valid_systems), list(test.valid_prog_environs)))
+            exp_ids = sorted(int(t[3:]) for t in test.tags if re.fullmatch(r'exp\d+', t))
+            found.append((family, test.display_name, list(test.valid_systems), list(test.valid_prog_environs),
+                          exp_ids))
+    return found
+
+
+def variants(checks_dir=paths.CHECKS_DIR):
+    """[(family, display name, valid_systems, valid_prog_environs)] of every test variant, as its init hooks
+    left them (needs the runtime of :func:`load_system`)."""
+    return [v[:4] for v in _instances(checks_dir)]
+
+
+def _runtime():
+    """ReFrame's runtime of this process; the embedded default system's (configs/local.py) if there is none: a
+    case's tags do not depend on the system."""
+    import reframe.core.runtime as rt
+
+    if rt._runtime_context is None:
+        load_system(paths.CONFIGS_DIR / 'local.py')
+
+
+def reproducing(checks_dir=paths.CHECKS_DIR):
+    """{experiment id: [(item, {display name: family})]}: the test cases that reproduce each experiment, read from
+    their ``exp<N>`` tags (written once, in the figure table of the check file of the experiment's section).
+
+    An item is a family when every variant of it reproduces the experiment (``OSULatency``), else one case
+    (``NPB %case=is.B-4x1``): what the catalog and the report print."""
+    _runtime()
+    classes = check_classes(checks_dir)
+    by_exp = {}
+    for family, name, _, _, exp_ids in _instances(checks_dir):
+        for exp_id in exp_ids:
+            by_exp.setdefault(exp_id, {}).setdefault(family, {})[name] = family
+    found = {}
+    for exp_id, families in sorted(by_exp.items()):
+        items = []
+        for family, names in families.items():
+            if len(names) == classes[family].num_variants:
+                items.append((family, names))
+            else:
+                items += [(name, {name: family}) for name in names]
+        found[exp_id] = items
     return found
 
 
@@ -253,11 +293,11 @@ def _matches(spec, features, names):
     return True
 
 
-def system_view(config, system=None):
+def system_view(config, system=None, checks_dir=paths.CHECKS_DIR):
     """What ``config``'s system can run: {display name: reason it cannot (or '' if it can)}, and the system."""
     sysconf = load_system(config, system)
     verdicts = {}
-    for family, name, vsys, venv in variants():
+    for family, name, vsys, venv in variants(checks_dir):
         why = why_not_here(vsys, venv, sysconf)
         verdicts[name] = (family, why)
     return verdicts, sysconf
@@ -267,17 +307,18 @@ def rows(config=None, system=None):
     """The catalog: one dict per experiment with its checks and, given a config, what runs here."""
     cases = dry_run_cases(config, system) if config else []
     verdicts = system_view(config, system)[0] if config else {}
+    found = reproducing()
     table = []
     for exp in experiments().values():
+        items = found.get(exp['id'], [])
         entry = {'id': exp['id'], 'seeds': exp['seeds'], 'where': exp['where'],
                  'measures': exp['measures'], 'status': exp.get('status', 'missing'),
-                 'checks': exp.get('checks', []), 'tool': exp.get('tool', ''),
+                 'checks': [item for item, _ in items], 'tool': exp.get('tool', ''),
                  'reason': exp.get('reason', ''), 'simulated': exp.get('simulated') or {}}
         if config:
             runnable, reasons = [], []
-            for check in entry['checks']:
-                mine = [(name, where, why) for name, where, why in cases
-                        if _normal(name).startswith(_normal(check))]
+            for check, names in items:
+                mine = [(name, where, why) for name, where, why in cases if name in names]
                 ok = [c for c in mine if not c[2]]
                 if ok:
                     runnable.append(f'{check} ({len(ok)} case{"s" if len(ok) > 1 else ""})')
@@ -286,8 +327,7 @@ def rows(config=None, system=None):
                     reasons.append(f'{check}: skipped: {why[0]}' + (f' (and {len(why) - 1} other reasons)'
                                                                     if len(why) > 1 else ''))
                 else:
-                    whys = list(dict.fromkeys(w for n, v in verdicts.items() if _normal(n).startswith(_normal(check))
-                                              for w in v[1]))
+                    whys = list(dict.fromkeys(w for n, v in verdicts.items() if n in names for w in v[1]))
                     reasons.append(f'{check}: ' + ('; '.join(f'{why} (to enable: {how})' if how else why
                                                              for why, how in whys[:3]) if whys else 'no such check'))
             entry['runnable'] = runnable
@@ -353,26 +393,30 @@ def validate(checks_dir=paths.CHECKS_DIR, nightly=None):
     """Problems of the catalog: unknown statuses, checks that do not exist, families no row names, cases of the
     nightly subset (``nightly``: reference-data/nightly.yaml) that match no test case."""
     classes = check_classes(checks_dir)
-    problems, named = [], set()
+    found = reproducing(checks_dir)
+    problems = []
+    for exp_id in sorted(set(found) - set(experiments())):
+        problems.append(f'test cases name experiment {exp_id}, which the catalog lacks: '
+                        + ', '.join(item for item, _ in found[exp_id][:3]))
     for exp in experiments().values():
         status = exp.get('status')
+        families = {f for _, names in found.get(exp['id'], []) for f in names.values()}
         if status not in STATUSES:
             problems.append(f'experiment {exp["id"]}: status {status!r} not one of {STATUSES}')
         if status in ('out-of-scope', 'partial') and not exp.get('reason'):
             problems.append(f'experiment {exp["id"]}: {status} without a reason')
-        if status in ('encoded', 'partial') and not exp.get('checks'):
-            problems.append(f'experiment {exp["id"]}: {status} but names no checks')
-        for check in exp.get('checks', []):
-            named.add(check.split()[0])
-            if check.split()[0] not in classes:
-                problems.append(f'experiment {exp["id"]}: check {check!r} does not exist in {checks_dir}')
+        if status in ('encoded', 'partial') and not families:
+            problems.append(f'experiment {exp["id"]}: {status} but no check\'s figure table names it')
+        if status == 'out-of-scope' and families:
+            problems.append(f'experiment {exp["id"]}: out-of-scope but reproduced by {", ".join(sorted(families))}')
         sim = exp.get('simulated') or {}
         if status in ('encoded', 'partial') and not sim:
             problems.append(f'experiment {exp["id"]}: {status} but says nothing about the simulated testbeds '
                             '(simulated: status)')
         for check in sim.get('cannot_model') or ():
-            if not any(_normal(c).startswith(_normal(check)) for c in exp.get('checks', [])):
+            if check not in families:
                 problems.append(f'experiment {exp["id"]}: simulated.cannot_model {check!r} is none of its checks')
+    named = {f for items in found.values() for _, names in items for f in names.values()}
     for name in sorted(set(classes) - named - SYSTEM_CHECKS):
         problems.append(f'check family {name} encodes no experiment of the catalog')
     from .rfm import NightlyError, nightly_cases
