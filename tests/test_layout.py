@@ -3,7 +3,6 @@ history test, and one row of a section's figure table is a new case everywhere (
 report)."""
 
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -11,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT, ReFrameRunner, needs_impi, output
-from ibrepro import catalog, report, results, stats
+from ibrepro import report, results, stats
 
 #: Four real sessions stored at commit 108c3e3, before the check files moved (tests/fixtures/MANIFEST.md): IMB
 #: PingPong (then reframe-checks/mpi/imb_pt2pt.py), BenchIMB (mpi/bench_imb.py) and BiDirectionalLatency

@@ -23,7 +23,6 @@ for a system
 import functools
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -157,15 +156,14 @@ def load_system(config, system=None):
 
 
 def _instances(checks_dir=paths.CHECKS_DIR):
-    """[(family, display name, valid_systems, valid_prog_environs, experiment ids)] of every test variant, as its
-    init hooks left them (needs a ReFrame runtime: :func:`load_system`)."""
+    """[(family, display name, valid_systems, valid_prog_environs, tags, tool, nodes)] of every test variant, as its init
+    hooks left them (needs a ReFrame runtime: :func:`load_system`)."""
     found = []
     for family, cls in check_classes(checks_dir).items():
         for i in range(cls.num_variants):
             test = cls(variant_num=i)
-            exp_ids = sorted(int(t[3:]) for t in test.tags if re.fullmatch(r'exp\d+', t))
             found.append((family, test.display_name, list(test.valid_systems), list(test.valid_prog_environs),
-                          exp_ids))
+                          frozenset(test.tags), getattr(test, 'tool', ''), getattr(test, 'num_nodes', None) or 1))
     return found
 
 
@@ -184,28 +182,51 @@ def _runtime():
         load_system(paths.CONFIGS_DIR / 'local.py')
 
 
+@functools.lru_cache(maxsize=None)
+def _tagged(checks_dir):
+    _runtime()
+    return [(family, name, tags, tool, nodes) for family, name, _, _, tags, tool, nodes in _instances(checks_dir)]
+
+
+def reproduces(tags, what):
+    """Whether a test case with ``tags`` reproduces ``what``: an experiment (its id) or a figure tag
+    (``s000-fig12``). The one reading of the paper-to-case mapping, which is written once, in the figure table of
+    the check file of the experiment's section (its families tag each case ``exp<N>`` and ``s<seed>-<figure>``)."""
+    return (f'exp{what}' if isinstance(what, int) else what) in tags
+
+
 def reproducing(checks_dir=paths.CHECKS_DIR):
-    """{experiment id: [(item, {display name: family})]}: the test cases that reproduce each experiment, read from
-    their ``exp<N>`` tags (written once, in the figure table of the check file of the experiment's section).
+    """{experiment id: [(item, {display name: family})]}: the test cases that reproduce each experiment.
 
     An item is a family when every variant of it reproduces the experiment (``OSULatency``), else one case
     (``NPB %case=is.B-4x1``): what the catalog and the report print."""
-    _runtime()
     classes = check_classes(checks_dir)
-    by_exp = {}
-    for family, name, _, _, exp_ids in _instances(checks_dir):
-        for exp_id in exp_ids:
-            by_exp.setdefault(exp_id, {}).setdefault(family, {})[name] = family
+    cases = _tagged(str(checks_dir))
     found = {}
-    for exp_id, families in sorted(by_exp.items()):
-        items = []
-        for family, names in families.items():
-            if len(names) == classes[family].num_variants:
-                items.append((family, names))
-            else:
-                items += [(name, {name: family}) for name in names]
-        found[exp_id] = items
+    for exp_id in sorted({int(t[3:]) for _, _, tags, *_ in cases for t in tags if re.fullmatch(r'exp\d+', t)}):
+        families = {}
+        for family, name, tags, *_ in cases:
+            if reproduces(tags, exp_id):
+                families.setdefault(family, {})[name] = family
+        found[exp_id] = [item for family, names in families.items()
+                         for item in ([(family, names)] if len(names) == classes[family].num_variants
+                                      else [(name, {name: family}) for name in names])]
     return found
+
+
+#: Which tool measures a quantity first where several reproduce it: ours (built everywhere), IMB, OSU, the rest.
+TOOL_PREFERENCE = ('bench', 'imb', 'osu')
+
+
+def reproducing_figure(figure, inter_node=None, checks_dir=paths.CHECKS_DIR):
+    """Display names of the test cases that reproduce ``figure`` (``s000-fig12``), in :data:`TOOL_PREFERENCE` and,
+    among one tool's, the case more figures share first (the papers' common benchmark before a special one);
+    ``inter_node`` True or False: only the cases on several nodes, or on one."""
+    rank = {tool: i for i, tool in enumerate(TOOL_PREFERENCE)}
+    mine = [(rank.get(tool, len(rank)), -sum(1 for t in tags if re.fullmatch(r's\d{3}-\w+', t)), i, name)
+            for i, (_, name, tags, tool, nodes) in enumerate(_tagged(str(checks_dir)))
+            if reproduces(tags, figure) and inter_node in (None, nodes > 1)]
+    return [name for *_, name in sorted(mine)]
 
 
 def _features(entity):
