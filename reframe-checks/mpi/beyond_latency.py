@@ -57,9 +57,7 @@ class BiDirectionalBandwidth(BenchMPI):
     program = 'ibrepro_bibw'
     experiments, figures = FIGURES['bibandwidth']
     report_metrics = ['bw', 'msgrate']
-
-    def program_options(self):
-        return ['-W', str(self.window)]
+    program_flags = {'-W': 'window'}
 
 
 @rfm.simple_test
@@ -76,9 +74,7 @@ class OverlapPotential(BenchMPI):
     program = 'ibrepro_overlap'
     experiments, figures = FIGURES['overlap']
     report_metrics = ['overlap', 'lat']
-
-    def program_options(self):
-        return ['-t', f'{self.tolerance:g}']
+    program_flags = {'-t': 'tolerance'}
 
 
 @rfm.simple_test
@@ -97,14 +93,12 @@ class BufferReuse(BenchMPI):
     max_memory = variable(int, value=1024)
 
     program = 'ibrepro_reuse'
+    program_flags = {'-M': 'mode', '-R': 'reuse', '--max-memory': 'max_memory'}
 
     @run_after('init')
     def describe(self):
         self.experiments, self.figures = FIGURES[f'reuse-{self.mode}']
         self.report_metrics = ['lat'] if self.mode == 'lat' else ['bw']
-
-    def program_options(self):
-        return ['-M', self.mode, '-R', str(self.reuse), '--max-memory', str(self.max_memory)]
 
 
 @rfm.simple_test

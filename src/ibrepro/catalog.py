@@ -31,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from . import paths
+from . import paths, vocabulary
 
 EXPERIMENTS_FILE = paths.REFERENCE_DATA / 'experiments.yaml'
 STATUSES = ('encoded', 'partial', 'out-of-scope')
@@ -108,28 +108,6 @@ def check_classes(checks_dir=paths.CHECKS_DIR):
 
 
 # -- runnable on a system -------------------------------------------------------------------------------
-
-#: What a missing feature means, and the one step that provides it (partition features, then environment ones).
-ENABLE = {
-    'rdma': ('no RDMA device', 'make softroce-test (emulated RDMA guests, root); on a cluster, a partition with '
-                               'feature ib or roce (docs/site-setup.md)'),
-    'nodes': ('needs {n} nodes (has {have})', 'a Slurm partition with that many nodes (docs/site-setup.md)'),
-    'cores': ('needs {n} cores/node (has {have})', 'a partition with that many cores per node'),
-    'dual-port': ('needs two rails per node', 'a partition with two connected rails: two ports or two HCAs '
-                                              '(feature dual-port)'),
-    'ib_ports': ('needs a dual-port HCA (perftest -O)', 'a partition of dual-port HCAs (extras ib_ports: 2)'),
-    'osu': ('no OSU Micro-Benchmarks', 'make spack SPACK_ENV=generic, or IBREPRO_PREFIXES=<your OSU install> '
-                                       '(README: bring your own benchmarks)'),
-    'npb': ('no NPB', 'make spack SPACK_ENV=generic, or IBREPRO_PREFIXES=<your NPB install> (README: bring your '
-                      'own benchmarks)'),
-    'imb': ('no IMB', 'make setup (Intel MPI + IMB wheel)'),
-    'perftest': ('no perftest', 'apt-get install perftest, or make spack SPACK_ENV=generic'),
-    'mvapich2': ('no MVAPICH2', 'make spack SPACK_ENV=ib-mvapich, or IBREPRO_MVAPICH2_PREFIX=<an MVAPICH2 2.3 '
-                                'install> on the soft-RoCE systems (docs/spack.md)'),
-    'ibrepro-bench': ('our MPI benchmarks not built', 'make setup'),
-    'ibrepro-rdma': ('our verbs benchmark not built', 'apt-get install libibverbs-dev librdmacm-dev, then make setup'),
-}
-
 
 def load_system(config, system=None):
     """ReFrame's runtime for ``config`` (given explicitly, never taken from stored data) and its selected system
@@ -262,16 +240,13 @@ def why_not_here(valid_systems, valid_prog_environs, sysconf):
 def _explain(token, part, sysconf):
     name = token.lstrip('+-%')
     key = name.split('=')[0]
-    if token in ('+ib', '+roce'):
+    if token in tuple(f'+{f}' for f in vocabulary.RDMA):
         key = 'rdma'
     m = re.fullmatch(r'(nodes|cores)(\d+)', name)
     if m:
         have = part['extras'].get('nodes' if m.group(1) == 'nodes' else 'cores_per_node', '?')
-        why, how = ENABLE[m.group(1)]
-        return why.format(n=m.group(2), have=have), how
-    if key in ENABLE:
-        return ENABLE[key]
-    return f'lacks feature {name!r}', ''
+        return vocabulary.missing(m.group(1), n=m.group(2), have=have)
+    return vocabulary.missing(key) or (f'lacks feature {name!r}', '')
 
 
 def dry_run_cases(config, system=None, checks_dir=paths.CHECKS_DIR):
