@@ -12,10 +12,10 @@ import pytest
 from conftest import ROOT, ReFrameRunner, needs_impi, output
 from ibrepro import report, results, stats
 
-#: Four real sessions stored at commit 108c3e3, before the check files moved (tests/fixtures/MANIFEST.md): IMB
+#: Four real sessions stored at commit 108c3e3, before the check files moved (tests/data/history-108c3e3/MANIFEST.md): IMB
 #: PingPong (then reframe-checks/mpi/imb_pt2pt.py), BenchIMB (mpi/bench_imb.py) and BiDirectionalLatency
 #: (mpi/ibrepro_mpi.py), over shared memory.
-HISTORY_DB = ROOT / 'tests/fixtures/history-108c3e3/results.db'
+HISTORY_DB = ROOT / 'tests/data/history-108c3e3/results.db'
 HISTORY_CASES = ['-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-n', 'BenchIMB%case=PingPong-1x2',
                  '-n', 'BiDirectionalLatency%layout=1x2', '-S', 'message_sizes=1:16', '-S', 'iterations=200',
                  '-S', 'IMBPointToPoint.time_per_sample=30']
