@@ -126,7 +126,7 @@ def test_the_inline_case_names_its_device_and_runs_roce_through_pmi2(tmp_path):
     runner = ReFrameRunner(tmp_path / 'home')
     env = {softroce.MVAPICH2_PREFIX: MV2_PREFIX, 'IBREPRO_SOFTROCE_CLUSTER_DIR': str(tmp_path / 'cluster')}
     proc = runner('--dry-run', '--system', 'softroce-slurm', '--nocolor', '-n', 'MVAPICH2Inline%benchmark=osu_latency',
-                  config='configs/softroce-slurm.py', checks='reframe-checks/multirail/mvapich_multirail.py',
+                  config='configs/softroce-slurm.py', checks='reframe-checks/mpi/mvapich2.py',
                   env=env)
     assert proc.returncode == 0, output(proc)
     (path,) = sorted(runner.home.glob('run-reports/*.json'))[-1:]

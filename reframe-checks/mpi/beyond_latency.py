@@ -12,6 +12,18 @@ from ibrepro.rfm.bench import BenchMPI
 
 LAYOUTS = ['2x1', '1x2']
 
+# The papers' figures: quantity -> (catalog rows, figures). Figs. 4-5 (rows 25-26) are drawn with the other tools
+# of bi-directional latency and bandwidth in pt2pt_collectives.py: here the rows only (the catalog tags the figure).
+FIGURES = {
+    'overhead': ([24], ['002-fig3']),
+    'bilatency': ([25], []),
+    'bibandwidth': ([26], []),
+    'overlap': ([27], ['002-fig6']),
+    'reuse-lat': ([28], ['002-fig7']),
+    'reuse-bw': ([28], ['002-fig8']),
+    'memory': ([31], ['002-fig13']),
+}
+
 
 @rfm.simple_test
 class HostOverhead(BenchMPI):
@@ -19,8 +31,7 @@ class HostOverhead(BenchMPI):
 
     layout = parameter(LAYOUTS, type=str)
     program = 'ibrepro_overhead'
-    experiments = [24]
-    figures = ['002-fig3']
+    experiments, figures = FIGURES['overhead']
     report_metrics = ['overhead', 'lat']
 
 
@@ -30,8 +41,7 @@ class BiDirectionalLatency(BenchMPI):
 
     layout = parameter(LAYOUTS, type=str)
     program = 'ibrepro_bilat'
-    experiments = [25]
-    figures = ['002-fig4']
+    experiments, figures = FIGURES['bilatency']
     report_metrics = ['lat']
 
 
@@ -45,12 +55,9 @@ class BiDirectionalBandwidth(BenchMPI):
     window = variable(int, value=16)
 
     program = 'ibrepro_bibw'
-    experiments = [26]
-    figures = ['002-fig5']
+    experiments, figures = FIGURES['bibandwidth']
     report_metrics = ['bw', 'msgrate']
-
-    def program_options(self):
-        return ['-W', str(self.window)]
+    program_flags = {'-W': 'window'}
 
 
 @rfm.simple_test
@@ -65,12 +72,9 @@ class OverlapPotential(BenchMPI):
     tolerance = variable(float, value=10.0)
 
     program = 'ibrepro_overlap'
-    experiments = [27]
-    figures = ['002-fig6']
+    experiments, figures = FIGURES['overlap']
     report_metrics = ['overlap', 'lat']
-
-    def program_options(self):
-        return ['-t', f'{self.tolerance:g}']
+    program_flags = {'-t': 'tolerance'}
 
 
 @rfm.simple_test
@@ -89,15 +93,12 @@ class BufferReuse(BenchMPI):
     max_memory = variable(int, value=1024)
 
     program = 'ibrepro_reuse'
-    experiments = [28]
+    program_flags = {'-M': 'mode', '-R': 'reuse', '--max-memory': 'max_memory'}
 
     @run_after('init')
     def describe(self):
-        self.figures = ['002-fig7'] if self.mode == 'lat' else ['002-fig8']
+        self.experiments, self.figures = FIGURES[f'reuse-{self.mode}']
         self.report_metrics = ['lat'] if self.mode == 'lat' else ['bw']
-
-    def program_options(self):
-        return ['-M', self.mode, '-R', str(self.reuse), '--max-memory', str(self.max_memory)]
 
 
 @rfm.simple_test
@@ -108,8 +109,7 @@ class MemoryUsage(BenchMPI):
     layout = parameter(['2x1', '4x1', '8x1', '1x1', '1x2', '1x4'], type=str)
     program = 'ibrepro_memory'
     table_benchmark = 'memory'
-    experiments = [31]
-    figures = ['002-fig13']
+    experiments, figures = FIGURES['memory']
     report_metrics = ['mem']
     allow_oversubscription = True      # memory, not time: four processes on two cores measure the same
     sweeps_sizes = False
