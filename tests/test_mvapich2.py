@@ -141,7 +141,8 @@ def test_the_ud_connection_manager_on_rxe_fails_naming_the_message_and_the_mtu(n
 
 
 OMB_TITLES = {'osu_latency': 'MPI Latency', 'osu_bw': 'MPI Bandwidth', 'osu_bibw': 'MPI Bi-Directional Bandwidth',
-              'osu_mbw_mr': 'MPI Multiple Bandwidth / Message Rate'}
+              'osu_mbw_mr': 'MPI Multiple Bandwidth / Message Rate', 'osu_alltoall': 'MPI All-to-All Personalized Exchange Latency',
+              'osu_bcast': 'MPI Broadcast Latency', 'osu_allgather': 'MPI Allgather Latency'}
 
 # the recorded cases (rfm_job.out/.err and the rail counters ReFrame kept): OMB program, rails that must have sent
 RECORDED = {
@@ -156,6 +157,12 @@ RECORDED = {
     'Inline-osu_latency': ('osu_latency', {'rxe0'}),
     'Inline-osu_bw': ('osu_bw', {'rxe0'}),
     'Inline-osu_bibw': ('osu_bibw', {'rxe0'}),
+    # 4x1 on four guests
+    'MultiRailCollective-osu_alltoall-ports1': ('osu_alltoall', {'rxe0'}),
+    'MultiRailCollective-osu_alltoall-ports2': ('osu_alltoall', {'rxe0', 'rxe1'}),
+    'MultiRailCollective-osu_bcast-ports1': ('osu_bcast', {'rxe0'}),
+    'MultiRailCollective-osu_allgather-ports1': ('osu_allgather', {'rxe0'}),
+    'MultiRailCollective-osu_allgather-ports2': ('osu_allgather', {'rxe0', 'rxe1'}),
 }
 
 
@@ -177,6 +184,14 @@ def test_recorded_rail_counters_show_the_rails_each_case_used(case):
     assert set(sent) == {'rxe0:1', 'rxe1:1'}
     assert {r.split(':')[0] for r, n in sent.items() if n} == rails_used
     assert rails.unexpected(sent, sorted(rails_used)) == ''
+
+
+def test_the_two_rail_bcast_that_left_rxe1_idle_is_named():
+    # the one recorded case that failed: osu_bcast 4x1 on rxe0:rxe1 sent nothing on rxe1 (4 KiB to 256 KiB)
+    sent = rails.traffic((RXE / 'MultiRailCollective-osu_bcast-ports2.rails-before.txt').read_text(),
+                         (RXE / 'MultiRailCollective-osu_bcast-ports2.rails-after.txt').read_text())
+    assert sent['rxe0:1'] > 0 and sent['rxe1:1'] == 0
+    assert rails.unexpected(sent, ['rxe0', 'rxe1']) == 'rxe1 carried no packet'
 
 
 def test_a_case_whose_second_rail_stayed_idle_is_named():
