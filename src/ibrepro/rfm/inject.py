@@ -64,9 +64,8 @@ def settings(us, pct, sizes, library, family, launcher, stagedir):
 
 
 def added(stagedir):
-    """What the ranks really added: {'ranks': n, 'calls': slowed, 'seconds': total, 'calls_by_rank': slowed per
-    rank report, 'asked_seconds': what the
-    settings asked for, 'overshoot': added / asked - 1 (a busy wait preempted by another task runs long)}, or None
+    """What the ranks really added: {'ranks': n, 'calls': slowed, 'calls_by_rank': slowed per rank report,
+    'seconds': total, 'asked_seconds': what the settings asked for, 'overshoot': added / asked - 1 (a busy wait preempted by another task runs long)}, or None
     without a report."""
     try:
         with open(os.path.join(stagedir, REPORT_FILE)) as f:
@@ -75,11 +74,11 @@ def added(stagedir):
         return None
     if not found:
         return None
-    added = {'ranks': len(found), 'calls': sum(int(s) for _, s, _, _, _ in found),
-             'seconds': round(sum(float(t) for *_, t, _ in found), 6),
-             # in the order the ranks finished: repetitions run one after another, so ranks of repetition r
-             # come before those of r + 1 (what shows that a transient hit the repetitions it names only)
-             'calls_by_rank': [int(s) for _, s, _, _, _ in found]}
+    # in the order the ranks finished: repetitions run one after another, so ranks of repetition r come before
+    # those of r + 1 (what shows that a transient hit the repetitions it names only)
+    calls_by_rank = [int(s) for _, s, _, _, _ in found]
+    added = {'ranks': len(found), 'calls': sum(calls_by_rank), 'calls_by_rank': calls_by_rank,
+             'seconds': round(sum(float(t) for *_, t, _ in found), 6)}
     if all(asked for *_, asked in found):
         asked = sum(float(a) for *_, a in found)
         added['asked_seconds'] = round(asked, 6)
