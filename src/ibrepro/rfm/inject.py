@@ -65,8 +65,8 @@ def settings(us, pct, sizes, library, family, launcher, stagedir):
 
 def added(stagedir):
     """What the ranks really added: {'ranks': n, 'calls': slowed, 'calls_by_rank': slowed per rank report,
-    'seconds': total, 'asked_seconds': what the settings asked for, 'overshoot': added / asked - 1 (a busy wait preempted by another task runs long)}, or None
-    without a report."""
+    'seconds': total, 'asked_seconds': what the settings asked for, 'overshoot': added / asked - 1 (a busy wait
+    preempted by another task runs long)}, or None without a report."""
     try:
         with open(os.path.join(stagedir, REPORT_FILE)) as f:
             found = _ADDED.findall(f.read())
