@@ -17,14 +17,16 @@ This is the template docs/site-setup.md walks through. A site copies it and chan
   ``'mlx5_1'`` or ``'mlx4_0:2'``; default the first of ``rdma_devices``, port 1), ``hca_numa_node`` (the NUMA node of the HCA: ranks and perftest
   sides are bound near it), ``python`` (the interpreter, Python >= 3.6, that runs the stdlib-only pair runner on
   compute nodes);
-  features ``ib`` (or ``roce``) and ``dual-port`` (two connected rails per node).
+  features ``ib`` (or ``roce``) and ``dual-port`` (two connected rails per node); ``fleet`` (the fleet's pair-round
+  check, cut by the Slurm topology.conf that ``IBREPRO_FLEET_TOPOLOGY`` names; docs/fleet.md) with ``fleet_netdev``
+  (the interface its TCP flows cross: IPoIB ``ib0``).
 * per environment (:func:`ibrepro.rfmconfig.site_environment`): the install prefix (a Spack view from
   ``make spack``, or any prefix: its ``bin/`` and OSU's ``libexec/osu-micro-benchmarks/mpi/...`` directories, OMB 5
   and 7 layouts, go on PATH) and/or ``modules`` (with ``modules_system: 'lmod'`` or ``'tmod4'``), the MPI family
   (how ranks are bound), the tools it has, and ``slurm_mpi_type`` (``srun --mpi``).
 
 Every feature declared here is read by something: ``mpi`` (the MPI families), ``ib``/``roce`` (the verbs families),
-``dual-port`` (two-port families), ``nodes<N>``/``cores<P>`` (layouts); environments: the MPI family and the tools.
+``dual-port`` (two-port families), ``fleet`` (the pair rounds), ``nodes<N>``/``cores<P>`` (layouts); environments: the MPI family and the tools.
 
 Partitions: ``hdr``, a site's partition of today, and nothing else: every partition of a site's configuration is
 run every night. The papers' testbeds are in configs/testbeds.py (a dry-run target, judged against the papers' own
@@ -62,7 +64,8 @@ EXAMPLE_CLUSTER = {
         _partition('hdr', 'site template: 2x AMD EPYC 64 cores, 2x ConnectX-6 HDR 200 Gb/s (mlx5_0, mlx5_1) on '
                           'PCIe 4.0 x16, one leaf switch',
                    nodes=16, cores_per_node=128, rdma_devices=['mlx5_0', 'mlx5_1'], ib_ports=1,
-                   features=['dual-port'], hca_numa_node=1, link='4X HDR', bus='PCIe 4.0 x16'),
+                   features=['dual-port', 'fleet'], hca_numa_node=1, link='4X HDR', bus='PCIe 4.0 x16',
+                   fleet_netdev='ib0'),
     ],
 }
 

@@ -9,12 +9,14 @@ so, without one; the run in the soft-RoCE guests also needs QEMU and root.
 import json
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, ReFrameRunner, output
-from ibrepro.rfm import _missing_binary, mvapich2
+from ibrepro import parsers
+from ibrepro.rfm import _missing_binary, mvapich2, rails
 from ibrepro.softroce import config as softroce
 
 FAILURES = ROOT / 'tests' / 'fixtures' / 'mpi-failures'
@@ -24,6 +26,9 @@ needs_mvapich2 = pytest.mark.skipif(
     not (MV2_PREFIX and Path(MV2_PREFIX, 'bin', 'mpiname').exists()),
     reason=f'no MVAPICH2: set {softroce.MVAPICH2_PREFIX} to an MVAPICH2 2.3 install (docs/spack.md)')
 MV2_FAMILIES = ('MVAPICH2MultiRail', 'MVAPICH2MultiRailCollective', 'MVAPICH2RailPolicy', 'MVAPICH2Inline')
+# both sides of the striping threshold (8192 B) and up to 256 KiB (with 4-32 KiB rxe1 stayed idle on two rails),
+# few iterations and a small window: TCG guests
+SMALL_MV2 = ['-S', 'message_sizes=4096:262144', '-S', 'iterations=10', '-S', 'warmup=2', '-S', 'window=8']
 
 
 # -- the environment: a prefix, or a reason -------------------------------------------------------------------
@@ -115,6 +120,89 @@ def test_cm_msg_larger_than_the_mtu_names_the_mtu():
     assert mvapich2.mtu_too_small('# OSU MPI Latency Test v5.9\n') is None
 
 
+# -- recorded MVAPICH2 2.3.7 runs on the soft-RoCE Slurm guests (tests/fixtures/mvapich2/2.3.7-rxe-slurm, MANIFEST) --
+
+RXE = ROOT / 'tests' / 'fixtures' / 'mvapich2' / '2.3.7-rxe-slurm'
+
+
+def test_an_mvapich2_that_names_no_hca_on_rxe_fails_naming_the_hca():
+    text = (RXE / 'init-no-hca.txt').read_text()
+    assert mvapich2.error_stack(text) == \
+        'Fatal error in MPI_Init: Other MPI error (rdma_open_hca: Failed to open HCA: No such file or directory)'
+    assert mvapich2.mtu_too_small(text) is None
+
+
+@pytest.mark.parametrize('name', ['init-no-roce', 'init-ondemand-roce-2port'])
+def test_the_ud_connection_manager_on_rxe_fails_naming_the_message_and_the_mtu(name):
+    # without MV2_USE_RoCE (2 processes), and with it once connections are made on demand
+    text = (RXE / f'{name}.txt').read_text()
+    assert '(2176 B) does not fit the port MTU (1024 B)' in mvapich2.mtu_too_small(text)
+    assert mvapich2.error_stack(text).startswith('Fatal error in MPI_Init: Other MPI error')
+
+
+OMB_TITLES = {'osu_latency': 'MPI Latency', 'osu_bw': 'MPI Bandwidth', 'osu_bibw': 'MPI Bi-Directional Bandwidth',
+              'osu_mbw_mr': 'MPI Multiple Bandwidth / Message Rate', 'osu_alltoall': 'MPI All-to-All Personalized Exchange Latency',
+              'osu_bcast': 'MPI Broadcast Latency', 'osu_allgather': 'MPI Allgather Latency'}
+
+# the recorded cases (rfm_job.out/.err and the rail counters ReFrame kept): OMB program, rails that must have sent
+RECORDED = {
+    'MultiRail-osu_latency-ports1': ('osu_latency', {'rxe0'}),
+    'MultiRail-osu_latency-ports2': ('osu_latency', {'rxe0', 'rxe1'}),
+    'MultiRail-osu_bw-ports1': ('osu_bw', {'rxe0'}),
+    'MultiRail-osu_bw-ports2': ('osu_bw', {'rxe0', 'rxe1'}),
+    'MultiRail-osu_bibw-ports1': ('osu_bibw', {'rxe0'}),
+    'MultiRail-osu_bibw-ports2': ('osu_bibw', {'rxe0', 'rxe1'}),
+    'RailPolicy-striping': ('osu_mbw_mr', {'rxe0', 'rxe1'}),
+    'RailPolicy-binding': ('osu_mbw_mr', {'rxe0', 'rxe1'}),
+    'Inline-osu_latency': ('osu_latency', {'rxe0'}),
+    'Inline-osu_bw': ('osu_bw', {'rxe0'}),
+    'Inline-osu_bibw': ('osu_bibw', {'rxe0'}),
+    # 4x1 on four guests
+    'MultiRailCollective-osu_alltoall-ports1': ('osu_alltoall', {'rxe0'}),
+    'MultiRailCollective-osu_alltoall-ports2': ('osu_alltoall', {'rxe0', 'rxe1'}),
+    'MultiRailCollective-osu_bcast-ports1': ('osu_bcast', {'rxe0'}),
+    'MultiRailCollective-osu_allgather-ports1': ('osu_allgather', {'rxe0'}),
+    'MultiRailCollective-osu_allgather-ports2': ('osu_allgather', {'rxe0', 'rxe1'}),
+}
+
+
+@pytest.mark.parametrize('case', sorted(RECORDED))
+def test_recorded_mvapich2_outputs_parse_to_the_sizes_asked_for(case):
+    program, _ = RECORDED[case]
+    parsed = parsers.parse_text((RXE / f'{case}.out').read_text(), source=case, tool='osu')
+    table = parsed.tables[0]
+    assert table.benchmark == OMB_TITLES[program]
+    assert table.sizes() == [4096 << i for i in range(7)]      # -m 4096:262144
+    assert all(v > 0 for _, v, _ in table.metric_values())
+
+
+@pytest.mark.parametrize('case', sorted(RECORDED))
+def test_recorded_rail_counters_show_the_rails_each_case_used(case):
+    _, rails_used = RECORDED[case]
+    sent = rails.traffic((RXE / f'{case}.rails-before.txt').read_text(),
+                         (RXE / f'{case}.rails-after.txt').read_text())
+    assert set(sent) == {'rxe0:1', 'rxe1:1'}
+    assert {r.split(':')[0] for r, n in sent.items() if n} == rails_used
+    assert rails.unexpected(sent, sorted(rails_used)) == ''
+
+
+def test_the_two_rail_bcast_that_left_rxe1_idle_is_named():
+    # the one recorded case that failed: osu_bcast 4x1 on rxe0:rxe1 sent nothing on rxe1 (4 KiB to 256 KiB)
+    sent = rails.traffic((RXE / 'MultiRailCollective-osu_bcast-ports2.rails-before.txt').read_text(),
+                         (RXE / 'MultiRailCollective-osu_bcast-ports2.rails-after.txt').read_text())
+    assert sent['rxe0:1'] > 0 and sent['rxe1:1'] == 0
+    assert rails.unexpected(sent, ['rxe0', 'rxe1']) == 'rxe1 carried no packet'
+
+
+def test_a_case_whose_second_rail_stayed_idle_is_named():
+    # the one-rail case's real counters, judged as if both rails had been asked for
+    sent = rails.traffic((RXE / 'MultiRail-osu_bw-ports1.rails-before.txt').read_text(),
+                         (RXE / 'MultiRail-osu_bw-ports1.rails-after.txt').read_text())
+    assert rails.unexpected(sent, ['rxe0', 'rxe1']) == 'rxe1 carried no packet'
+    assert rails.unexpected(sent, ['rxe1']) == 'rxe1 carried no packet; rxe0 carried packets it was not asked to'
+    assert rails.traffic('', 'rail rxnode1 rxe0 1 5\n') == {}        # not read: nothing judged
+
+
 # -- what a case sets on the Slurm guests (dry run, a real MVAPICH2 prefix) ------------------------------------------
 
 def exports(script):
@@ -126,7 +214,7 @@ def test_the_inline_case_names_its_device_and_runs_roce_through_pmi2(tmp_path):
     runner = ReFrameRunner(tmp_path / 'home')
     env = {softroce.MVAPICH2_PREFIX: MV2_PREFIX, 'IBREPRO_SOFTROCE_CLUSTER_DIR': str(tmp_path / 'cluster')}
     proc = runner('--dry-run', '--system', 'softroce-slurm', '--nocolor', '-n', 'MVAPICH2Inline%benchmark=osu_latency',
-                  config='configs/softroce-slurm.py', checks='reframe-checks/multirail/mvapich_multirail.py',
+                  config='configs/softroce-slurm.py', checks='reframe-checks/mpi/mvapich2.py',
                   env=env)
     assert proc.returncode == 0, output(proc)
     (path,) = sorted(runner.home.glob('run-reports/*.json'))[-1:]
@@ -136,3 +224,47 @@ def test_the_inline_case_names_its_device_and_runs_roce_through_pmi2(tmp_path):
                                     'SLURM_MPI_TYPE')} == \
         {'MV2_IBA_HCA': 'rxe0', 'MV2_DEFAULT_PORT': '1', 'MV2_MAX_INLINE_SIZE': '168', 'MV2_USE_RoCE': '1',
          'SLURM_MPI_TYPE': 'pmi2'}
+
+
+# -- every family through Slurm on the soft-RoCE guests (a real MVAPICH2, the cluster up) ------------------------
+
+CLUSTER_DIR = Path(os.environ.get('IBREPRO_SOFTROCE_CLUSTER_DIR', '/tmp/ibrepro-softroce'))
+
+
+def _slurm_nodes_up():
+    """The soft-RoCE Slurm guests that answer (sinfo), none when the cluster is not up."""
+    if not (CLUSTER_DIR / 'env.sh').exists():
+        return []
+    try:
+        proc = subprocess.run(['sinfo', '-h', '-N', '-p', 'rxe', '-t', 'idle,mix,alloc', '-o', '%N'],
+                              capture_output=True, text=True, timeout=60,
+                              env={**os.environ, 'SLURM_CONF': str(CLUSTER_DIR / 'etc' / 'slurm.conf')})
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return sorted(set(proc.stdout.split()))
+
+
+@pytest.mark.integration
+@needs_mvapich2
+@pytest.mark.skipif(len(_slurm_nodes_up()) < 2, reason='soft-RoCE Slurm cluster not up (make softroce-slurm-up)')
+def test_every_family_runs_through_slurm_on_the_rails_it_names(tmp_path):
+    runner = ReFrameRunner(tmp_path / 'home')
+    env = {softroce.MVAPICH2_PREFIX: MV2_PREFIX, 'IBREPRO_SOFTROCE_CLUSTER_DIR': str(CLUSTER_DIR),
+           'SLURM_CONF': str(CLUSTER_DIR / 'etc' / 'slurm.conf')}
+    # sizes on both sides of the striping threshold (8192 B), few iterations: TCG guests
+    proc = runner('-r', '--system', 'softroce-slurm', '--exec-policy=serial', '--max-retries=1',
+                  *[a for f in MV2_FAMILIES for a in ('-n', f'^{f}')], *SMALL_MV2,
+                  config='configs/softroce-slurm.py', checks='reframe-checks/multirail/mvapich_multirail.py',
+                  env=env, timeout=5400)
+    (path,) = sorted(runner.home.glob('run-reports/*.json'))[-1:]
+    cases = {c['display_name']: c for run in json.loads(path.read_text())['runs'] for c in run['testcases']}
+    ran = {name: c for name, c in cases.items() if c['result'] != 'skip'}
+    assert ran and all(c['result'] == 'pass' for c in ran.values()), output(proc)
+    for name, case in ran.items():
+        used = {rail.split(':')[0] for rail, n in case['rail_packets'].items() if n}
+        both = '%ports=2' in name or '%policy=' in name
+        assert used == ({'rxe0', 'rxe1'} if both else {'rxe0'}), (name, case['rail_packets'])
+    nodes = len(_slurm_nodes_up())
+    for name, case in cases.items():
+        if case['result'] == 'skip':     # only the 4x1 collectives, on fewer than 4 guests
+            assert name.startswith('MVAPICH2MultiRailCollective') and nodes < 4, (name, case)

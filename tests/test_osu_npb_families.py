@@ -16,15 +16,16 @@ from ibrepro.rfm.layout import parse_layout
 from ibrepro.rfm.npb import parse_case
 from ibrepro.rfm.osu import expected_sizes
 
-FAMILIES = ['reframe-checks/mpi/osu_pt2pt.py', 'reframe-checks/mpi/osu_multipair.py',
-            'reframe-checks/collectives/osu_collectives.py', 'reframe-checks/multirail/mvapich_multirail.py',
-            'reframe-checks/apps']
+FAMILIES = ['reframe-checks/mpi/pt2pt_collectives.py', 'reframe-checks/mpi/multipair.py',
+            'reframe-checks/mpi/mvapich2.py', 'reframe-checks/apps']
+#: The IMB families share the MPI-level file with the OSU ones (one file per section of the papers)
+NOT_HERE = '^(IMB|BenchIMB)'
 
 
 def families(runner, *args, **kwargs):
     """Run ``reframe`` over the families of this module only."""
     more = [arg for path in FAMILIES[1:] for arg in ('-c', path)]
-    return runner(*args, '--nocolor', *more, checks=FAMILIES[0], **kwargs)
+    return runner(*args, '--nocolor', '-x', NOT_HERE, *more, checks=FAMILIES[0], **kwargs)
 
 
 # family -> number of variants
@@ -226,18 +227,18 @@ def test_only_what_fits_is_a_case_and_the_catalog_says_why_the_rest_is_not(refra
                      ('MVAPICH2MultiRail %benchmark=osu_bw %ports=2', where.format('mvapich2')),
                      ('NPB %case=is.B-2x8-loopback', where.format('mvapich2'))}, proc.stdout
 
-    from ibrepro import catalog
+    from ibrepro import catalog, vocabulary
     sysconf = catalog.load_system(ROOT / 'configs' / 'testbeds.py', 'testbeds:connectx-qdr')
     sysconf['partitions'] = [p for p in sysconf['partitions'] if p['name'] == 'connectx-qdr']
     assert catalog.why_not_here(['+mpi +nodes8'], ['+osu'], sysconf) == [
-        ('needs 8 nodes (has 2)', catalog.ENABLE['nodes'][1])]
+        ('needs 8 nodes (has 2)', vocabulary.HINTS['nodes'][1])]
     assert catalog.why_not_here(['+mpi +nodes4 +cores2'], ['+npb'], sysconf) == [
-        ('needs 4 nodes (has 2)', catalog.ENABLE['nodes'][1])]
+        ('needs 4 nodes (has 2)', vocabulary.HINTS['nodes'][1])]
     assert catalog.why_not_here(['+mpi +nodes2 +ib +cores8'], ['+npb +mvapich2'], sysconf) == []
     no_mvapich2 = {**sysconf, 'partitions': [{**p, 'environs': [e for e in p['environs'] if e['name'] != 'mvapich2']}
                                              for p in sysconf['partitions']]}
     assert catalog.why_not_here(['+mpi +nodes2 +ib +cores8'], ['+npb +mvapich2'], no_mvapich2) == [
-        catalog.ENABLE['mvapich2']]
+        vocabulary.missing('mvapich2')]
 
 
 # -- the example cluster: a job script for every variant, without Slurm --------------------------------------

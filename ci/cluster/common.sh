@@ -18,7 +18,25 @@ CLUSTER_NAME=${IBREPRO_CLUSTER_NAME:-ci}
 #   IBREPRO_CLUSTER_CGROUP=1: the nodes run task/cgroup with ConstrainCores (README.md, "A cgroup-confined cluster")
 # The munge socket, keys, configs, PID files and the database live in the work directory: one per cluster.
 
-NUM_NODES=2
+# Nodes: 2 (default), or 8 for the fat-tree proving ground of the fleet's pair rounds
+# (IBREPRO_CLUSTER_FABRIC=fattree: fabric.sh adds a data fabric of 2 leaf and 2 spine router namespaces).
+NUM_NODES=${IBREPRO_CLUSTER_NODES:-2}
+[[ $NUM_NODES =~ ^[2-8]$ ]] \
+  || { echo "IBREPRO_CLUSTER_NODES must be 2-8, got '$NUM_NODES'" >&2; exit 2; }
+FABRIC=${IBREPRO_CLUSTER_FABRIC:-none}
+case $FABRIC in
+  none) ;;
+  fattree) [ "$NUM_NODES" = 8 ] \
+             || { echo "IBREPRO_CLUSTER_FABRIC=fattree needs IBREPRO_CLUSTER_NODES=8, got $NUM_NODES" >&2; exit 2; } ;;
+  *) echo "IBREPRO_CLUSTER_FABRIC must be none or fattree, got '$FABRIC'" >&2; exit 2 ;;
+esac
+# the fabric's /24 (RFC 2544 benchmarking range, apart from soft-RoCE's 198.18.0) and each link direction's rate
+FABRIC_NET=${IBREPRO_CLUSTER_FABRIC_NET:-198.19.28}
+[[ $FABRIC_NET =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] \
+  || { echo "IBREPRO_CLUSTER_FABRIC_NET must be the first three octets of a /24, got '$FABRIC_NET'" >&2; exit 2; }
+FABRIC_RATE=${IBREPRO_CLUSTER_FABRIC_RATE:-40mbit}
+[[ $FABRIC_RATE =~ ^[1-9][0-9]{0,3}mbit$ ]] \
+  || { echo "IBREPRO_CLUSTER_FABRIC_RATE must be <N>mbit, got '$FABRIC_RATE'" >&2; exit 2; }
 # RFC 5737 documentation range: never routed anywhere. (192.0.2.0/24 may be eth0's own net.)
 NET=${IBREPRO_CLUSTER_NET:-198.51.100}
 [[ $NET =~ ^[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] \

@@ -53,6 +53,7 @@ done
 for ns in $(for i in $(seq "$NUM_NODES"); do ns_node "$i"; done) "$NS_SWITCH"; do
   if netns_exists "$ns"; then ip netns del "$ns"; say "deleted netns $ns"; fi
 done
+if [ "$FABRIC" = fattree ]; then "$HERE/fabric.sh" down | while read -r line; do say "$line"; done; fi
 if ip link show "$HEAD_IF" >/dev/null 2>&1; then ip link del "$HEAD_IF"; fi
 # `ip netns add` bind-mounts /run/netns on itself; undo that only when no namespace is left
 # (other software on the machine may have its own there).

@@ -31,7 +31,9 @@ fi
 # started from another work directory); otherwise they are leftovers of a run that was killed (or of a
 # machine image taken while a cluster was up), and down.sh clears them.
 leftovers=""
-for ns in $(for i in $(seq "$NUM_NODES"); do ns_node "$i"; done) "$NS_SWITCH"; do
+fabric_ns=""
+[ "$FABRIC" = fattree ] && fabric_ns="${PREFIX}leaf1 ${PREFIX}leaf2 ${PREFIX}spine0 ${PREFIX}spine1"
+for ns in $(for i in $(seq "$NUM_NODES"); do ns_node "$i"; done) "$NS_SWITCH" $fabric_ns; do
   netns_exists "$ns" || continue
   leftovers="$leftovers $ns"
   pids=$(echo $(ip netns pids "$ns" 2>/dev/null))
@@ -48,6 +50,7 @@ fi
 # `slurm` scheduler can read exit codes), Debian's Open MPI (mpicc.openmpi, libpmix2 for srun --mpi=pmix).
 PACKAGES="slurmd slurmctld slurm-client munge slurmdbd mariadb-server mariadb-client
           openmpi-bin libopenmpi-dev iproute2"
+[ "$FABRIC" = fattree ] && PACKAGES="$PACKAGES iperf3"     # the pair rounds' TCP flows
 missing=$(for p in $PACKAGES; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"
 done)
@@ -112,6 +115,15 @@ for i in $(seq "$NUM_NODES"); do
   echo "$(node_addr "$i") node$i" >> "$ETC/hosts.nodes"
 done
 lap "network up ($NET.0/24: head $HEAD_ADDR, nodes $(node_addr 1)..$(node_addr "$NUM_NODES"))"
+if [ "$FABRIC" = fattree ]; then
+  # the data fabric beside the management bridge: leaves, spines, D-mod-K routes, tbf on every link (fabric.sh)
+  "$HERE/fabric.sh" up
+  "$HERE/fabric.sh" hosts >> "$ETC/hosts.nodes"
+  "$HERE/fabric.sh" topology > "$ETC/topology.conf"
+  EXTRA_CONF="# the fat tree of fabric.sh (the fleet's pair rounds read topology.conf too)
+TopologyPlugin=topology/tree"
+  lap "fat-tree fabric up ($FABRIC_NET.0/24, node<i>-ib, every link at $FABRIC_RATE; $ETC/topology.conf)"
+fi
 
 # ---- 4. slurm.conf ------------------------------------------------------------------------------
 # Each node declares this machine's real cores and an equal share of its memory. The slurmd's share
@@ -186,11 +198,12 @@ cat > "$CLUSTER_DIR/env.sh" <<ENV
 export IBREPRO_CLUSTER_DIR=$CLUSTER_DIR
 export SLURM_CONF=$SLURM_CONF
 ENV
-if [ "$CLUSTER_NAME" != ci ] || [ "$PREFIX" != ibr- ] || [ "$CGROUP" = 1 ]; then
+if [ "$CLUSTER_NAME" != ci ] || [ "$PREFIX" != ibr- ] || [ "$CGROUP" = 1 ] || [ "$NUM_NODES" != 2 ]; then
   # a cluster beside the default one: its names, addresses and ports (common.sh)
   cat >> "$CLUSTER_DIR/env.sh" <<ENV
 export IBREPRO_CLUSTER_NAME=$CLUSTER_NAME IBREPRO_CLUSTER_PREFIX=$PREFIX IBREPRO_CLUSTER_NET=$NET
-export IBREPRO_CLUSTER_CGROUP=$CGROUP
+export IBREPRO_CLUSTER_CGROUP=$CGROUP IBREPRO_CLUSTER_NODES=$NUM_NODES IBREPRO_CLUSTER_FABRIC=$FABRIC
+export IBREPRO_CLUSTER_FABRIC_NET=$FABRIC_NET IBREPRO_CLUSTER_FABRIC_RATE=$FABRIC_RATE
 export IBREPRO_CLUSTER_SLURMCTLD_PORT=$SLURMCTLD_PORT IBREPRO_CLUSTER_SLURMD_PORT=$SLURMD_PORT
 export IBREPRO_CLUSTER_SLURMDBD_PORT=$SLURMDBD_PORT IBREPRO_CLUSTER_MARIADB_PORT=$MARIADB_PORT
 ENV

@@ -8,23 +8,18 @@ the configuration described them (``platform``: descriptions, features, extras; 
 
 import json
 import os
-import shlex
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.backends import getlauncher
 from reframe.core.exceptions import SanityError
 
+from ibrepro.rfm.system import IbreproCommand
+
 
 @rfm.simple_test
-class SoftwareVersions(rfm.RunOnlyRegressionTest):
+class SoftwareVersions(IbreproCommand):
     descr = 'MPI library, benchmark tools, rdma-core and Spack lock of the environment (ibrepro software)'
-    valid_systems = ['*']
-    valid_prog_environs = ['*']
-    num_tasks = 1
-    # The interpreter running ReFrame has ibrepro installed; the job runs it with the environment's paths.
-    executable = shlex.quote(sys.executable)     # a checkout path may have a space
     executable_opts = ['-m', 'ibrepro.cli', 'software', '--json']
     tags = {'system', 'software', 'nightly'}
 

@@ -7,8 +7,6 @@ features it supports (:func:`ibrepro.topology.partition_features`).
 """
 
 import os
-import shlex
-import sys
 
 import reframe as rfm
 from reframe.core.backends import getlauncher
@@ -18,16 +16,12 @@ from reframe.core.exceptions import SanityError
 
 from ibrepro import limits
 from ibrepro import topology as ibtopology
+from ibrepro.rfm.system import IbreproCommand
 
 
 @rfm.simple_test
-class RdmaTopology(rfm.RunOnlyRegressionTest):
+class RdmaTopology(IbreproCommand):
     descr = 'RDMA devices, links, host buses and theoretical limits of the node (ibrepro topology)'
-    valid_systems = ['*']
-    valid_prog_environs = ['*']
-    num_tasks = 1
-    # The interpreter running ReFrame has ibrepro installed; the job runs it on the node.
-    executable = shlex.quote(sys.executable)     # a checkout path may have a space
     tags = {'system', 'topology', 'nightly'}
 
     #: sysfs root to read on the node (another root only for tests or containers)

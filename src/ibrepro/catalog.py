@@ -1,11 +1,14 @@
 """The experiments of the seed papers (reference-data/experiments.yaml), the checks that encode them, and the
 tags that name them.
 
-Each experiment (a row of the papers' checklist, identified by its number) lists the check families that
-encode it (``checks``: display-name prefixes such as ``PerftestLatency %operation=send``), or says it is out of
-scope and why (``status: out-of-scope``, ``reason``), and what the simulated testbeds cover (``simulated``:
+Each experiment (a row of the papers' checklist, identified by its number) is the papers' transcription: where,
+what, the status (or why it is out of scope: ``status: out-of-scope``, ``reason``), and what the simulated testbeds
+cover (``simulated``:
 modelled, partial or cannot-model, with the reason; :func:`cannot_model` skips those families on simulated
-partitions). ``ibrepro catalog`` prints the table and, for a system
+partitions). Which test cases reproduce it is written once, in the figure table of the check file of its section
+(reframe-checks/<level>/<section>.py), which tags each case ``exp<N>``; :func:`reproducing` reads it back from
+the cases' tags, for the catalog, the report and the nightly subset. ``ibrepro catalog`` prints the table and,
+for a system
 (its ReFrame configuration given explicitly with ``-C``), which families it can run:
 
 * a test variant whose hard requirements (``valid_systems`` / ``valid_prog_environs`` features: an RDMA port, the
@@ -20,7 +23,6 @@ partitions). ``ibrepro catalog`` prints the table and, for a system
 import functools
 import importlib.util
 import json
-import os
 import re
 import subprocess
 import sys
@@ -29,7 +31,7 @@ from pathlib import Path
 
 import yaml
 
-from . import paths
+from . import paths, vocabulary
 
 EXPERIMENTS_FILE = paths.REFERENCE_DATA / 'experiments.yaml'
 STATUSES = ('encoded', 'partial', 'out-of-scope')
@@ -72,17 +74,13 @@ def tags_for(exp_ids):
     return tags
 
 
-def _normal(name):
-    return re.sub(r'\s+', '', name)
-
-
 def cannot_model(check_name, exp_ids):
     """Why a check cannot run on a simulated testbed (a list; empty when it can): the ``simulated`` block of each
     experiment it reproduces, ``cannot-model`` for the whole row or ``cannot_model`` naming the check's family."""
     reasons = []
     for exp_id in exp_ids:
         sim = experiment(exp_id).get('simulated') or {}
-        named = any(_normal(check_name).startswith(_normal(c)) for c in sim.get('cannot_model') or ())
+        named = check_name.split()[0] in (sim.get('cannot_model') or ())
         if sim.get('status') == 'cannot-model' or named:
             reason = f'cannot be modelled (#{exp_id}): {sim.get("reason", "see reference-data/experiments.yaml")}'
             if reason not in reasons:
@@ -111,28 +109,6 @@ def check_classes(checks_dir=paths.CHECKS_DIR):
 
 # -- runnable on a system -------------------------------------------------------------------------------
 
-#: What a missing feature means, and the one step that provides it (partition features, then environment ones).
-ENABLE = {
-    'rdma': ('no RDMA device', 'make softroce-test (emulated RDMA guests, root); on a cluster, a partition with '
-                               'feature ib or roce (docs/site-setup.md)'),
-    'nodes': ('needs {n} nodes (has {have})', 'a Slurm partition with that many nodes (docs/site-setup.md)'),
-    'cores': ('needs {n} cores/node (has {have})', 'a partition with that many cores per node'),
-    'dual-port': ('needs two rails per node', 'a partition with two connected rails: two ports or two HCAs '
-                                              '(feature dual-port)'),
-    'ib_ports': ('needs a dual-port HCA (perftest -O)', 'a partition of dual-port HCAs (extras ib_ports: 2)'),
-    'osu': ('no OSU Micro-Benchmarks', 'make spack SPACK_ENV=generic, or IBREPRO_PREFIXES=<your OSU install> '
-                                       '(README: bring your own benchmarks)'),
-    'npb': ('no NPB', 'make spack SPACK_ENV=generic, or IBREPRO_PREFIXES=<your NPB install> (README: bring your '
-                      'own benchmarks)'),
-    'imb': ('no IMB', 'make setup (Intel MPI + IMB wheel)'),
-    'perftest': ('no perftest', 'apt-get install perftest, or make spack SPACK_ENV=generic'),
-    'mvapich2': ('no MVAPICH2', 'make spack SPACK_ENV=ib-mvapich, or IBREPRO_MVAPICH2_PREFIX=<an MVAPICH2 2.3 '
-                                'install> on the soft-RoCE systems (docs/spack.md)'),
-    'ibrepro-bench': ('our MPI benchmarks not built', 'make setup'),
-    'ibrepro-rdma': ('our verbs benchmark not built', 'apt-get install libibverbs-dev librdmacm-dev, then make setup'),
-}
-
-
 def load_system(config, system=None):
     """ReFrame's runtime for ``config`` (given explicitly, never taken from stored data) and its selected system
     as a dict. Initialises ReFrame's runtime in this process (check classes can then be instantiated)."""
@@ -157,15 +133,78 @@ def load_system(config, system=None):
     return sysconf
 
 
-def variants(checks_dir=paths.CHECKS_DIR):
-    """[(family, display name, valid_systems, valid_prog_environs)] of every test variant, as its init hooks
-    left them (needs the runtime of :func:`load_system`)."""
+def _instances(checks_dir=paths.CHECKS_DIR):
+    """[(family, display name, valid_systems, valid_prog_environs, tags, tool, nodes)] of every test variant, as its init
+    hooks left them (needs a ReFrame runtime: :func:`load_system`)."""
     found = []
     for family, cls in check_classes(checks_dir).items():
         for i in range(cls.num_variants):
             test = cls(variant_num=i)
-            found.append((family, test.display_name, list(test.valid_systems), list(test.valid_prog_environs)))
+            found.append((family, test.display_name, list(test.valid_systems), list(test.valid_prog_environs),
+                          frozenset(test.tags), getattr(test, 'tool', ''), getattr(test, 'num_nodes', None) or 1))
     return found
+
+
+def variants(checks_dir=paths.CHECKS_DIR):
+    """[(family, display name, valid_systems, valid_prog_environs)] of every test variant, as its init hooks
+    left them (needs the runtime of :func:`load_system`)."""
+    return [v[:4] for v in _instances(checks_dir)]
+
+
+def _runtime():
+    """ReFrame's runtime of this process; the embedded default system's (configs/local.py) if there is none: a
+    case's tags do not depend on the system."""
+    import reframe.core.runtime as rt
+
+    if rt._runtime_context is None:
+        load_system(paths.CONFIGS_DIR / 'local.py')
+
+
+@functools.lru_cache(maxsize=None)
+def _tagged(checks_dir):
+    _runtime()
+    return [(family, name, tags, tool, nodes) for family, name, _, _, tags, tool, nodes in _instances(checks_dir)]
+
+
+def reproduces(tags, what):
+    """Whether a test case with ``tags`` reproduces ``what``: an experiment (its id) or a figure tag
+    (``s000-fig12``). The one reading of the paper-to-case mapping, which is written once, in the figure table of
+    the check file of the experiment's section (its families tag each case ``exp<N>`` and ``s<seed>-<figure>``)."""
+    return (f'exp{what}' if isinstance(what, int) else what) in tags
+
+
+def reproducing(checks_dir=paths.CHECKS_DIR):
+    """{experiment id: [(item, {display name: family})]}: the test cases that reproduce each experiment.
+
+    An item is a family when every variant of it reproduces the experiment (``OSULatency``), else one case
+    (``NPB %case=is.B-4x1``): what the catalog and the report print."""
+    classes = check_classes(checks_dir)
+    cases = _tagged(str(checks_dir))
+    found = {}
+    for exp_id in sorted({int(t[3:]) for _, _, tags, *_ in cases for t in tags if re.fullmatch(r'exp\d+', t)}):
+        families = {}
+        for family, name, tags, *_ in cases:
+            if reproduces(tags, exp_id):
+                families.setdefault(family, {})[name] = family
+        found[exp_id] = [item for family, names in families.items()
+                         for item in ([(family, names)] if len(names) == classes[family].num_variants
+                                      else [(name, {name: family}) for name in names])]
+    return found
+
+
+#: Which tool measures a quantity first where several reproduce it: ours (built everywhere), IMB, OSU, the rest.
+TOOL_PREFERENCE = ('bench', 'imb', 'osu')
+
+
+def reproducing_figure(figure, inter_node=None, checks_dir=paths.CHECKS_DIR):
+    """Display names of the test cases that reproduce ``figure`` (``s000-fig12``), in :data:`TOOL_PREFERENCE` and,
+    among one tool's, the case more figures share first (the papers' common benchmark before a special one);
+    ``inter_node`` True or False: only the cases on several nodes, or on one."""
+    rank = {tool: i for i, tool in enumerate(TOOL_PREFERENCE)}
+    mine = [(rank.get(tool, len(rank)), -sum(1 for t in tags if re.fullmatch(r's\d{3}-\w+', t)), i, name)
+            for i, (_, name, tags, tool, nodes) in enumerate(_tagged(str(checks_dir)))
+            if reproduces(tags, figure) and inter_node in (None, nodes > 1)]
+    return [name for *_, name in sorted(mine)]
 
 
 def _features(entity):
@@ -201,16 +240,13 @@ def why_not_here(valid_systems, valid_prog_environs, sysconf):
 def _explain(token, part, sysconf):
     name = token.lstrip('+-%')
     key = name.split('=')[0]
-    if token in ('+ib', '+roce'):
+    if token in tuple(f'+{f}' for f in vocabulary.RDMA):
         key = 'rdma'
     m = re.fullmatch(r'(nodes|cores)(\d+)', name)
     if m:
         have = part['extras'].get('nodes' if m.group(1) == 'nodes' else 'cores_per_node', '?')
-        why, how = ENABLE[m.group(1)]
-        return why.format(n=m.group(2), have=have), how
-    if key in ENABLE:
-        return ENABLE[key]
-    return f'lacks feature {name!r}', ''
+        return vocabulary.missing(m.group(1), n=m.group(2), have=have)
+    return vocabulary.missing(key) or (f'lacks feature {name!r}', '')
 
 
 def dry_run_cases(config, system=None, checks_dir=paths.CHECKS_DIR):
@@ -253,11 +289,11 @@ def _matches(spec, features, names):
     return True
 
 
-def system_view(config, system=None):
+def system_view(config, system=None, checks_dir=paths.CHECKS_DIR):
     """What ``config``'s system can run: {display name: reason it cannot (or '' if it can)}, and the system."""
     sysconf = load_system(config, system)
     verdicts = {}
-    for family, name, vsys, venv in variants():
+    for family, name, vsys, venv in variants(checks_dir):
         why = why_not_here(vsys, venv, sysconf)
         verdicts[name] = (family, why)
     return verdicts, sysconf
@@ -267,17 +303,18 @@ def rows(config=None, system=None):
     """The catalog: one dict per experiment with its checks and, given a config, what runs here."""
     cases = dry_run_cases(config, system) if config else []
     verdicts = system_view(config, system)[0] if config else {}
+    found = reproducing()
     table = []
     for exp in experiments().values():
+        items = found.get(exp['id'], [])
         entry = {'id': exp['id'], 'seeds': exp['seeds'], 'where': exp['where'],
                  'measures': exp['measures'], 'status': exp.get('status', 'missing'),
-                 'checks': exp.get('checks', []), 'tool': exp.get('tool', ''),
+                 'checks': [item for item, _ in items], 'tool': exp.get('tool', ''),
                  'reason': exp.get('reason', ''), 'simulated': exp.get('simulated') or {}}
         if config:
             runnable, reasons = [], []
-            for check in entry['checks']:
-                mine = [(name, where, why) for name, where, why in cases
-                        if _normal(name).startswith(_normal(check))]
+            for check, names in items:
+                mine = [(name, where, why) for name, where, why in cases if name in names]
                 ok = [c for c in mine if not c[2]]
                 if ok:
                     runnable.append(f'{check} ({len(ok)} case{"s" if len(ok) > 1 else ""})')
@@ -286,8 +323,7 @@ def rows(config=None, system=None):
                     reasons.append(f'{check}: skipped: {why[0]}' + (f' (and {len(why) - 1} other reasons)'
                                                                     if len(why) > 1 else ''))
                 else:
-                    whys = list(dict.fromkeys(w for n, v in verdicts.items() if _normal(n).startswith(_normal(check))
-                                              for w in v[1]))
+                    whys = list(dict.fromkeys(w for n, v in verdicts.items() if n in names for w in v[1]))
                     reasons.append(f'{check}: ' + ('; '.join(f'{why} (to enable: {how})' if how else why
                                                              for why, how in whys[:3]) if whys else 'no such check'))
             entry['runnable'] = runnable
@@ -346,33 +382,37 @@ def format_not_run(table, system):
 
 
 #: Checks of the system itself (provenance, the fleet's state), not a reproduction of a paper's experiment.
-SYSTEM_CHECKS = {'RdmaTopology', 'SoftwareVersions', 'FleetSweep'}
+SYSTEM_CHECKS = {'RdmaTopology', 'SoftwareVersions', 'FleetSweep', 'FleetPairs'}
 
 
 def validate(checks_dir=paths.CHECKS_DIR, nightly=None):
     """Problems of the catalog: unknown statuses, checks that do not exist, families no row names, cases of the
     nightly subset (``nightly``: reference-data/nightly.yaml) that match no test case."""
     classes = check_classes(checks_dir)
-    problems, named = [], set()
+    found = reproducing(checks_dir)
+    problems = []
+    for exp_id in sorted(set(found) - set(experiments())):
+        problems.append(f'test cases name experiment {exp_id}, which the catalog lacks: '
+                        + ', '.join(item for item, _ in found[exp_id][:3]))
     for exp in experiments().values():
         status = exp.get('status')
+        families = {f for _, names in found.get(exp['id'], []) for f in names.values()}
         if status not in STATUSES:
             problems.append(f'experiment {exp["id"]}: status {status!r} not one of {STATUSES}')
         if status in ('out-of-scope', 'partial') and not exp.get('reason'):
             problems.append(f'experiment {exp["id"]}: {status} without a reason')
-        if status in ('encoded', 'partial') and not exp.get('checks'):
-            problems.append(f'experiment {exp["id"]}: {status} but names no checks')
-        for check in exp.get('checks', []):
-            named.add(check.split()[0])
-            if check.split()[0] not in classes:
-                problems.append(f'experiment {exp["id"]}: check {check!r} does not exist in {checks_dir}')
+        if status in ('encoded', 'partial') and not families:
+            problems.append(f'experiment {exp["id"]}: {status} but no check\'s figure table names it')
+        if status == 'out-of-scope' and families:
+            problems.append(f'experiment {exp["id"]}: out-of-scope but reproduced by {", ".join(sorted(families))}')
         sim = exp.get('simulated') or {}
         if status in ('encoded', 'partial') and not sim:
             problems.append(f'experiment {exp["id"]}: {status} but says nothing about the simulated testbeds '
                             '(simulated: status)')
         for check in sim.get('cannot_model') or ():
-            if not any(_normal(c).startswith(_normal(check)) for c in exp.get('checks', [])):
+            if check not in families:
                 problems.append(f'experiment {exp["id"]}: simulated.cannot_model {check!r} is none of its checks')
+    named = {f for items in found.values() for _, names in items for f in names.values()}
     for name in sorted(set(classes) - named - SYSTEM_CHECKS):
         problems.append(f'check family {name} encodes no experiment of the catalog')
     from .rfm import NightlyError, nightly_cases

@@ -287,8 +287,12 @@ def _cli_verdict(args):
 
 def _add_pair_round_cli(sub):
     analyse = sub.add_parser('analyse', help="name the components that made a night's pair-round flows slow")
-    analyse.add_argument('flows', help='JSON: a list of flow records (round, host, device, port, peer, direction '
-                                       "'send'/'recv', bw, optional lat), or {'flows': [...]}")
+    analyse.add_argument('flows', nargs='?',
+                         help='JSON: a list of flow records (round, host, device, port, peer, direction '
+                              "'send'/'recv', bw, optional lat), {'flows': [...]} (a pair-round case's fleet.json), "
+                              'or a ReFrame run report of the pair-round check')
+    analyse.add_argument('--session', metavar='UUID',
+                         help="the pair-round check's session stored in ReFrame's results database")
     analyse.add_argument('--topology', metavar='FILE',
                          help="Slurm topology.conf, or JSON {leaf: [nodes]}; without it: 'no topology: "
                               "localised to node'")
@@ -319,29 +323,43 @@ def _add_pair_round_cli(sub):
 
 
 def _load_topology(path):
-    from . import fleet_plan
-    text = Path(path).read_text()
-    if text.lstrip().startswith('{'):
-        return json.loads(text)
-    return fleet_plan.parse_topology_conf(text)
+    """(leaves, spines) of a topology.conf or JSON file (:func:`ibrepro.fleet_rounds.load_topology`)."""
+    from . import fleet_rounds
+    return fleet_rounds.load_topology(Path(path).read_text())
 
 
 def _cli_analyse(args):
     from . import fleet_localise, fleet_plan
+    from . import fleet_rounds, paths, results
+    if bool(args.flows) == bool(args.session):
+        print('ibrepro fleet analyse: give a flows file or --session UUID', file=sys.stderr)
+        return 2
     try:
-        data = json.loads(Path(args.flows).read_text())
+        if args.session:
+            reports = results.sessions_by_uuid([args.session])
+            if not reports:
+                raise ValueError(f'no stored session {args.session} in {paths.results_db()}')
+            data = reports[0]
+        else:
+            data = json.loads(Path(args.flows).read_text())
+        if isinstance(data, dict) and 'runs' in data:         # a run report: the pair-round cases' variables
+            data = fleet_rounds.from_report(data)
+            if data is None:
+                raise ValueError('the run report has no pair-round case (fleet_flows)')
         records = data.get('flows', []) if isinstance(data, dict) else data
         flows = fleet_localise.read_flows(records)
         if args.topology:
-            fabric = fleet_plan.fabric_from_leaves(_load_topology(args.topology))
+            fabric = fleet_plan.fabric_from_leaves(*_load_topology(args.topology))
+        elif isinstance(data, dict) and data.get('leaves'):     # a pair-round case's JSON carries its fabric
+            fabric = fleet_plan.fabric_from_leaves(data['leaves'], data.get('spines', 0))
         else:
             fabric = fleet_plan.no_topology(sorted({n for f in flows for n in (f['src'], f['dst'])}))
-        again = []
+        again = fleet_localise.read_flows(data.get('confirmation', [])) if isinstance(data, dict) else []
         if args.confirmation:
             again_data = json.loads(Path(args.confirmation).read_text())
             again = fleet_localise.read_flows(again_data.get('flows', []) if isinstance(again_data, dict)
                                               else again_data)
-    except (OSError, ValueError, KeyError) as err:
+    except (OSError, ValueError, KeyError, results.ResultsError) as err:
         print(f'ibrepro fleet analyse: {err}', file=sys.stderr)
         return 2
     if not flows:

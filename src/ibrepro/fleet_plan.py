@@ -130,6 +130,19 @@ def parse_topology_conf(text):
     return leaves
 
 
+def parse_topology_spines(text):
+    """The number of spines of a two-level fat tree's ``topology.conf``: the switches whose ``Switches=`` list names
+    a leaf (a switch with ``Nodes=``); 0 when none does (the :class:`Fabric` default: the leaf size)."""
+    leaves = set(parse_topology_conf(text))
+    spines = 0
+    for line in text.splitlines():
+        fields = dict(t.split('=', 1) for t in line.split('#', 1)[0].split() if '=' in t)
+        fields = {k.lower(): v for k, v in fields.items()}
+        if 'switches' in fields and leaves & set(expand_hostlist(fields['switches'])):
+            spines += 1
+    return spines
+
+
 # -- the fabric model ----------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)

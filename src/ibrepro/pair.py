@@ -262,14 +262,24 @@ def _ipv4_of_netdev(netdev):
     return None
 
 
+#: A rail ``["netdev:<interface>", null]``: a TCP rail, the address of that network interface (no RDMA device).
+NETDEV_RAIL = 'netdev:'
+
+
 def rail_address(device, port, sysfs='/sys'):
     """The IPv4 address a peer reaches rail (device, port) at, and how it was found: (address, how).
 
     RoCE: the IPv4-mapped GID of type RoCE v2 (the address RDMA CM and the out-of-band exchange resolve to this
-    port). InfiniBand: the address of the IPoIB interface of the same PCI function and port.
+    port). InfiniBand: the address of the IPoIB interface of the same PCI function and port. ``netdev:<interface>``:
+    that interface's address (TCP flows over a fabric without RDMA devices).
     """
     if not device:
         return None, 'no device named: the host name is used'
+    if device.startswith(NETDEV_RAIL):     # a TCP rail named by its network interface (the fleet's TCP fabric)
+        netdev = device[len(NETDEV_RAIL):]
+        address = _ipv4_of_netdev(netdev) if re.fullmatch(r'[\w.-]{1,15}', netdev) else None
+        return (address, f'network interface {netdev}') if address else \
+            (None, f'network interface {netdev!r} has no IPv4 address')
     port_dir = Path(sysfs) / 'class' / 'infiniband' / device / 'ports' / str(port or 1)
     if not port_dir.is_dir():
         return None, f'{port_dir} does not exist'
@@ -543,7 +553,10 @@ class Runner:
             else:
                 info = probe(self.spec['rails'], self.spec['sysfs'])
             info['node'] = node
-            missing = sorted({r['device'] for r in info['rails'] if r['device']} - set(info.get('devices', [])))
+            missing = sorted({r['device'] for r in info['rails'] if r['device']
+                              and not r['device'].startswith(NETDEV_RAIL)} - set(info.get('devices', [])))
+            missing += [f"{r['device']} ({r['address_from']})" for r in info['rails']
+                        if (r['device'] or '').startswith(NETDEV_RAIL) and not r['address']]
             if missing:    # before anything starts: perftest would only say so once its peer waits for it
                 raise PairFailed(f'node {node} on {info["host"]}: RDMA device {", ".join(missing)} not found (it has: '
                                  f'{", ".join(info.get("devices", [])) or "none, no /sys/class/infiniband"}); the '

@@ -516,40 +516,47 @@ def recorded_configuration(system, platforms):
 
 
 #: Run in a child: ReFrame's runtime (which the test variants need to say what they require) is one per process.
+#: Prints the verdicts of the system (null without a configuration) and which cases reproduce each experiment.
 _VERDICTS = ('import json, sys\nfrom ibrepro import catalog\n'
-             'verdicts, _ = catalog.system_view(sys.argv[1], sys.argv[2])\n'
-             'print(json.dumps({name: whys for name, (_, whys) in verdicts.items()}))')
+             'config, system, checks = sys.argv[1:4]\n'
+             'verdicts = None\n'
+             'if config:\n'
+             '    verdicts = {name: whys for name, (_, whys) in catalog.system_view(config, system, checks)[0].items()}\n'
+             'found = {e: [(item, sorted(names)) for item, names in items] for e, items in '
+             'catalog.reproducing(checks).items()}\n'
+             'print(json.dumps({"verdicts": verdicts, "experiments": found}))')
 
 
 def not_run_verdicts(system, config=None, platforms=None):
-    """{test variant: [(why it cannot run, how to enable)]} on ``system``, from the configuration given explicitly
-    (``-C``) or the platforms the sessions recorded; None when neither says; CatalogError if it cannot be read."""
+    """({test variant: [(why it cannot run, how to enable)]} on ``system``, {experiment id: [(item, [its test
+    cases])]}), from the configuration given explicitly (``-C``) or the platforms the sessions recorded; the
+    verdicts are None when neither says; CatalogError if it cannot be read."""
     with tempfile.TemporaryDirectory(prefix='ibrepro-report-') as tmp:
         if not config:
             recorded = recorded_configuration(system, platforms or {})
-            if recorded is None:
-                return None
-            config = Path(tmp) / 'recorded.json'
-            config.write_text(json.dumps(recorded))
-        proc = subprocess.run([sys.executable, '-c', _VERDICTS, str(config), system], capture_output=True,
-                              text=True, timeout=600)
+            if recorded is not None:
+                config = Path(tmp) / 'recorded.json'
+                config.write_text(json.dumps(recorded))
+        proc = subprocess.run([sys.executable, '-c', _VERDICTS, str(config or ''), system, str(paths.CHECKS_DIR)],
+                              capture_output=True, text=True, timeout=600)
     if proc.returncode:
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         raise catalog.CatalogError(lines[-1] if lines else f'exit {proc.returncode}')
-    return json.loads(proc.stdout.splitlines()[-1])
+    answer = json.loads(proc.stdout.splitlines()[-1])
+    return answer['verdicts'], {int(e): items for e, items in answer['experiments'].items()}
 
 
 def _absent_families(system, current, platforms, platforms_config):
     present = {name for _, _, name in current}
     try:
-        verdicts = not_run_verdicts(system, platforms_config, platforms)
+        verdicts, found = not_run_verdicts(system, platforms_config, platforms)
     except (catalog.CatalogError, subprocess.SubprocessError, OSError, ValueError, IndexError) as err:
         return [{'check': '-', 'experiments': '', 'reason': f'could not evaluate the catalog: {err}'}]
 
     rows = {}
     for exp in catalog.experiments().values():
-        for check in exp.get('checks') or []:
-            if any(re.sub(r'\s+', '', name).startswith(re.sub(r'\s+', '', check)) for name in present):
+        for check, names in found.get(exp['id'], []):
+            if present & set(names):
                 continue
             row = rows.setdefault(check, {'check': check, 'experiments': [], 'reason': ''})
             row['experiments'].append(exp['id'])
@@ -557,10 +564,8 @@ def _absent_families(system, current, platforms, platforms_config):
                 row['reason'] = ('not run in the selected sessions (they recorded no platform description: run the '
                                  'SoftwareVersions check, or give the configuration with -C)')
                 continue
-            mine = [name for name in verdicts if re.sub(r'\s+', '', name).startswith(re.sub(r'\s+', '', check))]
-            whys = list(dict.fromkeys(tuple(w) for name in mine for w in verdicts[name]))
-            row['reason'] = ('no such check in reframe-checks/' if not mine
-                             else '; '.join(f'{why} (to enable: {how})' if how else why for why, how in whys[:3])
+            whys = list(dict.fromkeys(tuple(w) for name in names for w in verdicts.get(name, ())))
+            row['reason'] = ('; '.join(f'{why} (to enable: {how})' if how else why for why, how in whys[:3])
                              or 'runnable here, but not run in the selected sessions')
     for row in rows.values():
         row['experiments'] = ', '.join(f'#{e}' for e in row['experiments'])

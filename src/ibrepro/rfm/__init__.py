@@ -84,7 +84,7 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: Rows of the experiment catalog (reference-data/experiments.yaml) this check reproduces.
     experiments = variable(typ.List[int], value=[])
 
-    #: Figure tags this check reproduces, as ``<seed>-<figure>`` (e.g. ``000-fig15``); empty means
+    #: Figure tags this check reproduces, as ``<seed>-<figure>`` (e.g. ``000-fig<N>``); empty means
     #: every figure of :attr:`experiments`.
     figures = variable(typ.List[str], value=[])
 

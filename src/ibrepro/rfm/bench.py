@@ -50,6 +50,11 @@ def _bytes(text):
     return int(text[:-1]) * units[text[-1]] if text and text[-1] in units else int(text)
 
 
+def _arg(value):
+    """A knob's value as a program argument: ``10`` for 10.0, as the user wrote it."""
+    return f'{value:g}' if isinstance(value, float) else str(value)
+
+
 class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     """One ibrepro-bench MPI program in one layout."""
 
@@ -74,9 +79,12 @@ class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     #: Whether the program sweeps message sizes (``-m``); the memory program does not.
     sweeps_sizes = True
 
+    #: The family's own options, ``{program flag: the variable that gives its value}`` (``{'-W': 'window'}``).
+    program_flags = {}
+
     def program_options(self):
-        """Options the family adds (window, reuse percentage, ...)."""
-        return []
+        """Options the family adds: :attr:`program_flags` (a family with other options overrides this)."""
+        return [arg for flag, name in self.program_flags.items() for arg in (flag, _arg(getattr(self, name)))]
 
     def program_name(self):
         return self.program

@@ -22,16 +22,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 
-#: What a missing feature means to the user, and where to get it.
-FEATURE_HINTS = {
-    'osu': ('OSU Micro-Benchmarks', 'not on PyPI or Debian: Spack osu-micro-benchmarks, modules or PATH'),
-    'npb': ('NAS Parallel Benchmarks', 'not on PyPI or Debian: Spack npb, modules or PATH'),
-    'mvapich2': ('MVAPICH2 with the mrail device, which reads the MV2_* variables',
-                 'Spack mvapich2 fabrics=mrail'),
-    'ib': ('InfiniBand HCA', ''),
-    'perftest': ('perftest', 'apt-get install perftest, or Spack perftest'),
-    'dual-port': ('second HCA port', ''),
-}
+from .. import vocabulary
 
 _LAYOUT = re.compile(r'(\d+)x(\d+)')
 
@@ -66,11 +57,11 @@ def unmet_requirements(partition, environ, nodes, ranks_per_node, partition_feat
 
 
 def _lacks(where, feature):
-    if feature not in FEATURE_HINTS:
+    if feature not in vocabulary.HINTS:
         return f'{where} lacks feature {feature!r}'
 
-    what, hint = FEATURE_HINTS[feature]
-    return f'{where} has no {what} (feature {feature!r}' + (f'; {hint})' if hint else ')')
+    what, how = vocabulary.HINTS[feature]
+    return f'{where} lacks {what} (feature {feature!r}; to provide it: {how})'
 
 
 class NodeLayout(rfm.RegressionTestPlugin):

@@ -50,6 +50,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable
 from reframe.core.exceptions import SanityError
 
+from . import rails
 from .osu import OSUBenchmark
 
 #: Striping threshold of 000/003 Sec. IV.B.3: messages <= 8192 B are not striped.
@@ -131,8 +132,8 @@ def mtu_too_small(text):
         return None
     size, mtu = m.groups()
     return (f'MVAPICH2\'s UD connection message ({size} B) does not fit the port MTU ({mtu} B): a -DMAX_NUM_PORTS=2 '
-            'build needs an active MTU of 4096 for on-demand connections; run with MV2_USE_RoCE=1 on RoCE, at most '
-            'MV2_ON_DEMAND_THRESHOLD processes, or a ports=1 build')
+            'build needs an active MTU of 4096 for on-demand connections (MV2_USE_RoCE=1 does not avoid them); run '
+            'at most MV2_ON_DEMAND_THRESHOLD processes, or with a ports=1 build')
 
 
 def error_stack(text):
@@ -196,6 +197,17 @@ class MVAPICH2Benchmark(OSUBenchmark):
     #: Why the rail variables name no device, when they do not.
     rail_note = variable(str, value='', loggable=True)
 
+    #: Packets each rail (``device:port``) sent during the job, summed over its nodes (:mod:`ibrepro.rfm.rails`);
+    #: empty when the counters were not read (a launcher other than srun, or no RDMA devices named).
+    rail_packets = variable(typ.Dict[str, int], value={}, loggable=True)
+
+    @run_before('run')
+    def read_rail_counters(self):
+        if self.job.launcher.registered_name == 'srun' and self.current_partition.extras.get('rdma_devices'):
+            self.prerun_cmds = [*self.prerun_cmds, rails.commands(self.num_nodes, rails.BEFORE)]
+            self.postrun_cmds = [rails.commands(self.num_nodes, rails.AFTER), *self.postrun_cmds]
+            self.keep_files = [*self.keep_files, rails.BEFORE, rails.AFTER]
+
     @run_before('run')
     def set_rails(self):
         if 'roce' in self.current_partition.features:
@@ -210,6 +222,7 @@ class MVAPICH2Benchmark(OSUBenchmark):
 
     def diagnose(self):
         text = self._read(self.stdout.evaluate()) + self._read(self.stderr.evaluate())
+        self.rail_packets = rails.traffic(self._read(rails.BEFORE), self._read(rails.AFTER))
         try:
             result = super().diagnose()
         except SanityError as err:
@@ -221,5 +234,10 @@ class MVAPICH2Benchmark(OSUBenchmark):
         ignored = ignored_setting(text)
         if ignored:
             raise SanityError(ignored)
+        named = [d for d in self.env_vars.get('MV2_IBA_HCA', '').split(':') if d]
+        wrong = rails.unexpected(self.rail_packets, named) if self.rail_packets and named else ''
+        if wrong:
+            raise SanityError(f'MVAPICH2 did not use the rails it was given (MV2_IBA_HCA={":".join(named)}): '
+                              f'{wrong} (packets sent: {self.rail_packets})')
 
         return result

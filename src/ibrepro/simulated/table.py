@@ -27,14 +27,23 @@ from . import SYSTEM, platform
 
 ROLES = ('calibrated', 'input', 'calibration quantity', 'follows from calibration', 'predicted', 'not comparable')
 
-#: Check families that measure a quantity, the first present wins (ours runs everywhere; IMB, OSU where built).
-LATENCY = ['BenchIMB %case=PingPong-2x1', 'IMBPointToPoint %benchmark=PingPong %layout=2x1', 'OSULatency']
-BANDWIDTH = ['BenchIMB %case=Uniband-2x1', 'IMBPointToPoint %benchmark=Uniband %layout=2x1', 'OSUBandwidth']
-BIBANDWIDTH = ['BenchIMB %case=Biband-2x1', 'IMBPointToPoint %benchmark=Biband %layout=2x1',
-               'BiDirectionalBandwidth %layout=2x1', 'OSUBiBandwidth']
-BILATENCY = ['BiDirectionalLatency %layout=2x1', 'IMBPointToPoint %benchmark=Sendrecv %layout=2x1']
-INTRA_LATENCY = ['BenchIMB %case=PingPong-1x2', 'IMBPointToPoint %benchmark=PingPong %layout=1x2']
-INTRA_BANDWIDTH = ['BenchIMB %case=Uniband-1x2', 'IMBPointToPoint %benchmark=Uniband %layout=1x2']
+#: The quantities the model is compared on: the figure of the papers whose test cases measure it (the check files'
+#: figure tables say which: catalog.reproducing_figure) and whether across nodes; the first case present wins, ours
+#: first (it runs everywhere), then IMB, then OSU.
+QUANTITIES = {
+    'latency': ('s000-fig12', True),
+    'bandwidth': ('s000-fig13', True),
+    'bidirectional bandwidth': ('s002-fig5', True),
+    'bidirectional latency': ('s002-fig4', True),
+    'intra-node latency': ('s002-fig9', False),
+    'intra-node bandwidth': ('s002-fig10', False),
+}
+
+
+def measuring(quantity):
+    """Display names of the test cases that measure ``quantity`` (:data:`QUANTITIES`), in order of preference."""
+    return catalog.reproducing_figure(*QUANTITIES[quantity])
+
 
 #: Relative entries without a ``baseline_testbed``: the configurations the paper compares with (the model compares
 #: with the first). 001 Sec. 5.1: PCIe 2.0 lowers the latency "by approximately 0.2 usec" against "the PCIe 1.1
@@ -99,7 +108,7 @@ def cases_of(reports):
 def _find(cases, partition, candidates):
     for candidate in candidates:
         for (part, name), values in cases.items():
-            if part == partition and (name == _norm(candidate) or name.startswith(_norm(candidate) + ' ')):
+            if part == partition and name == _norm(candidate):
                 return name, values
     return None, None
 
@@ -212,19 +221,19 @@ def _value_of(row, cases, base=''):
                   'latency increase') and 'operation' not in params:
         if metric == 'latency increase':
             base = (partitions_of(e.get('baseline_testbed') or '') or [''])[0]
-            ratio_name, mine = _find(cases, part, LATENCY)
-            _, theirs = _find(cases, base, LATENCY)
+            ratio_name, mine = _find(cases, part, measuring('latency'))
+            _, theirs = _find(cases, base, measuring('latency'))
             if mine is not None and theirs is not None:
                 row.model = _small(mine, 'lat')[0] - _small(theirs, 'lat')[0]
                 row.how = f'{ratio_name}: at 1 B, {part} minus {base}'
             else:
-                row.how = f'not run: {LATENCY[0]} on {part} and {base}'
+                row.how = f'not run: {measuring("latency")[0]} on {part} and {base}'
             return
         candidates, pick, prefix = {
-            'latency': (INTRA_LATENCY if intra else LATENCY, _small, 'lat'),
-            'bandwidth': (INTRA_BANDWIDTH if intra else BANDWIDTH, _peak, 'bw'),
-            'bidirectional bandwidth': (BIBANDWIDTH, _peak, 'bw'),
-            'bidirectional latency': (BILATENCY, _small, 'lat'),
+            'latency': (measuring('intra-node latency' if intra else 'latency'), _small, 'lat'),
+            'bandwidth': (measuring('intra-node bandwidth' if intra else 'bandwidth'), _peak, 'bw'),
+            'bidirectional bandwidth': (measuring('bidirectional bandwidth'), _peak, 'bw'),
+            'bidirectional latency': (measuring('bidirectional latency'), _small, 'lat'),
             'host overhead': ([], _small, 'overhead'),
         }[metric]
         name, values = _find(cases, part, candidates)
@@ -235,11 +244,9 @@ def _value_of(row, cases, base=''):
         row.how = f'{name}: {how}'
         return
     if metric == 'latency' and 'operation' in params:
-        op = params['operation'].replace('MPI_', '')
-        layout = _layouts(e)[0]
-        name, values = _find(cases, part, _collective(op, layout))
+        name, values = _find(cases, part, _collective(e))
         if values is None:
-            row.how = f'not run: {_collective(op, layout)[0]} on {part}'
+            row.how = f'not run: {_collective(e)[0]} on {part}'
             return
         row.model, how = _small(values, 'lat')
         row.how = f'{name}: {how}'
@@ -248,22 +255,20 @@ def _value_of(row, cases, base=''):
         if not base:
             row.how = 'the paper names no single configuration it is reduced from'
             return
-        name, mine = _find(cases, part, LATENCY)
-        _, theirs = _find(cases, base, LATENCY)
+        name, mine = _find(cases, part, measuring('latency'))
+        _, theirs = _find(cases, base, measuring('latency'))
         if mine is None or theirs is None:
-            row.how = f'not run: {LATENCY[0]} on {part} and {base}'
+            row.how = f'not run: {measuring("latency")[0]} on {part} and {base}'
             return
         a, b = _small(mine, 'lat')[0], _small(theirs, 'lat')[0]
         row.model = b - a if e['unit'] == 'us' else 100 * (1 - a / b)
         row.how = f'{name}: at 1 B, {base} against {part}'
         return
     if metric == 'latency reduction':   # "up to": the best over the message sizes
-        op = params['operation'].replace('MPI_', '')
-        layout = _layouts(e)[0]
-        name, mine = _find(cases, part, _collective(op, layout))
-        _, theirs = _find(cases, base, _collective(op, layout))
+        name, mine = _find(cases, part, _collective(e))
+        _, theirs = _find(cases, base, _collective(e))
         if mine is None or theirs is None:
-            row.how = f'not run: {_collective(op, layout)[0]} on {part} and {base}'
+            row.how = f'not run: {_collective(e)[0]} on {part} and {base}'
             return
         a, b = compare.curve(mine, 'lat'), compare.curve(theirs, 'lat')
         best = max((s for s in a if s > 0 and b.get(s)), key=lambda s: 1 - a[s] / b[s], default=None)
@@ -288,9 +293,10 @@ def _value_of(row, cases, base=''):
         row.how = f'NPB {program.upper()} class {cls}: best of {", ".join(lay for _, lay in found)}, at {layout}'
 
 
-def _collective(op, layout):
-    return [f'BenchIMB %case={op}-{layout}', f'IMBCollective %benchmark={op} %layout={layout}',
-            f'OSUCollective %case=osu_{op.lower()}-{layout}']
+def _collective(entry):
+    """The test cases of a collective's figure (catalog.reproducing_figure), in order of preference."""
+    return [name for fig, _ in compare.figures_of(entry['where'])
+            for name in catalog.reproducing_figure(f's{entry["seed"]}-{fig}')]
 
 
 def rows(cases):

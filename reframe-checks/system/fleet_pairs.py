@@ -1,0 +1,111 @@
+"""The fleet's pair rounds: which node cable, uplink or downlink of a partition is slow, tonight (issue 28, item 2).
+
+One case per Slurm job of the night (:func:`ibrepro.fleet_plan.slurm_jobs`): its node group, one task per node
+(``--nodelist``). Inside the allocation each task runs every round of the job with the pair runner, both directions
+of each disjoint pair at once, as TCP flows (iperf3, argv flows) over the rail's network interface; when the job
+holds the whole fabric, the suspects are re-tested in the same job with known-good partners
+(:mod:`ibrepro.fleet_rounds`). The case fails naming each confirmed component; every flow (src, dst, direction,
+round, bandwidth) is the loggable variable ``fleet_flows`` of the stored session, and ``fleet.json`` in the case's
+output directory is what ``ibrepro fleet analyse`` reads.
+
+Topology: ``IBREPRO_FLEET_TOPOLOGY`` names the Slurm ``topology.conf`` (or JSON ``{leaf: [nodes]}``) the cases are
+cut from; without it the check's one case is skipped saying so. The rail's interface: the partition's extras
+``fleet_netdev`` or ``-S fleet_netdev=<if>`` (default fab0).
+
+    IBREPRO_FLEET_TOPOLOGY=/etc/slurm/topology.conf reframe -c reframe-checks/system/fleet_pairs.py -r
+"""
+
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+from reframe.core.exceptions import SanityError
+
+from ibrepro import fleet_localise, fleet_rounds
+
+
+def _night():
+    path = os.environ.get('IBREPRO_FLEET_TOPOLOGY')
+    if not path:
+        return None, [], []
+    return fleet_rounds.night(*fleet_rounds.load_topology(Path(path).read_text()))
+
+
+_FABRIC, _ROUNDS, _JOBS = _night()
+
+
+@rfm.simple_test
+class FleetPairs(rfm.RunOnlyRegressionTest):
+    descr = "the fleet's pair rounds of one Slurm job's node group: the slow component named (ibrepro fleet)"
+    valid_systems = ['+fleet']
+    valid_prog_environs = ['*']
+    #: the night's Slurm job (None: no topology given, the case is skipped saying so)
+    job_index = parameter(list(range(len(_JOBS))) or [None])
+    num_tasks_per_node = 1
+    exclusive_access = True
+    executable = shlex.quote(sys.executable)
+    tags = {'system', 'fleet'}
+
+    #: the network interface of the rail the flows cross (the partition's extras ``fleet_netdev`` when it has one)
+    fleet_netdev = variable(str, value='fab0')
+    #: seconds per flow
+    fleet_seconds = variable(int, value=fleet_rounds.SECONDS)
+    #: every flow of the case: {round, host, device, port, peer, direction, bw (MB/s)} (set after the run)
+    fleet_flows = variable(typ.List[dict], value=[], loggable=True)
+    #: the confirmation round's flows
+    fleet_confirmation = variable(typ.List[dict], value=[], loggable=True)
+    #: the fabric the flows were localised on: {leaves: {leaf: [nodes]}, spines: k}
+    fleet_fabric = variable(dict, value={}, loggable=True)
+    #: the components named (confirmed suspects)
+    fleet_named = variable(typ.List[str], value=[], loggable=True)
+
+    @run_after('setup')
+    def need_topology(self):
+        self.skip_if(self.job_index is None, 'no topology: IBREPRO_FLEET_TOPOLOGY names no Slurm topology.conf '
+                                             '(the pair rounds are cut by leaf)')
+
+    @run_before('run')
+    def write_plan(self):
+        job = _JOBS[self.job_index]
+        self.fleet_netdev = self.current_partition.extras.get('fleet_netdev', self.fleet_netdev)
+        if not all(shlex.quote(n) == n for n in job['nodes']) or not \
+                shlex.quote(self.fleet_netdev) == self.fleet_netdev:
+            raise SanityError(f'refusing node or interface names with shell syntax: {job["nodes"]}')
+        plan = fleet_rounds.plan(_FABRIC, _ROUNDS, job, netdev=self.fleet_netdev, seconds=self.fleet_seconds)
+        fleet_rounds.prepare(self.stagedir, plan)
+        self.num_tasks = len(plan['nodes'])
+        self.job.options += [f'--nodelist={",".join(plan["nodes"])}']
+        self.job.time_limit = 60 + 12 * (len(plan['rounds']) + 1) * self.fleet_seconds
+        self.executable_opts = ['-m', 'ibrepro.fleet_rounds', 'node', 'plan.json']
+
+    @run_after('setup')
+    def once_per_partition(self):
+        first = self.current_partition.environs[0].name
+        self.skip_if(self.current_environ.name != first, f'run once per partition, in environment {first}')
+
+    @sanity_function
+    def localised(self):
+        flows, again = fleet_rounds.collect(self.stagedir)
+        plan = json.loads((Path(self.stagedir) / 'plan.json').read_text())
+        failed = [f for f in flows + again if 'bw' not in f]
+        self.fleet_flows, self.fleet_confirmation = flows, again
+        self.fleet_fabric = {'leaves': plan['leaves'], 'spines': plan['spines']}
+        if failed:
+            raise SanityError(f'{len(failed)} flow(s) measured nothing: ' + '; '.join(
+                f"round {f['round']} {f['host']}->{f['peer']}: {f.get('error')}" for f in failed[:4]))
+        result = fleet_rounds.analyse(flows, fleet_rounds.fabric_of(plan), again)
+        self.fleet_named = [s.name for s in result.named]
+        out = {'leaves': plan['leaves'], 'spines': plan['spines'], 'flows': flows, 'confirmation': again,
+               'result': fleet_localise.as_json(result)}
+        (Path(self.stagedir) / 'fleet.json').write_text(json.dumps(out, indent=1, default=list) + '\n')
+        self.keep_files = ['fleet.json', 'plan.json']
+        if result.named:
+            raise SanityError(f'{len(result.named)} component(s) slow: ' + '; '.join(
+                f'{s.name}: {s.effect:+.1%} over {len(s.flows)} flow(s), q={s.q:.2g}, confirmed by '
+                f'{len(s.confirmation)} flow(s)' for s in result.named))
+        return True

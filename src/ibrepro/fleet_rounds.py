@@ -1,0 +1,267 @@
+"""The fleet's pair rounds run for real: one Slurm job's node group of a night (:func:`ibrepro.fleet_plan.slurm_jobs`).
+
+The ReFrame check (``reframe-checks/system/fleet_pairs.py``) writes a *plan* into its stage directory (:func:`plan`:
+the job's nodes, its rounds' disjoint pairs, the fabric's leaves and spines) and starts one task per node:
+``python -m ibrepro.fleet_rounds node plan.json`` (:func:`node_main`). Each task runs every round with the pair
+runner (:mod:`ibrepro.pair`): both directions of each pair at once, as TCP flows of a real bandwidth tool (iperf3,
+argv flows; the server's address is that of the rail's network interface, ``netdev:<if>``). When the job holds the
+whole fabric (:func:`ibrepro.fleet_plan.confirmation_job_needed` is False), task 0 localises the rounds' flows and
+writes a confirmation round for the suspects (:func:`ibrepro.fleet_plan.confirmation_pairs`), which every task then
+runs. After the job, :func:`collect` reads every flow (``{round, host, device, port, peer, direction, bw}``, MB/s)
+and :func:`analyse` names the components (:mod:`ibrepro.fleet_localise`).
+"""
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import fleet_localise, fleet_plan, pair
+
+#: seconds each flow runs; iperf3 leaves the first second (TCP's slow start) out of its figure
+SECONDS = 4
+OMIT = 1
+BASE_PORT = 5300
+#: the confirmation round's directory name (its flows are judged apart from the night's rounds)
+CONFIRMATION = 'confirmation'
+#: how long a task waits for task 0's confirmation decision
+DECISION_TIMEOUT = 120
+
+
+def load_topology(text):
+    """``(leaves, spines)`` from a Slurm topology.conf or JSON ``{leaf: [nodes]}`` / ``{"leaves": ..., "spines": k}``
+    (spines 0: the leaf size, :class:`ibrepro.fleet_plan.Fabric`)."""
+    if text.lstrip().startswith('{'):
+        data = json.loads(text)
+        if 'leaves' in data:
+            return data['leaves'], int(data.get('spines', 0))
+        return data, 0
+    return fleet_plan.parse_topology_conf(text), fleet_plan.parse_topology_spines(text)
+
+
+def night(leaves, spines=0):
+    """``(fabric, rounds, jobs)`` of a night on this topology."""
+    fabric = fleet_plan.fabric_from_leaves(leaves, spines)
+    rounds = fleet_plan.pair_rounds(fabric)
+    return fabric, rounds, fleet_plan.slurm_jobs(fabric, rounds)
+
+
+def plan(fabric, rounds, job, *, netdev='fab0', seconds=SECONDS, tool='iperf3'):
+    """The plan of one job: its nodes (sorted, the tasks' order), its rounds' pairs, the fabric, and whether it
+    runs the confirmation itself."""
+    mine = set(job['nodes'])
+    return {'nodes': sorted(job['nodes']), 'netdev': netdev, 'seconds': int(seconds), 'tool': tool,
+            'leaves': fabric.leaves, 'spines': fabric.spines,
+            'rounds': [{'number': r.number, 'kind': r.kind, 'pairs': [list(p) for p in r.pairs
+                                                                      if set(p) <= mine]}
+                       for r in rounds if r.number in job['rounds']],
+            'confirm': not fleet_plan.confirmation_job_needed(fabric, [job])}
+
+
+def round_spec(p, pairs):
+    """The pair runner's spec for one round: each pair's two directions at once, each an iperf3 client sending
+    to the iperf3 server on its destination."""
+    index = {n: i for i, n in enumerate(p['nodes'])}
+    flows = []
+    for a, b in pairs:
+        for src, dst in ((a, b), (b, a)):
+            port = BASE_PORT + len(flows)
+            flows.append({'id': len(flows), 'port': port, 'src': src, 'dst': dst,
+                          'server': {'node': index[dst], 'rail': 0,
+                                     'argv': [p['tool'], '-s', '-1', '-p', str(port)]},
+                          'client': {'node': index[src], 'rail': 0,
+                                     'argv': [p['tool'], '-c', '{server_addr}', '-p', str(port), '-t',
+                                              str(p['seconds']), '-O', str(OMIT), '-J']}})
+    return {'version': 2, 'rails': [[pair.NETDEV_RAIL + p['netdev'], None]], 'nodes': len(p['nodes']),
+            'distinct_hosts': True, 'flows': flows, 'sizes': None, 'pin': False, 'cpu_sharing': True,
+            'timeout': 4 * p['seconds'] + 60, 'connect_timeout': 30}
+
+
+def write_json(path, data):
+    path = Path(path)
+    tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
+    tmp.write_text(json.dumps(data, indent=1))
+    tmp.replace(path)          # atomic: a reader sees the whole file or none
+
+
+def prepare(stagedir, p):
+    """Write the plan and each round's spec (``round-<n>/spec.json``) into ``stagedir``."""
+    stagedir = Path(stagedir)
+    write_json(stagedir / 'plan.json', p)
+    for r in p['rounds']:
+        d = stagedir / f'round-{r["number"]}'
+        d.mkdir(exist_ok=True)
+        write_json(d / 'spec.json', round_spec(p, r['pairs']))
+
+
+def _run_round(d, rank, log):
+    spec = pair.load_spec(d / 'spec.json')
+    rc = pair.run(spec, d, nodes=[rank], log=log, run_id=pair.run_id(d / 'spec.json'))
+    write_json(d / f'done-{rank}.json', {'rc': rc})
+    return rc
+
+
+def _wait_done(d, count, timeout):
+    until = time.monotonic() + timeout
+    while not all((d / f'done-{i}.json').exists() for i in range(count)):
+        if time.monotonic() > until:
+            raise TimeoutError(f'{d}: not every node finished the round within {timeout} s')
+        time.sleep(0.2)
+
+
+def flow_records(d, round_number):
+    """The flows of one round directory: ``{round, host, device, port, peer, direction: 'send', bw}`` (MB/s, what
+    the receiver got), or a record without ``bw`` and with ``error`` for a flow that measured nothing."""
+    spec = json.loads((d / 'spec.json').read_text())
+    hosts = {}
+    for i in range(spec['nodes']):
+        info = d / f'node-{i}.json'
+        hosts[i] = json.loads(info.read_text()).get('host') if info.exists() else None
+    device = spec['rails'][0][0].removeprefix(pair.NETDEV_RAIL)
+    out = []
+    for f in spec['flows']:
+        rec = {'round': round_number, 'host': hosts.get(f['client']['node']) or f['src'],
+               'peer': hosts.get(f['server']['node']) or f['dst'], 'device': device, 'port': 1,
+               'direction': 'send'}
+        path = d / f'flow-{f["id"]}.client.out'
+        try:
+            text = ''.join(line for line in path.read_text().splitlines(True) if not line.startswith('#'))
+            data = json.loads(text)
+            if 'error' in data:
+                rec['error'] = data['error']
+            else:
+                rec['bw'] = data['end']['sum_received']['bits_per_second'] / 8e6
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            rec['error'] = f'{path.name}: {err}'
+        out.append(rec)
+    return out
+
+
+def collect(stagedir):
+    """``(flows, confirmation_flows)`` of a job's stage directory."""
+    stagedir = Path(stagedir)
+    p = json.loads((stagedir / 'plan.json').read_text())
+    flows = []
+    for r in p['rounds']:
+        flows += flow_records(stagedir / f'round-{r["number"]}', r['number'])
+    again = []
+    c = stagedir / CONFIRMATION
+    if (c / 'spec.json').exists():
+        again = flow_records(c, CONFIRMATION)
+    return flows, again
+
+
+def fabric_of(p):
+    return fleet_plan.fabric_from_leaves(p['leaves'], p['spines'])
+
+
+def analyse(flows, fabric, confirmation=(), expected=None):
+    """The localiser's result for a job's flows, confirmed by its confirmation flows when there are any."""
+    result = fleet_localise.localise(fleet_localise.read_flows(flows), fabric, expected=expected)
+    again = fleet_localise.read_flows(confirmation)
+    if again:
+        fleet_localise.confirm(result, again, fabric)
+    return result
+
+
+def from_report(report):
+    """``{'flows', 'confirmation', 'leaves', 'spines'}`` of a ReFrame run report (``--report-file``, or a session
+    stored in the results database): every pair-round case's loggable ``fleet_flows``, ``fleet_confirmation`` and
+    ``fleet_fabric`` merged (the night's jobs share one fabric); None when the report has no such case."""
+    from . import results
+    out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0}
+    found = False
+    for case in results.testcases(report):
+        if not isinstance(case.get('fleet_flows'), list):
+            continue
+        found = True
+        out['flows'] += case['fleet_flows']
+        out['confirmation'] += case.get('fleet_confirmation') or []
+        fabric = case.get('fleet_fabric') or {}
+        out['leaves'] = out['leaves'] or fabric.get('leaves') or {}
+        out['spines'] = out['spines'] or int(fabric.get('spines') or 0)
+    return out if found else None
+
+
+def confirmation_plan(p, flows):
+    """The confirmation round's pairs for the suspects of ``flows`` (known-good partners), or []."""
+    fabric = fabric_of(p)
+    result = analyse(flows, fabric)
+    suspects = [m for s in result.suspects for m in s.members]
+    hosts = {m.split(' ', 1)[1].split(':')[0].split(' ')[0] for s in result.suspects for m in s.members
+             if m.split(' ', 1)[0] in ('node', 'port', 'cable')}
+    good = [n for n in p['nodes'] if n not in hosts]
+    pairs, used = [], set()
+
+    def add(a, b):
+        if a not in used and b not in used and a != b:
+            pairs.append([a, b])
+            used.update((a, b))
+
+    # A leaf-spine link first, loaded as the night loaded it: a trunk of several cables' rate shows its loss only
+    # with all its flows at once (one flow is capped by its own cables): every good node of another leaf routed
+    # through the link's spine receives from its own good sender on the link's leaf (and sends back down it).
+    for name in suspects:
+        kind, _, link = name.partition(' ')
+        if kind not in ('uplink', 'downlink'):
+            continue
+        leaf, spine = link.split('>') if kind == 'uplink' else link.split('>')[::-1]
+        q = int(spine.removeprefix('spine'))
+        there = [n for n in good if fabric.leaf_of(n) != leaf and fabric.spine_for(n) == q]
+        here = [n for n in good if fabric.leaf_of(n) == leaf]
+        for a, b in zip(here, there):
+            add(a, b)
+    # node-side suspects: known-good partners, on the same leaf and on another (one round: disjoint pairs)
+    for r in fleet_plan.confirmation_pairs([n for n in suspects if n.split(' ', 1)[0] in ('node', 'port', 'cable')],
+                                           fabric, good):
+        for a, b in r:
+            add(a, b)
+    return pairs, [s.name for s in result.suspects]
+
+
+def node_main(plan_path, log=print):
+    """One task of the job: every round, then (task 0 decides) the confirmation round. Exit status non-zero when a
+    round failed on this node."""
+    stagedir = Path(plan_path).resolve().parent
+    p = json.loads(Path(plan_path).read_text())
+    rank = pair.my_nodes({'nodes': len(p['nodes'])})[0]
+    status = 0
+    for r in p['rounds']:
+        status |= _run_round(stagedir / f'round-{r["number"]}', rank, log)
+    if not p.get('confirm'):
+        return status
+    c = stagedir / CONFIRMATION
+    decision = stagedir / 'confirmation-decision.json'
+    if rank == 0:
+        for r in p['rounds']:
+            _wait_done(stagedir / f'round-{r["number"]}', len(p['nodes']), 60)
+        flows = [f for r in p['rounds'] for f in flow_records(stagedir / f'round-{r["number"]}', r['number'])]
+        pairs, suspects = confirmation_plan(p, flows)
+        if pairs:
+            c.mkdir(exist_ok=True)
+            write_json(c / 'spec.json', round_spec(p, pairs))
+        write_json(decision, {'pairs': pairs, 'suspects': suspects})
+        log(f'fleet rounds: suspects {suspects or "none"}; confirmation pairs {pairs or "none"}')
+    else:
+        until = time.monotonic() + DECISION_TIMEOUT
+        while not decision.exists():
+            if time.monotonic() > until:
+                log(f'fleet rounds: no confirmation decision from task 0 within {DECISION_TIMEOUT} s')
+                return 1
+            time.sleep(0.2)
+    if json.loads(decision.read_text())['pairs']:
+        status |= _run_round(c, rank, log)
+    return status
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2 or argv[0] != 'node':
+        print('usage: python -m ibrepro.fleet_rounds node PLAN.json', file=sys.stderr)
+        return 2
+    return node_main(argv[1], log=lambda m: print(m, flush=True))
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Which rails carried a job's traffic: every RDMA port's packet counters on every node, before and after the run.
+
+A multi-rail MPI says what it was asked to do (``MV2_SHOW_ENV_INFO`` even shows only the first device of
+``MV2_IBA_HCA=rxe0:rxe1``, issue 27), not which ports it used; the ports' own counters do. The job script reads
+them with one srun task per node before and after the benchmark (:func:`commands`) into the stage directory, and
+:func:`traffic` sums the packets each rail (``device:port``) sent on all nodes.
+
+Counters: the InfiniBand PMA's ``counters/port_xmit_packets`` where the device has them (mlx4, mlx5), else the
+driver's ``hw_counters/sent_pkts`` (rdma_rxe has no PMA). Only RDMA traffic moves them; Slurm, the agent and TCP
+go over other NICs (or, on RoCE, over the netdev below the RDMA device, which these counters do not see).
+"""
+
+import re
+import shlex
+
+BEFORE, AFTER = 'rails-before.txt', 'rails-after.txt'
+
+# one line per port: "rail <host> <device> <port> <packets sent>"
+_SCRIPT = ('for p in /sys/class/infiniband/*/ports/*; do d=${p%/ports/*}; '
+           'f=$p/counters/port_xmit_packets; [ -r "$f" ] || f=$p/hw_counters/sent_pkts; '
+           '[ -r "$f" ] && echo "rail $(hostname) ${d##*/} ${p##*/} $(cat "$f")"; done; true')
+
+_LINE = re.compile(r'^rail (\S+) (\S+) (\d+) (\d+)$', re.M)
+
+
+def commands(num_nodes, out):
+    """The job-script line that writes every node's port counters to ``out`` (one srun task per node)."""
+    return (f'srun --nodes={int(num_nodes)} --ntasks={int(num_nodes)} --ntasks-per-node=1 --cpu-bind=none '
+            f'sh -c {shlex.quote(_SCRIPT)} > {out} 2>&1')
+
+
+def read(text):
+    """{(host, 'device:port'): packets sent} of one reading."""
+    return {(host, f'{dev}:{port}'): int(count) for host, dev, port, count in _LINE.findall(text)}
+
+
+def traffic(before, after):
+    """{'device:port': packets sent during the run, over all nodes} of two readings (texts), or {} if either
+    has no counters (not read: the partition's nodes have none, or the job did not get that far)."""
+    first, last = read(before), read(after)
+    if not first or not last:
+        return {}
+    sent = {}
+    for key, count in last.items():
+        sent[key[1]] = sent.get(key[1], 0) + max(0, count - first.get(key, count))
+    return dict(sorted(sent.items()))
+
+
+def unexpected(sent, expected):
+    """What contradicts the rails a policy asked for (``expected``: devices), '' if nothing: a named rail that
+    carried no packet, or another rail that carried some."""
+    used = {rail.split(':')[0] for rail, n in sent.items() if n}
+    idle = [d for d in expected if d not in used]
+    stray = sorted(used - set(expected))
+    said = []
+    if idle:
+        said.append(f'{", ".join(idle)} carried no packet')
+    if stray:
+        said.append(f'{", ".join(stray)} carried packets it was not asked to')
+    return '; '.join(said)

@@ -1,0 +1,126 @@
+"""The fleet's pair rounds on the 8-node namespace fat tree (issue 28, item 6a): each single fault named, in one night.
+
+The cluster: ``make fleet-up`` (ci/cluster/up.sh with IBREPRO_CLUSTER_NODES=8, IBREPRO_CLUSTER_FABRIC=fattree and
+its own names, ports and work directory): node1..node8 on leaves leaf1/leaf2, spines spine0/spine1, every link
+direction shaped by tbf. A night is one ReFrame session of ``reframe-checks/system/fleet_pairs.py`` (one Slurm job:
+three rounds and the confirmation of its suspects). Faults are ``ci/cluster/fabric.sh degrade LINK PERCENT`` (the
+tbf of that link direction at a lower rate), restored after the night whatever happened.
+
+Asserted: a night with one slowed link (a node's cable, an uplink, a downlink; by 10 % and by 25 %) names exactly
+the component holding that link (with two leaves an uplink ``leaf1>spine1`` and the downlink ``spine1>leaf2`` carry
+the same flows: one hypothesis, named together) and nothing else; a fault-free night names nothing
+(``IBREPRO_FLEET_NIGHTS`` of them, default 12). Needs root and the cluster; skipped otherwise (failed under
+``make fleet-test``, which brings it up). Each night's figures are printed (``-s``).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER_DIR = Path(os.environ.get('IBREPRO_CLUSTER_DIR', '/tmp/ibrepro-fattree'))
+SLURM_CONF = CLUSTER_DIR / 'etc' / 'slurm.conf'
+TOPOLOGY = CLUSTER_DIR / 'etc' / 'topology.conf'
+REFRAME = Path(sys.executable).with_name('reframe')
+FABRIC = ROOT / 'ci' / 'cluster' / 'fabric.sh'
+NIGHTS = int(os.environ.get('IBREPRO_FLEET_NIGHTS', '12'))
+
+
+def _env(**extra):
+    return {**os.environ, 'SLURM_CONF': str(SLURM_CONF), 'IBREPRO_CLUSTER_DIR': str(CLUSTER_DIR),
+            'IBREPRO_FLEET_TOPOLOGY': str(TOPOLOGY), **extra}
+
+
+def _unusable():
+    if os.geteuid() != 0:
+        return 'needs root (tc and the namespace cluster)'
+    if not TOPOLOGY.exists() or not SLURM_CONF.exists():
+        return f'no fat-tree cluster at {CLUSTER_DIR} (make fleet-up)'
+    try:
+        done = subprocess.run(['sinfo', '-h', '-N', '-t', 'idle,alloc,mix', '-o', '%N'], env=_env(),
+                              capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return 'sinfo did not answer'
+    if done.returncode or len(set(done.stdout.split())) < 8:
+        return f'the fat-tree cluster at {CLUSTER_DIR} is not up (make fleet-up): {done.stdout} {done.stderr}'
+    return None
+
+
+UNUSABLE = _unusable()
+REQUIRED = os.environ.get('IBREPRO_CLUSTER_FABRIC') == 'fattree'
+
+
+@pytest.fixture(scope='module')
+def cluster():
+    if UNUSABLE and REQUIRED:
+        pytest.fail(f'{UNUSABLE}; IBREPRO_CLUSTER_FABRIC=fattree says it should be')
+    if UNUSABLE:
+        pytest.skip(UNUSABLE)
+
+
+def _fabric(*args):
+    done = subprocess.run(['bash', str(FABRIC), *args], env=_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def night(name, tmp_path):
+    """One night: a ReFrame session of the pair-round check. Returns (named, the case's fleet.json, seconds)."""
+    report = tmp_path / f'{name}.json'
+    start = time.monotonic()
+    done = subprocess.run(
+        [str(REFRAME), '-C', str(ROOT / 'configs' / 'fattree-cluster.py'), '-c',
+         str(ROOT / 'reframe-checks' / 'system' / 'fleet_pairs.py'), '--report-file', str(report),
+         '--keep-stage-files', '-r'],
+        env=_env(IBREPRO_HOME=str(tmp_path / 'home')), capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    seconds = time.monotonic() - start
+    data = json.loads(report.read_text())
+    cases = [c for run in data['runs'] for c in run['testcases']]
+    assert len(cases) == 1, done.stdout[-3000:]
+    case = cases[0]
+    fleet = Path(case['stagedir']) / 'fleet.json'
+    assert fleet.exists(), f"no {fleet}: {case.get('fail_reason')}\n{done.stdout[-3000:]}"
+    result = json.loads(fleet.read_text())
+    named = case['fleet_named']        # the loggable variable, as the session stores it
+    assert named == [s['name'] for s in result['result']['named']]
+    assert (case['result'] == 'pass') == (not named), case.get('fail_reason')
+    print(f"night {name}: {seconds:.0f} s; named {named}; suspects "
+          f"{[(s['name'], round(s['effect'], 3), s['confirmed']) for s in result['result']['suspects']]}; "
+          f"noise {result['result']['noise_scale']:.2%}; {len(result['flows'])} flows, "
+          f"{len(result['confirmation'])} confirmation flows")
+    return named, result, seconds
+
+
+#: (the link slowed, how the localiser names the component holding it)
+FAULTS = [('cable node3 up', 'cable node3:fab0/1 up'),
+          ('uplink leaf1>spine1', 'uplink leaf1>spine1'),
+          ('downlink spine0>leaf2', 'downlink spine0>leaf2')]
+
+
+@pytest.mark.parametrize('percent', [25, 10])
+@pytest.mark.parametrize('link,component', FAULTS)
+def test_a_single_slow_link_is_named_exactly_in_one_night(cluster, tmp_path, link, component, percent):
+    _fabric('degrade', link, str(percent))
+    try:
+        named, result, _ = night(f'{link.replace(" ", "-").replace(">", "-")}-{percent}', tmp_path)
+    finally:
+        _fabric('restore')
+    assert len(named) == 1, f'{link} -{percent} %: named {named}'
+    assert component in named[0].split(' = '), f'{link} -{percent} %: named {named}'
+    assert len(result['flows']) == 24 and all('bw' in f for f in result['flows'])
+
+
+def test_fault_free_nights_name_nothing(cluster, tmp_path):
+    _fabric('restore')
+    alarms = []
+    for n in range(NIGHTS):
+        named, result, _ = night(f'clean-{n}', tmp_path)
+        if named:
+            alarms.append((n, named))
+    print(f'fault-free nights: {NIGHTS}, with an alarm: {len(alarms)} {alarms}')
+    assert not alarms

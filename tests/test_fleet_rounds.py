@@ -1,0 +1,135 @@
+"""The fleet's pair rounds as a job runs them (ibrepro.fleet_rounds), without a cluster: the plan and the pair runner's
+specs of a night on the proving ground's fat tree, the topology's spines, the TCP rail, and ``ibrepro fleet
+analyse`` on a real night of the 8-node namespace fat tree (tests/data/fleet/, MANIFEST.md)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ibrepro import fleet_plan, fleet_rounds, pair
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / 'tests' / 'data' / 'fleet'
+FABRIC_SH = ROOT / 'ci' / 'cluster' / 'fabric.sh'
+FATTREE_ENV = {'IBREPRO_CLUSTER_NODES': '8', 'IBREPRO_CLUSTER_FABRIC': 'fattree', 'IBREPRO_CLUSTER_PREFIX': 'ibt-',
+               'IBREPRO_CLUSTER_DIR': '/tmp/ibrepro-fattree-unit', 'PATH': '/usr/sbin:/usr/bin:/sbin:/bin'}
+
+
+def _fabric_sh(*args, **env):
+    return subprocess.run(['bash', str(FABRIC_SH), *args], env={**FATTREE_ENV, **env}, capture_output=True,
+                          text=True, timeout=30)
+
+
+def test_fabric_sh_topology_is_what_the_plan_reads():
+    done = _fabric_sh('topology')
+    assert done.returncode == 0, done.stderr
+    leaves, spines = fleet_rounds.load_topology(done.stdout)
+    assert leaves == {'leaf1': [f'node{i}' for i in range(1, 5)], 'leaf2': [f'node{i}' for i in range(5, 9)]}
+    assert spines == 2
+
+
+def test_fabric_sh_refuses_what_is_not_its_fabric():
+    assert _fabric_sh('links', IBREPRO_CLUSTER_FABRIC='none').returncode == 2
+    assert _fabric_sh('links', IBREPRO_CLUSTER_NODES='4').returncode == 2         # a fat tree has 8 nodes here
+    assert _fabric_sh('links', IBREPRO_CLUSTER_FABRIC_RATE='1gbit').returncode == 2
+    bad = _fabric_sh('degrade', 'cable node9 up; reboot', '10')
+    assert bad.returncode == 2 and 'no such link' in bad.stderr
+    assert _fabric_sh('degrade', 'cable node3 up', '100').returncode == 2
+
+
+def test_fabric_sh_links_are_the_localisers_components():
+    links = _fabric_sh('links').stdout.splitlines()
+    fabric = fleet_plan.fabric_from_leaves(*fleet_rounds.load_topology(_fabric_sh('topology').stdout))
+    components = {c.replace(':fab0/1', '') for s in fabric.nodes for d in fabric.nodes if s != d
+                  for c in fabric.components(s, d, ('fab0', 1))}
+    assert len(links) == 16 + 8 and set(links) <= components
+
+
+def test_a_night_is_one_job_of_three_rounds_with_its_own_confirmation():
+    fabric, rounds, jobs = fleet_rounds.night(*fleet_rounds.load_topology(_fabric_sh('topology').stdout))
+    assert len(jobs) == 1
+    plan = fleet_rounds.plan(fabric, rounds, jobs[0], seconds=3)
+    assert plan['confirm'] and [r['number'] for r in plan['rounds']] == [0, 1, 2]
+    for r in plan['rounds']:
+        spec = pair.check_spec(fleet_rounds.round_spec(plan, r['pairs']))
+        nodes = [n for p in r['pairs'] for n in p]
+        assert sorted(nodes) == sorted(set(nodes)) == plan['nodes']          # disjoint, every node once
+        flows = [(f['src'], f['dst']) for f in spec['flows']]
+        assert sorted(flows) == sorted(fleet_plan.flows_of(r['pairs']))      # both directions of each pair
+        assert len({f['port'] for f in spec['flows']}) == len(flows)
+        for f in spec['flows']:
+            assert plan['nodes'][f['client']['node']] == f['src'] and plan['nodes'][f['server']['node']] == f['dst']
+            assert f['client']['argv'][:3] == ['iperf3', '-c', '{server_addr}']
+        assert spec['rails'] == [['netdev:fab0', None]]
+
+
+def test_tcp_rail_is_the_address_of_its_interface():
+    assert pair.rail_address('netdev:lo', None) == ('127.0.0.1', 'network interface lo')
+    address, how = pair.rail_address('netdev:nonexistent0', None)
+    assert address is None and 'no IPv4 address' in how
+    assert pair.rail_address('netdev:a;b', None)[0] is None
+
+
+def test_spines_of_a_topology_conf():
+    text = ('SwitchName=l1 Nodes=n[1-2]\nSwitchName=l2 Nodes=n[3-4]\nSwitchName=s0 Switches=l[1-2]\n'
+            'SwitchName=s1 Switches=l[1-2]\nSwitchName=s2 Switches=l[1-2]\nSwitchName=top Switches=s[0-2]\n')
+    assert fleet_plan.parse_topology_spines(text) == 3
+    assert fleet_plan.parse_topology_spines('SwitchName=l1 Nodes=n[1-2]\n') == 0
+
+
+@pytest.mark.parametrize('name,component', [('uplink-leaf1-spine1-10', 'uplink leaf1>spine1'),
+                                            ('clean', None)])
+def test_fleet_analyse_names_the_slow_link_of_a_real_night(tmp_path, name, component):
+    case = FIXTURES / f'fattree-{name}.fleet.json'
+    out = tmp_path / 'out.json'
+    done = subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'fleet', 'analyse', str(case), '--json', str(out)],
+                          capture_output=True, text=True, timeout=60)
+    named = [s['name'] for s in json.loads(out.read_text())['named']]
+    if component:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert len(named) == 1 and component in named[0].split(' = ')
+    else:
+        assert done.returncode == 0 and named == [], done.stdout
+    # the same from the session's run report (the check's loggable variables)
+    report = FIXTURES / f'fattree-{name}.report.json'
+    again = subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'fleet', 'analyse', str(report)],
+                           capture_output=True, text=True, timeout=60)
+    assert again.returncode == done.returncode, again.stdout + again.stderr
+    assert again.stdout == done.stdout
+
+
+def test_fleet_analyse_refuses_a_report_without_pair_rounds(tmp_path):
+    report = tmp_path / 'r.json'
+    report.write_text(json.dumps({'session_info': {}, 'runs': [{'testcases': [{'name': 'x', 'system': 's',
+                                                                              'partition': 'p', 'environ': 'e'}]}]}))
+    done = subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'fleet', 'analyse', str(report)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and 'no pair-round case' in done.stderr
+
+
+def test_flow_records_of_a_real_round():
+    """Round 1 of the real night with leaf1>spine1 at -10 %: the receiver's bandwidth of each iperf3 client, keyed by
+    the hosts the nodes published; the two flows up leaf1>spine1 are the slowest."""
+    flows = fleet_rounds.flow_records(FIXTURES / 'round-1', 1)
+    assert len(flows) == 8 and all(f['direction'] == 'send' and f['device'] == 'fab0' for f in flows)
+    assert {(f['host'], f['peer']) for f in flows} == set(fleet_plan.flows_of(
+        [('node1', 'node5'), ('node2', 'node6'), ('node3', 'node7'), ('node4', 'node8')]))
+    assert all(0 < f['bw'] < 5.0 for f in flows)          # MB/s, below the 40 Mbit/s (5 MB/s) of a cable
+    fabric = fleet_rounds.fabric_of(json.loads((FIXTURES / 'round-1' / 'plan.json').read_text()))
+    up = [f for f in flows if 'leaf1>spine1' in fabric.directed_links(f['host'], f['peer'])]
+    assert len(up) == 2
+
+
+def test_a_flow_that_measured_nothing_is_named(tmp_path):
+    d = tmp_path / 'round-1'
+    d.mkdir()
+    for f in (FIXTURES / 'round-1').iterdir():
+        (d / f.name).write_bytes(f.read_bytes())
+    (d / 'flow-3.client.out').write_text('# client: iperf3 ...\n')     # a client that printed nothing
+    flows = fleet_rounds.flow_records(d, 1)
+    assert 'bw' not in flows[3] and 'flow-3.client.out' in flows[3]['error']
+    (d / 'flow-3.client.out').write_text('{"error": "unable to connect to server"}')
+    assert fleet_rounds.flow_records(d, 1)[3]['error'] == 'unable to connect to server'
