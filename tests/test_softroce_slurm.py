@@ -211,7 +211,8 @@ def test_a_node_taken_out_mid_run_fails_that_case_only(home, stored):
                           # TCG (perftest's clock calibration printing inf: refused) cannot hide the fault
                           '-S', 'PerftestBandwidth.iterations=100000000', '-S', 'PerftestBandwidth.pair_timeout=45',
                           '-S', 'PerftestMultiPair.message_sizes=4096', '-S', 'PerftestMultiPair.min_overlap=0',
-                          '--max-retries=2')
+                          # the victim first (by name), so the bystanders run after the node went
+                          '--max-retries=2', '--exec-order=name')
     killer.start()
     try:
         rc, output, report = _finish(home, 'node-out', proc)
@@ -233,6 +234,8 @@ def test_a_node_taken_out_mid_run_fails_that_case_only(home, stored):
         # the last run counts (a perftest clock-calibration failure or stall under TCG is retried)
         result = _cases(report)[name]
         assert result['result'] == 'pass', (name, result['fail_reason'])
+        # serial: a job submitted after the victim's was submitted after the node went DOWN
+        assert int(result['jobid']) > int(lost['jobid']), (name, result['jobid'], lost['jobid'])
         assert victim['node'] not in _job(result['jobid'])['nodes']
     _assert_session_stored(home, stored, report)
     assert before <= _stored_uuids(home)
