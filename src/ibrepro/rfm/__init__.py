@@ -49,6 +49,15 @@ ENV_VARIABLES = ('inject_library', 'inject_sizes')
 #: Numeric knobs: the range each must be in (finite); a value outside is refused, named (an infinite
 #: ``inject_us`` would busy-wait every MPI call until the job is killed).
 KNOB_RANGES = {'inject_us': (0.0, 1e6), 'inject_pct': (0.0, 1e4), 'time_per_sample': (1e-9, 86400.0)}
+#: The always-last hooks of each stage, in the order they must run: after every other hook of the stage (the family's
+#: command, layout and channel), NPB's ``require_tools`` before NodeLayout selects by the features it requires.
+#: ReFrame runs a stage's always-last hooks in the reverse order of the classes defining them, so the order is stated
+#: here and :func:`hook_order_problems` holds every check class to it (tests/test_layout.py).
+LAST_HOOKS = {
+    'post_init': ('require_tools', '_tag_and_reference', 'select_by_features'),
+    'pre_run': ('_complete_job',),
+}
+
 _SAFE_NAME = re.compile(r'[\w./+@%,:={}-]+')
 _PLAIN_WORD = re.compile(r'[\w./+@%,:=-]+')
 
@@ -76,6 +85,25 @@ def expand_sizes(text):
             size *= 2
         return ([0] if lo == 0 else []) + sizes
     return sorted({size_bytes(part) for part in text.split(',') if part.strip()})
+
+
+def hook_order_problems(cls):
+    """How the always-last hooks of check class ``cls`` break :data:`LAST_HOOKS` (a list; empty when they keep it)."""
+    last = {}
+    for hook in cls._rfm_hook_registry:
+        for stage, always_last in hook.stages:
+            if always_last:
+                last.setdefault(stage, set()).add(hook.__name__)
+    problems = []
+    for stage, names in sorted(last.items()):
+        contract = LAST_HOOKS.get(stage, ())
+        unknown = sorted(names - set(contract))
+        if unknown:
+            problems.append(f'{cls.__name__}: always-last {stage} hook(s) {", ".join(unknown)} not in LAST_HOOKS')
+        ran = [fn.__name__ for fn in cls.pipeline_hooks().get(stage, ()) if fn.__name__ in names]
+        if ran != [n for n in contract if n in names]:
+            problems.append(f'{cls.__name__}: {stage} runs {ran}, LAST_HOOKS says {list(contract)}')
+    return problems
 
 
 class PaperExperiment(rfm.RegressionTestPlugin):
@@ -380,7 +408,14 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     def _forget_measurement(self):
         self._measured = None
 
+    # the one always-last hook before the run: after every family hook has set the command (set_command,
+    # write_spec) and placed the ranks (place_ranks), its steps in this order
     @run_before('run', always_last=True)
+    def _complete_job(self):
+        self._quote_command()
+        self._bind()
+        self._repeat()
+
     def _repeat(self):
         repeat.check(self.repetitions)
         if self.repetitions > 1 and not self.repeatable:
@@ -397,7 +432,6 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             self.postrun_cmds = after + self.postrun_cmds + [repeat.job_exit()]
             self.keep_files = self.keep_files + [repeat.LOG_FILE]   # beside the output, for whoever reads it
 
-    @run_before('run', always_last=True)
     def _bind(self):
         if not self.binding:
             self.apply_launch_policy()
@@ -440,7 +474,6 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         if self.injected:
             self.inject_added = inject.added(self.stagedir) or {}
 
-    @run_before('run', always_last=True)
     def _quote_command(self):
         """The command line as ReFrame writes it into the job script: every word shell-quoted (ReFrame joins
         them with spaces as given), so a path with a space or an option with shell syntax stays one word."""

@@ -73,7 +73,8 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     #: Directory of the NPB binaries; empty: found on PATH (the environment, a Spack view, modules).
     npb_bin_dir = variable(str, value='')
 
-    # always_last: after the family's init hook has chosen the channel (visible in --describe)
+    # always_last: after the family's init hook has chosen the channel, before NodeLayout selects by the features
+    # (rfm.HOOK_ORDER)
     @run_after('init', always_last=True)
     def require_tools(self):
         self.required_environ_features = ['npb']
@@ -81,7 +82,6 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
             # MV2_USE_SHARED_MEM is MVAPICH2's; other MPIs would silently keep shared memory
             self.required_environ_features += ['mvapich2']
             self.required_partition_features = ['ib']
-        self.select_by_features()     # NodeLayout's always-last hook ran before this one
 
     def program_name(self):
         return self.binary()
