@@ -12,7 +12,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 
 from .. import pair
-from . import DEFAULT_TIME_LIMIT, PaperExperiment
+from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement
 from .layout import NodeLayout, parse_layout
 from .perftest import PerftestFlows, rails
 
@@ -55,7 +55,7 @@ def _arg(value):
     return f'{value:g}' if isinstance(value, float) else str(value)
 
 
-class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
+class BenchMPI(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
     """One ibrepro-bench MPI program in one layout."""
 
     tool = 'bench'

@@ -17,7 +17,7 @@ import re
 import reframe as rfm
 from reframe.core.builtins import run_after, run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, PaperExperiment
+from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement
 from . import mvapich2
 from .layout import NodeLayout, parse_layout
 
@@ -46,7 +46,7 @@ def parse_case(case):
     return m.group(1), m.group(2), nodes, per_node, m.group(4) or 'shm'
 
 
-class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
+class NPBBenchmark(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
     """One NPB-MPI program, class and layout."""
 
     tool = 'npb'

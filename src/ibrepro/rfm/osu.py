@@ -13,7 +13,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, PaperExperiment, expand_sizes
+from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes
 from .layout import NodeLayout
 
 #: OMB programs -> (default largest message size, metrics to record). OMB's defaults: 4 MiB for
@@ -69,7 +69,7 @@ def expected_sizes(benchmark, message_sizes=''):
     return sizes
 
 
-class OSUBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
+class OSUBenchmark(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
     """One OMB program over its message-size sweep, in the paper's layout."""
 
     tool = 'osu'
