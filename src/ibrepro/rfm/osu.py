@@ -14,6 +14,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable
 
 from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes
+from .knobs import powers_of_two
 from .layout import NodeLayout
 
 #: OMB programs -> (default largest message size, metrics to record). OMB's defaults: 4 MiB for
@@ -60,13 +61,7 @@ def expected_sizes(benchmark, message_sizes=''):
     if benchmark in REDUCTIONS:
         lo = max(lo, 4)
 
-    sizes, size = [], 1
-    while size <= hi:
-        if size >= lo:
-            sizes.append(size)
-        size *= 2
-
-    return sizes
+    return powers_of_two(lo, hi)
 
 
 class OSUBenchmark(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
