@@ -104,3 +104,50 @@ def test_one_table_row_is_a_new_case_in_the_catalog_nightly_subset_and_report(ch
                        'print(json.dumps(report._absent_families("local", [], {}, None)))', checks)
     row = next(r for r in absent if r['check'] == NEW_CASE)
     assert row['experiments'] == '#14'
+
+
+# -- the order of the always-last hooks, stated in code ---------------------------------------------------------
+
+ORDER_SCRIPT = '''
+from reframe.core.config import load_config
+import reframe.core.runtime as rt
+from reframe.frontend.loader import RegressionCheckLoader
+from ibrepro.rfm import hook_order_problems
+site = load_config('configs/local.py')
+site.select_subconfig('local')
+rt.init_runtime(site)
+classes = {type(c) for c in RegressionCheckLoader(['reframe-checks'], recurse=True).load_all()}
+print(len(classes), [p for c in sorted(classes, key=str) for p in hook_order_problems(c)])
+'''
+
+
+def test_every_check_keeps_the_stated_order_of_its_always_last_hooks():
+    proc = subprocess.run([sys.executable, '-c', ORDER_SCRIPT], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    count, problems = proc.stdout.strip().splitlines()[-1].split(' ', 1)
+    assert int(count) >= 20 and problems == '[]', proc.stdout
+
+
+def test_an_always_last_hook_out_of_the_stated_order_is_named():
+    import reframe as rfm
+    from reframe.core.builtins import run_after
+
+    from ibrepro.rfm.npb import NPBBenchmark
+
+    class Late(rfm.RegressionTestPlugin):
+        @run_after('init', always_last=True)
+        def require_tools(self):
+            pass
+
+    class Reordered(NPBBenchmark, Late):     # Late's require_tools replaces NPB's and now runs last
+        pass
+
+    class Unstated(NPBBenchmark):
+        @run_after('init', always_last=True)
+        def tidy(self):
+            pass
+
+    from ibrepro.rfm import hook_order_problems
+    assert any('LAST_HOOKS says' in p for p in hook_order_problems(Reordered))
+    assert hook_order_problems(Unstated)[0] == 'Unstated: always-last post_init hook(s) tidy not in LAST_HOOKS'
+    assert hook_order_problems(NPBBenchmark) == []

@@ -9,15 +9,16 @@ that output it reports; :class:`PaperExperiment` then
   ``$ref`` references, indexed by partition, environment and the check's parameters),
 * fails sanity with the parser's diagnosis (the tool's own failure report, an MPI abort, an incomplete sweep,
   a missing binary, a metric the check reports that the output lacks) instead of a bare "pattern not found",
-* asks for whole nodes and binds its ranks (:mod:`ibrepro.rfm.launch`), recording the binding it got,
+* with the plugins a family mixes in besides it, each owning its variables: the common knobs
+  (:class:`~ibrepro.rfm.knobs.Knobs`), whole nodes, binding and rail (:class:`~ibrepro.rfm.launch.Placement`),
+  repetitions and injection (:class:`~ibrepro.rfm.repeat.Repetitions`, :class:`~ibrepro.rfm.inject.Injection`),
+  the layout (:class:`~ibrepro.rfm.layout.NodeLayout`) or the pair runner (:mod:`ibrepro.rfm.perftest`),
 * and, in the performance stage, records one performance variable per message size and metric (``lat_1024``,
   ``bw_1048576``) plus the peak of each rate (``bw_peak``). References judge only a few representative
   variables (:attr:`reference_variables`: small-message latency, peak rates, the sizes the papers state), so one
   noisy size does not fail a night; the whole curve is stored for the report and the history test.
 """
 
-import collections
-import dataclasses
 import functools
 import math
 import os
@@ -32,15 +33,16 @@ from reframe.core.builtins import run_after, run_before, sanity_function, variab
 from reframe.core.exceptions import PerformanceError, ReframeError, SanityError
 
 from .. import catalog, parsers, paths, rfmconfig
-from . import inject, launch, repeat
+from .inject import Injection  # noqa: F401  (the plugins a family mixes in besides this base)
+from .knobs import Knobs, expand_sizes, size_bytes  # noqa: F401  (the size grammar's home: knobs)
+from .launch import Placement  # noqa: F401
+from .repeat import Repetitions  # noqa: F401
 
 #: ReFrame reference file name inside a system's reference directory.
 REFERENCES_FILE = 'references.yaml'
 
 #: The time a check may take unless it says otherwise.
 DEFAULT_TIME_LIMIT = '20m'
-
-_SIZE = re.compile(r'(\d+)([KMG]?)', re.I)
 
 #: Test variables that name a program or a directory (they reach job scripts): see ``_refuse_unsafe_names``.
 NAME_VARIABLES = ('imb_binary', 'osu_bin_dir', 'npb_bin_dir', 'npb_binary', 'osu_benchmark', 'program', 'test')
@@ -49,37 +51,41 @@ ENV_VARIABLES = ('inject_library', 'inject_sizes')
 #: Numeric knobs: the range each must be in (finite); a value outside is refused, named (an infinite
 #: ``inject_us`` would busy-wait every MPI call until the job is killed).
 KNOB_RANGES = {'inject_us': (0.0, 1e6), 'inject_pct': (0.0, 1e4), 'time_per_sample': (1e-9, 86400.0)}
+#: The always-last hooks of each stage, in the order they must run: after every other hook of the stage (the family's
+#: command, layout and channel), NPB's ``require_tools`` before NodeLayout selects by the features it requires.
+#: ReFrame runs a stage's always-last hooks in the reverse order of the classes defining them, so the order is stated
+#: here and :func:`hook_order_problems` holds every check class to it (tests/test_layout.py).
+LAST_HOOKS = {
+    'post_init': ('require_tools', '_tag_and_reference', 'select_by_features'),
+    'pre_run': ('_complete_job',),
+}
+
 _SAFE_NAME = re.compile(r'[\w./+@%,:={}-]+')
 _PLAIN_WORD = re.compile(r'[\w./+@%,:=-]+')
 
 
-def size_bytes(text):
-    """'64K' -> 65536 (K, M, G are powers of 2^10, as the papers' axes)."""
-    m = _SIZE.fullmatch(str(text).strip())
-    if not m:
-        raise ValueError(f'invalid message size {text!r}: expected bytes, optionally with K, M or G (64K)')
-    return int(m.group(1)) << {'': 0, 'K': 10, 'M': 20, 'G': 30}[m.group(2).upper()]
-
-
-def expand_sizes(text):
-    """Message sizes from ``MIN:MAX`` (powers of two from MIN to MAX), ``N`` or ``N1,N2,...``: a sorted list."""
-    text = str(text).strip()
-    if ':' in text:
-        lo, _, hi = text.partition(':')
-        lo, hi = size_bytes(lo or 1), size_bytes(hi)
-        if lo > hi:
-            raise ValueError(f'invalid message sizes {text!r}: {lo} > {hi}')
-        sizes, size = [], 1
-        while size <= hi:
-            if size >= lo:
-                sizes.append(size)
-            size *= 2
-        return ([0] if lo == 0 else []) + sizes
-    return sorted({size_bytes(part) for part in text.split(',') if part.strip()})
+def hook_order_problems(cls):
+    """How the always-last hooks of check class ``cls`` break :data:`LAST_HOOKS` (a list; empty when they keep it)."""
+    last = {}
+    for hook in cls._rfm_hook_registry:
+        for stage, always_last in hook.stages:
+            if always_last:
+                last.setdefault(stage, set()).add(hook.__name__)
+    problems = []
+    for stage, names in sorted(last.items()):
+        contract = LAST_HOOKS.get(stage, ())
+        unknown = sorted(names - set(contract))
+        if unknown:
+            problems.append(f'{cls.__name__}: always-last {stage} hook(s) {", ".join(unknown)} not in LAST_HOOKS')
+        ran = [fn.__name__ for fn in cls.pipeline_hooks().get(stage, ()) if fn.__name__ in names]
+        if ran != [n for n in contract if n in names]:
+            problems.append(f'{cls.__name__}: {stage} runs {ran}, LAST_HOOKS says {list(contract)}')
+    return problems
 
 
 class PaperExperiment(rfm.RegressionTestPlugin):
-    """Mixin of every ibrepro check. Subclasses set ``tool``, ``level`` and ``experiments``."""
+    """Mixin of every ibrepro check: tags and references, sanity and performance. Subclasses set ``tool``,
+    ``level`` and ``experiments``; the plugins a family mixes in come before it among the family's bases."""
 
     #: Rows of the experiment catalog (reference-data/experiments.yaml) this check reproduces.
     experiments = variable(typ.List[int], value=[])
@@ -103,26 +109,6 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     #: Metrics to record as performance variables (``lat``, ``bw``, ``msgrate``, ...); empty: all the table has.
     report_metrics = variable(typ.List[str], value=[])
 
-    #: Message sizes the output must contain; an output missing one fails as an incomplete sweep.
-    expected_sizes = variable(typ.List[int], value=[])
-
-    # The knobs every family takes under the same name (``-S message_sizes=1:64K -S iterations=100``); each family
-    # maps them to its tool's options and says in its docstring what its tool cannot take.
-
-    #: Message sizes: empty for the tool's full sweep (which covers the papers' figures), else ``MIN:MAX`` (the
-    #: powers of two between, ``K``/``M``/``G`` = 2^10/2^20/2^30) or ``N1,N2,...``.
-    message_sizes = variable(str, value='')
-
-    #: Timed iterations per message size; None: the family's default (the papers' count where they state one,
-    #: else the tool's).
-    iterations = variable(int, type(None), value=None)
-
-    #: Warm-up iterations per message size; None: the tool's default.
-    warmup = variable(int, type(None), value=None)
-
-    # ``window`` (messages in flight, the papers' W) is the fourth common name: a variable of the bandwidth
-    # families where it is a knob, a parameter where the papers sweep it (OSUBandwidth %window=16).
-
     #: Why the check was skipped on this partition and environment ('' when it ran): kept in the run
     #: report, where ReFrame itself records no skip reason.
     skip_reason = variable(str, value='')
@@ -140,68 +126,6 @@ class PaperExperiment(rfm.RegressionTestPlugin):
 
     #: The references file this case was judged against ('' when the system has none).
     references_file = variable(str, value='', loggable=True)
-
-    #: How the job's processes were bound (launcher options and MPI variables), as applied (set before the run).
-    binding = variable(str, value='', loggable=True)
-
-    #: Whether an MPI case is kept on one rail of its partition (:func:`ibrepro.rfm.launch.partition_rail`); a
-    #: check that sets its own rails (MVAPICH2's multi-rail policies) sets it False before the run.
-    one_rail = variable(bool, value=True)
-
-    #: The rail (``device:port``) the MPI ran on, as pinned ('' when not pinned: the binding says why).
-    mpi_rail = variable(str, value='', loggable=True)
-
-    #: Nodes one job of this case needs (the layout's, two for client/server verbs flows): what a CI job that
-    #: runs only this case asks its scheduler for (ci/nightly.sh generate).
-    job_nodes = variable(int, value=1, loggable=True)
-
-    #: The model a simulated partition ran this case on (its extras ``simulation``: SimGrid version, platform
-    #: hash, model parameters; :mod:`ibrepro.simulated`); empty on a real system.
-    simulation = variable(typ.Dict[str, object], value={})
-
-    #: Injected slowdown (:mod:`ibrepro.rfm.inject`): microseconds more per MPI call that completes a message.
-    inject_us = variable(float, value=0.0, loggable=True)
-
-    #: Injected slowdown: percent of each such call's own duration more.
-    inject_pct = variable(float, value=0.0, loggable=True)
-
-    #: Injected slowdown only for messages of ``MIN:MAX`` bytes ('' = every size).
-    inject_sizes = variable(str, value='', loggable=True)
-
-    #: Injected slowdown only in these repetitions of the job (``3``, ``1,3``; '' = in every one).
-    inject_repetitions = variable(str, value='', loggable=True)
-
-    #: The injector library ('' = the one make setup builds, for MPICH-ABI environments).
-    inject_library = variable(str, value='')
-
-    #: Preload the injector even with nothing to add: the baseline of an injection experiment, so that the
-    #: clean runs carry the interposition's own cost (two clock reads per MPI call: 70 % of a 0.2 us latency).
-    inject_preload = variable(bool, value=False, loggable=True)
-
-    #: What was injected, as applied ('' = nothing), and what the ranks really added (set after the run).
-    injected = variable(str, value='', loggable=True)
-    inject_added = variable(typ.Dict[str, object], value={}, loggable=True)
-
-    #: Runs of the benchmark inside the job, back to back (:mod:`ibrepro.rfm.repeat`): each size reports the
-    #: median over them, and their spread is the night's own noise.
-    repetitions = variable(int, value=1, loggable=True)
-
-    #: Per performance variable, its value in each repetition (set in the performance stage; empty for one).
-    repetition_values = variable(typ.Dict[str, typ.List[float]], value={}, loggable=True)
-
-    #: The spread of the test case's index over the repetitions (log units, ~ relative; None for one).
-    repetition_spread = variable(float, type(None), value=None, loggable=True)
-
-    #: Share of the repetitions' time in which some task of the (first) node waited for a CPU (Linux PSI);
-    #: None where the node does not report it or for one repetition.
-    cpu_pressure = variable(float, type(None), value=None, loggable=True)
-
-    #: Whether the family's output can be repeated in one job (the pair runner's flows cannot: one barrier).
-    repeatable = True
-
-    @run_after('init')
-    def _whole_nodes(self):
-        self.exclusive_access = True     # performance runs get whole nodes (the local scheduler ignores it)
 
     # always_last: the check's own init hooks (which pick experiments per parameter) run first
     @run_after('init', always_last=True)
@@ -248,14 +172,6 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         """The benchmark program the case runs (families override); None: nothing to look for."""
         return None
 
-    def deprecated(self, old, new, value, default):
-        """The value of a renamed knob: ``new`` unless only the old name ``old`` was set (with a warning)."""
-        if value == default:
-            return None
-        from reframe.core.logging import getlogger
-        getlogger().warning(f'{self.name}: {old!r} is deprecated and goes in the next release: use {new!r}')
-        return value
-
     @run_after('setup')
     def _skip_without_program(self):
         """An environment provides exactly the programs it has: a partial install (OSU's pt2pt directory only,
@@ -269,15 +185,6 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         have = [p for p in programs if pattern and pattern.fullmatch(p)]
         self.skip_for([f'{name!r} is not installed in environment {self.current_environ.name!r} (its {self.tool} '
                        f'programs: {", ".join(have[:12]) or "none"}{" ..." if len(have) > 12 else ""})'])
-
-    @run_after('setup')
-    def _simulated_partition(self):
-        """On a simulated partition: keep the model with the results, and skip what SMPI cannot model (the
-        catalog's reasons: reference-data/experiments.yaml ``simulated``)."""
-        extras = self.current_partition.extras
-        if extras.get('simulated'):
-            self.simulation = dict(extras.get('simulation') or {})
-            self.skip_for(catalog.cannot_model(self.display_name, self.experiments))
 
     def skip_for(self, reasons):
         """Skip with ``reasons`` (a list of strings) if there are any, recording them in the report."""
@@ -321,7 +228,7 @@ class PaperExperiment(rfm.RegressionTestPlugin):
         if abort:
             raise SanityError(f'{self.tool}: {abort}')
 
-        missing_sizes = sorted(set(self.expected_sizes) - set(table.sizes()))
+        missing_sizes = self.unmeasured_sizes(table)
         if missing_sizes:
             raise SanityError(f'{self.tool} {table.benchmark}: incomplete message-size sweep, '
                               f'missing {_sizes_text(missing_sizes)}')
@@ -341,66 +248,39 @@ class PaperExperiment(rfm.RegressionTestPlugin):
                               f'output (its columns: {columns}); `ibrepro parse` shows what was read')
 
     def measured(self):
-        """The parsed output and its reported table, parsed once per run (sanity and performance share it); with
-        repetitions, each repetition's output is diagnosed and the table reports the median per size."""
+        """The parsed output and its reported table, parsed once per run (sanity and performance share it)."""
         if getattr(self, '_measured', None) is None:
-            self._measured = self.diagnose() if self.repetitions <= 1 else self._measure_repetitions()
+            self._measured = self.measure()
         return self._measured
 
-    def _measure_repetitions(self):
-        stdout = self._read(self.stdout.evaluate())
-        try:
-            chunks = repeat.split_output(stdout, self.repetitions)
-        except ValueError as err:
-            raise SanityError(f'{self.tool}: {err}') from None
-        tables = []
-        for number, chunk in enumerate(chunks, 1):
-            self._stdout_text = chunk        # diagnose() reads this repetition's output as the job's stdout
-            try:
-                parsed, table = self.diagnose()
-            except SanityError as err:
-                raise SanityError(f'repetition {number} of {self.repetitions}: {err}') from None
-            finally:
-                self._stdout_text = None
-            tables.append(table)
-        combined = dataclasses.replace(tables[0], rows=repeat.median_rows(tables))
-        per_rep = collections.defaultdict(list)
-        for table in tables:
-            for name, value, _ in table.metric_values():
-                per_rep[name].append(float(value))   # message rates print as integers
-        wanted = set(self.report_metrics)
-        self.repetition_values = {n: vs for n, vs in per_rep.items()
-                                  if not wanted or n.rsplit('_', 1)[0] in wanted}
-        better = {n: parsers.METRIC_BETTER.get(n.rsplit('_', 1)[0]) for n in self.repetition_values}
-        self.repetition_spread = repeat.spread(self.repetition_values, better)
-        self.cpu_pressure = repeat.cpu_pressure(self._read(repeat.LOG_FILE))
-        return parsed, combined
+    # Steps a plugin of the family provides (it comes before PaperExperiment among the family's bases); the hooks
+    # of this class call them, so their order is this class's.
+
+    def measure(self):
+        """Parse the output (:class:`ibrepro.rfm.repeat.Repetitions`: each repetition's)."""
+        return self.diagnose()
+
+    def unmeasured_sizes(self, table):
+        """The message sizes the output lacks (:class:`ibrepro.rfm.knobs.Knobs`)."""
+        return []
 
     @run_before('run')
     def _forget_measurement(self):
         self._measured = None
 
+    # the one always-last hook before the run: after every family hook has set the command (set_command,
+    # write_spec) and placed the ranks (place_ranks), its steps in this order
     @run_before('run', always_last=True)
-    def _repeat(self):
-        repeat.check(self.repetitions)
-        if self.repetitions > 1 and not self.repeatable:
-            raise ValueError(f'repetitions={self.repetitions}: {type(self).__name__} measures once per job (its '
-                             'flows start together at one barrier); run the case again instead')
-        before, after = repeat.job_commands(self.repetitions)
-        try:
-            before += inject.repetition_commands(self.inject_repetitions, self.repetitions, self.inject_us,
-                                                 self.inject_pct)
-        except inject.InjectError as err:
-            raise ValueError(f'injection: {err}') from None
-        if before:
-            self.prerun_cmds = self.prerun_cmds + before
-            self.postrun_cmds = after + self.postrun_cmds + [repeat.job_exit()]
-            self.keep_files = self.keep_files + [repeat.LOG_FILE]   # beside the output, for whoever reads it
+    def _complete_job(self):
+        self._quote_command()
+        self._bind()
+        self._repeat()
 
-    @run_before('run', always_last=True)
+    def _repeat(self):
+        """Run the benchmark R times in the job (:class:`ibrepro.rfm.repeat.Repetitions`)."""
+
     def _bind(self):
-        if not self.binding:
-            self.apply_launch_policy()
+        """Bind the job's ranks (:class:`ibrepro.rfm.launch.Placement`)."""
 
     def _refuse_unsafe_names(self):
         """Variables that name a program or a directory reach the job script: a value given with -S (from a CI
@@ -419,50 +299,12 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             if value is not None and not (math.isfinite(value) and lo <= value <= hi):
                 raise ValueError(f'{name}={value!r}: must be a finite number from {lo:g} to {hi:g}')
 
-    @run_before('run')
-    def _inject(self):
-        if not (self.inject_us or self.inject_pct or self.inject_preload):
-            return
-        try:
-            env, options, self.injected = inject.settings(
-                self.inject_us, self.inject_pct, self.inject_sizes, self.inject_library,
-                launch.mpi_family(self.current_environ.features), self.job.launcher.registered_name, self.stagedir)
-            which = inject.repetitions(self.inject_repetitions, self.repetitions)
-        except inject.InjectError as err:
-            raise ValueError(f'injection: {err}') from None
-        if which:
-            self.injected += f' in repetition(s) {",".join(map(str, which))} of {self.repetitions}'
-        self.env_vars = {**self.env_vars, **env}
-        self.job.launcher.options += options
-
-    @run_after('run')
-    def _injected(self):
-        if self.injected:
-            self.inject_added = inject.added(self.stagedir) or {}
-
-    @run_before('run', always_last=True)
     def _quote_command(self):
         """The command line as ReFrame writes it into the job script: every word shell-quoted (ReFrame joins
         them with spaces as given), so a path with a space or an option with shell syntax stays one word."""
         if self.executable and not _PLAIN_WORD.fullmatch(self.executable):
             self.executable = shlex.quote(self.executable)
         self.executable_opts = [o if _PLAIN_WORD.fullmatch(o) else shlex.quote(o) for o in self.executable_opts]
-
-    def apply_launch_policy(self, tasks_per_node=None, kill_on_bad_exit=False, bind=True):
-        """Bind the job's ranks as its launcher and MPI spell it, and record how (:mod:`ibrepro.rfm.launch`)."""
-        extras = self.current_partition.extras
-        options, env, self.binding = launch.policy(
-            self.job.launcher.registered_name, self.current_environ.features,
-            ranks_per_node=tasks_per_node or self.num_tasks_per_node or self.num_tasks or 1,
-            cores_per_node=extras.get('cores_per_node'), hca_numa_node=extras.get('hca_numa_node'),
-            kill_on_bad_exit=kill_on_bad_exit, bind=bind)
-        self.job.launcher.options += [o for o in options if o not in self.job.launcher.options]
-        rail_env = {}
-        if bind and self.one_rail:
-            rail_env, self.mpi_rail, said = launch.one_rail(
-                self.job.launcher.registered_name, self.current_environ.features, launch.partition_rail(extras))
-            self.binding = '; '.join(filter(None, [self.binding, said]))
-        self.env_vars = {**env, **rail_env, **self.env_vars}
 
     @sanity_function
     def assert_benchmark_output(self):

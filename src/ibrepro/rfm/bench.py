@@ -12,7 +12,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 
 from .. import pair
-from . import DEFAULT_TIME_LIMIT, PaperExperiment
+from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes, size_bytes
 from .layout import NodeLayout, parse_layout
 from .perftest import PerftestFlows, rails
 
@@ -23,7 +23,7 @@ def size_range(sizes):
     lo, colon, hi = sizes.partition(':')
     hi = hi if colon else lo
     try:
-        if _bytes(lo) > _bytes(hi):
+        if size_bytes(lo) > size_bytes(hi):
             raise ValueError
     except (ValueError, IndexError):
         raise ValueError(f'message_sizes must be SIZE or MIN:MAX in bytes with K/M/G suffixes (e.g. 4096, '
@@ -33,21 +33,7 @@ def size_range(sizes):
 
 def expected_sizes(sizes):
     """The rows an ibrepro-bench ``-m MIN:MAX`` sweep prints: 0 first if MIN is 0, then powers of two."""
-    lo, _, hi = size_range(sizes).partition(':')
-    lo, hi = _bytes(lo), _bytes(hi)
-    rows = [0] if lo == 0 else []
-    size = 1
-    while size <= hi:
-        if size >= lo:
-            rows.append(size)
-        size *= 2
-    return rows
-
-
-def _bytes(text):
-    units = {'K': 1 << 10, 'M': 1 << 20, 'G': 1 << 30}
-    text = text.strip().upper()
-    return int(text[:-1]) * units[text[-1]] if text and text[-1] in units else int(text)
+    return expand_sizes(size_range(sizes))
 
 
 def _arg(value):
@@ -55,7 +41,7 @@ def _arg(value):
     return f'{value:g}' if isinstance(value, float) else str(value)
 
 
-class BenchMPI(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
+class BenchMPI(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
     """One ibrepro-bench MPI program in one layout."""
 
     tool = 'bench'

@@ -8,7 +8,7 @@ cannot be applied, and a case given one fails at setup, saying so.
 import reframe as rfm
 from reframe.core.builtins import run_after, run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, PaperExperiment, expand_sizes
+from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes
 from .layout import NodeLayout, parse_layout
 
 #: IMB benchmarks whose message sizes start at sizeof(float): IMB sends at least one reduction element.
@@ -26,7 +26,7 @@ def expected_sizes(msglog, benchmark):
     return sorted(set(sizes))
 
 
-class IMBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
+class IMBBenchmark(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
     """One IMB-MPI1 benchmark over the whole message-size sweep, in one layout (nodes x processes per node)."""
 
     tool = 'imb'

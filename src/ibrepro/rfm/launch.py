@@ -36,6 +36,12 @@ recorded with the case (``mpi_rail``), and the report's "limit now" is that rail
 
 import re
 
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import run_after, variable
+
+from .. import catalog
+
 #: Launchers that are srun (ReFrame's registered names).
 SRUN = ('srun', 'srunalloc')
 
@@ -172,3 +178,60 @@ def one_rail(launcher, environ_features, rail):
     device, port = rail
     env = {k: v.format(device=device, port=port) for k, v in ONE_RAIL[family].items()}
     return env, f'{device}:{port}', f'one rail, {device}:{port} (' + ' '.join(f'{k}={v}' for k, v in env.items()) + ')'
+
+
+class Placement(rfm.RegressionTestPlugin):
+    """Plugin: where a case runs and how its ranks are bound: whole nodes, how many a job asks for, the binding and
+    the rail as applied, the model of a simulated partition. :meth:`_bind` runs from
+    :class:`ibrepro.rfm.PaperExperiment`'s last hook before the run, after the family has placed its ranks."""
+
+    #: Nodes one job of this case needs (the layout's, two for client/server verbs flows): what a CI job that
+    #: runs only this case asks its scheduler for (ci/nightly.sh generate).
+    job_nodes = variable(int, value=1, loggable=True)
+
+    #: How the job's processes were bound (launcher options and MPI variables), as applied (set before the run).
+    binding = variable(str, value='', loggable=True)
+
+    #: Whether an MPI case is kept on one rail of its partition (:func:`partition_rail`); a check that sets its
+    #: own rails (MVAPICH2's multi-rail policies) sets it False before the run.
+    one_rail = variable(bool, value=True)
+
+    #: The rail (``device:port``) the MPI ran on, as pinned ('' when not pinned: the binding says why).
+    mpi_rail = variable(str, value='', loggable=True)
+
+    #: The model a simulated partition ran this case on (its extras ``simulation``: SimGrid version, platform
+    #: hash, model parameters; :mod:`ibrepro.simulated`); empty on a real system.
+    simulation = variable(typ.Dict[str, object], value={})
+
+    @run_after('init')
+    def _whole_nodes(self):
+        self.exclusive_access = True     # performance runs get whole nodes (the local scheduler ignores it)
+
+    @run_after('setup')
+    def _simulated_partition(self):
+        """On a simulated partition: keep the model with the results, and skip what SMPI cannot model (the
+        catalog's reasons: reference-data/experiments.yaml ``simulated``)."""
+        extras = self.current_partition.extras
+        if extras.get('simulated'):
+            self.simulation = dict(extras.get('simulation') or {})
+            self.skip_for(catalog.cannot_model(self.display_name, self.experiments))
+
+    def _bind(self):
+        if not self.binding:
+            self.apply_launch_policy()
+
+    def apply_launch_policy(self, tasks_per_node=None, kill_on_bad_exit=False, bind=True):
+        """Bind the job's ranks as its launcher and MPI spell it, and record how."""
+        extras = self.current_partition.extras
+        options, env, self.binding = policy(
+            self.job.launcher.registered_name, self.current_environ.features,
+            ranks_per_node=tasks_per_node or self.num_tasks_per_node or self.num_tasks or 1,
+            cores_per_node=extras.get('cores_per_node'), hca_numa_node=extras.get('hca_numa_node'),
+            kill_on_bad_exit=kill_on_bad_exit, bind=bind)
+        self.job.launcher.options += [o for o in options if o not in self.job.launcher.options]
+        rail_env = {}
+        if bind and self.one_rail:
+            rail_env, self.mpi_rail, said = one_rail(
+                self.job.launcher.registered_name, self.current_environ.features, partition_rail(extras))
+            self.binding = '; '.join(filter(None, [self.binding, said]))
+        self.env_vars = {**env, **rail_env, **self.env_vars}

@@ -17,7 +17,7 @@ import re
 import reframe as rfm
 from reframe.core.builtins import run_after, run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, PaperExperiment
+from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement
 from . import mvapich2
 from .layout import NodeLayout, parse_layout
 
@@ -46,7 +46,7 @@ def parse_case(case):
     return m.group(1), m.group(2), nodes, per_node, m.group(4) or 'shm'
 
 
-class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
+class NPBBenchmark(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
     """One NPB-MPI program, class and layout."""
 
     tool = 'npb'
@@ -73,7 +73,8 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
     #: Directory of the NPB binaries; empty: found on PATH (the environment, a Spack view, modules).
     npb_bin_dir = variable(str, value='')
 
-    # always_last: after the family's init hook has chosen the channel (visible in --describe)
+    # always_last: after the family's init hook has chosen the channel, before NodeLayout selects by the features
+    # (rfm.HOOK_ORDER)
     @run_after('init', always_last=True)
     def require_tools(self):
         self.required_environ_features = ['npb']
@@ -81,7 +82,6 @@ class NPBBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
             # MV2_USE_SHARED_MEM is MVAPICH2's; other MPIs would silently keep shared memory
             self.required_environ_features += ['mvapich2']
             self.required_partition_features = ['ib']
-        self.select_by_features()     # NodeLayout's always-last hook ran before this one
 
     def program_name(self):
         return self.binary()

@@ -13,7 +13,8 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, PaperExperiment, expand_sizes
+from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes
+from .knobs import powers_of_two
 from .layout import NodeLayout
 
 #: OMB programs -> (default largest message size, metrics to record). OMB's defaults: 4 MiB for
@@ -60,16 +61,10 @@ def expected_sizes(benchmark, message_sizes=''):
     if benchmark in REDUCTIONS:
         lo = max(lo, 4)
 
-    sizes, size = [], 1
-    while size <= hi:
-        if size >= lo:
-            sizes.append(size)
-        size *= 2
-
-    return sizes
+    return powers_of_two(lo, hi)
 
 
-class OSUBenchmark(rfm.RunOnlyRegressionTest, PaperExperiment, NodeLayout):
+class OSUBenchmark(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
     """One OMB program over its message-size sweep, in the paper's layout."""
 
     tool = 'osu'

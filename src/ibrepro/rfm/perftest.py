@@ -37,7 +37,7 @@ from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
 from .. import pair, parsers
-from . import DEFAULT_TIME_LIMIT, PaperExperiment, expand_sizes
+from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes
 
 SPEC_FILE = 'flows.json'
 RUNNER_FILE = 'ibrepro_pair.py'
@@ -134,7 +134,7 @@ def perftest_margin(options, duration):
     return duration / 4
 
 
-class PerftestFlows(rfm.RunOnlyRegressionTest, PaperExperiment):
+class PerftestFlows(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment):
     """perftest flows run by the pair runner; subclasses say which flows (:meth:`flows`)."""
 
     tool = 'perftest'

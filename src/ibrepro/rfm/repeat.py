@@ -12,9 +12,18 @@ The job script wraps the launch in a loop; each repetition's output starts with 
 repetition fails. With R = 1 the job script is the one without repetitions.
 """
 
+import collections
+import dataclasses
 import math
 import re
 import statistics
+
+import reframe as rfm
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import variable
+from reframe.core.exceptions import SanityError
+
+from .. import parsers
 
 #: The line that starts each repetition's output on stdout (the repetition's number follows).
 MARKER = '### ibrepro repetition'
@@ -138,3 +147,74 @@ def spread(per_repetition, better):
     if not indexes or len(indexes) < 2 or not all(indexes):
         return None
     return round(statistics.stdev(statistics.median(slot) for slot in indexes), 6)
+
+
+class Repetitions(rfm.RegressionTestPlugin):
+    """Plugin of a family whose job can run its benchmark R times (``-S repetitions=R``); its steps run from
+    :class:`ibrepro.rfm.PaperExperiment`'s hooks (:meth:`measure` in sanity, :meth:`_repeat` before the run)."""
+
+    #: Runs of the benchmark inside the job, back to back: each size reports the median over them, and their spread
+    #: is the night's own noise.
+    repetitions = variable(int, value=1, loggable=True)
+
+    #: Per performance variable, its value in each repetition (set in the performance stage; empty for one).
+    repetition_values = variable(typ.Dict[str, typ.List[float]], value={}, loggable=True)
+
+    #: The spread of the test case's index over the repetitions (log units, ~ relative; None for one).
+    repetition_spread = variable(float, type(None), value=None, loggable=True)
+
+    #: Share of the repetitions' time in which some task of the (first) node waited for a CPU (Linux PSI);
+    #: None where the node does not report it or for one repetition.
+    cpu_pressure = variable(float, type(None), value=None, loggable=True)
+
+    #: Whether the family's output can be repeated in one job (the pair runner's flows cannot: one barrier).
+    repeatable = True
+
+    def in_each_repetition(self):
+        """Job-script lines at the start of each repetition (the injection plugin's)."""
+        return []
+
+    def _repeat(self):
+        check(self.repetitions)
+        if self.repetitions > 1 and not self.repeatable:
+            raise ValueError(f'repetitions={self.repetitions}: {type(self).__name__} measures once per job (its '
+                             'flows start together at one barrier); run the case again instead')
+        before, after = job_commands(self.repetitions)
+        before += self.in_each_repetition()
+        if before:
+            self.prerun_cmds = self.prerun_cmds + before
+            self.postrun_cmds = after + self.postrun_cmds + [job_exit()]
+            self.keep_files = self.keep_files + [LOG_FILE]   # beside the output, for whoever reads it
+
+    def measure(self):
+        """The parsed output and its table; with repetitions, each repetition's output diagnosed and the table
+        the median per size."""
+        if self.repetitions <= 1:
+            return self.diagnose()
+        stdout = self._read(self.stdout.evaluate())
+        try:
+            chunks = split_output(stdout, self.repetitions)
+        except ValueError as err:
+            raise SanityError(f'{self.tool}: {err}') from None
+        tables = []
+        for number, chunk in enumerate(chunks, 1):
+            self._stdout_text = chunk        # diagnose() reads this repetition's output as the job's stdout
+            try:
+                parsed, table = self.diagnose()
+            except SanityError as err:
+                raise SanityError(f'repetition {number} of {self.repetitions}: {err}') from None
+            finally:
+                self._stdout_text = None
+            tables.append(table)
+        combined = dataclasses.replace(tables[0], rows=median_rows(tables))
+        per_rep = collections.defaultdict(list)
+        for table in tables:
+            for name, value, _ in table.metric_values():
+                per_rep[name].append(float(value))   # message rates print as integers
+        wanted = set(self.report_metrics)
+        self.repetition_values = {n: vs for n, vs in per_rep.items()
+                                  if not wanted or n.rsplit('_', 1)[0] in wanted}
+        better = {n: parsers.METRIC_BETTER.get(n.rsplit('_', 1)[0]) for n in self.repetition_values}
+        self.repetition_spread = spread(self.repetition_values, better)
+        self.cpu_pressure = cpu_pressure(self._read(LOG_FILE))
+        return parsed, combined
