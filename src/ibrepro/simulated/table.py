@@ -27,17 +27,9 @@ from . import SYSTEM, platform
 
 ROLES = ('calibrated', 'input', 'calibration quantity', 'follows from calibration', 'predicted', 'not comparable')
 
-#: The quantities the model is compared on: the figure of the papers whose test cases measure it (the check files'
-#: figure tables say which: catalog.reproducing_figure) and whether across nodes; the first case present wins, ours
-#: first (it runs everywhere), then IMB, then OSU.
-QUANTITIES = {
-    'latency': ('s000-fig12', True),
-    'bandwidth': ('s000-fig13', True),
-    'bidirectional bandwidth': ('s002-fig5', True),
-    'bidirectional latency': ('s002-fig4', True),
-    'intra-node latency': ('s002-fig9', False),
-    'intra-node bandwidth': ('s002-fig10', False),
-}
+#: The quantities the model is compared on: {quantity: (the figure of the papers whose test cases measure it, whether
+#: across nodes)}; the first case present wins (catalog.reproducing_figure). Data: reference-data/simulated.yaml.
+QUANTITIES = {name: (q['figure'], q['inter_node']) for name, q in platform.COMPARISON['quantities'].items()}
 
 
 def measuring(quantity):
@@ -45,12 +37,9 @@ def measuring(quantity):
     return catalog.reproducing_figure(*QUANTITIES[quantity])
 
 
-#: Relative entries without a ``baseline_testbed``: the configurations the paper compares with (the model compares
-#: with the first). 001 Sec. 5.1: PCIe 2.0 lowers the latency "by approximately 0.2 usec" against "the PCIe 1.1
-#: configurations" (SDR-1.1 and DDR-1.1, the same latency in the model); 000 Sec. IV.C.1: PCI Express against PCI-X.
-BASELINES = {'001-fig2a-lat-reduction-ddr-2.0': ('001-ddr-1.1', '001-sdr-1.1'),
-             '001-fig2a-lat-reduction-qdr-2.0': ('001-ddr-1.1', '001-sdr-1.1'),
-             '000-fig12-mpi-lat-reduction': ('000-pcix-mt23108',)}
+#: Relative entries without a ``baseline_testbed``: {entry id: the configurations the paper compares with} (the model
+#: compares with the first). Data: reference-data/simulated.yaml.
+BASELINES = {entry_id: tuple(configs) for entry_id, configs in platform.COMPARISON['baselines'].items()}
 
 RUN_TIME = ('time', 'run time improvement', 'run time degradation')
 NO_COMPUTATION = ('run time: computation is not simulated, the model reports the communication time of the '
