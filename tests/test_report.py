@@ -420,3 +420,12 @@ def test_a_limit_read_on_another_node_than_the_case_ran_on_says_so():
     # unrecorded (or not a list): nothing to say either way
     assert provenance.elsewhere(topo, {}) == provenance.elsewhere(topo, {'job_nodelist': 'cn03'}) == ''
     assert provenance.elsewhere({'devices': []}, {'job_nodelist': ['cn03']}) == ''
+
+
+def test_the_command_runs_as_a_module_and_says_what_the_report_is():
+    # python -m ibrepro is the ibrepro command; report's help is the report package's documentation
+    proc = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--help'], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert 'this system beside the papers, its own history and its link limit' in proc.stdout
+    assert '--nightly' in proc.stdout and 'The history test:' in proc.stdout
