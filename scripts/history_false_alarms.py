@@ -14,6 +14,7 @@ import argparse
 import math
 
 from ibrepro import plots, report, results, stats
+from ibrepro.report import cli as report_cli
 
 
 def upper_bound(failures, trials, confidence=0.95):
@@ -28,9 +29,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--db', help='results database (default: ibrepro where)')
     parser.add_argument('--system', default='local')
-    report.add_method_arguments(parser)
+    report_cli.add_method_arguments(parser)
     args = parser.parse_args()
-    method = report.method_of(args)
+    method = report_cli.method_of(args)
 
     # counting alarms needs no pictures
     plots.trend = plots.paper_figure = lambda *a, **k: ''

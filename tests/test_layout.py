@@ -100,8 +100,8 @@ def test_one_table_row_is_a_new_case_in_the_catalog_nightly_subset_and_report(ch
     assert mine[2] == ['s000-fig17'] and [c[1] for c in nightly['chosen']] == [NEW_CASE]
 
     # the report: a session that ran none of the experiment's cases lists the new one among the absent
-    absent = _in_child('import json\nfrom ibrepro import report\n'
-                       'print(json.dumps(report._absent_families("local", [], {}, None)))', checks)
+    absent = _in_child('import json\nfrom ibrepro.report import provenance\n'
+                       'print(json.dumps(provenance.absent_families("local", [], {}, None)))', checks)
     row = next(r for r in absent if r['check'] == NEW_CASE)
     assert row['experiments'] == '#14'
 

@@ -273,8 +273,8 @@ def test_a_crash_of_the_report_is_could_not_judge(capsys):
     # whatever breaks inside the report (here: options it was never given), the night reads "could not judge",
     # never "regression" (exit 1) nor a pass
     import argparse
-    from ibrepro import report
-    assert report._cli(argparse.Namespace(nightly=True)) == verdict.EXIT_UNJUDGED
+    from ibrepro.report import cli
+    assert cli._cli(argparse.Namespace(nightly=True)) == verdict.EXIT_UNJUDGED
     assert 'crashed (AttributeError' in capsys.readouterr().err
 
 

@@ -23,6 +23,7 @@ import pytest
 
 from conftest import ROOT, ReFrameRunner, needs_impi, output
 from ibrepro import compare, report, results, stats
+from ibrepro.report import provenance, render
 from test_topology import ACTIVE, ib_device, pci_function
 
 FIXTURES = ROOT / 'tests' / 'data' / 'run-reports'
@@ -278,9 +279,9 @@ def test_without_a_database_the_error_says_where_it_looked(runner):
 
 
 def test_markdown_cells_and_numbers():
-    assert report._md('a|b <x> *y* `z`\nnext') == 'a\\|b \\<x\\> \\*y\\* \\`z\\` next'
-    assert report._num(0.000123) == '0.0001230' and report._num(12345.6) == '12,346' and report._num(None) == '-'
-    assert report._pct(0.1234) == '+12.3 %' and report._pct(-0.05, False) == '-5.0 %'
+    assert render._md('a|b <x> *y* `z`\nnext') == 'a\\|b \\<x\\> \\*y\\* \\`z\\` next'
+    assert render.num(0.000123) == '0.0001230' and render.num(12345.6) == '12,346' and render.num(None) == '-'
+    assert render.pct(0.1234) == '+12.3 %' and render.pct(-0.05, False) == '-5.0 %'
     assert report.parse_since('2026-11-20') == pytest.approx(1795132800.0)
     assert report.parse_since('2d', now=1000000.0) == pytest.approx(1000000.0 - 2 * 86400)
     with pytest.raises(report.ReportError, match='--since'):
@@ -322,7 +323,7 @@ def test_report_of_stored_sessions(history):
     row = re.search(r'<tr><td title="[^"]*">002-fig10-intra-bw-ib</td>.*?</tr>', html, re.S)
     peak = max(v for (name, var), v in values.items()
                if name == 'IMBPointToPoint %benchmark=Uniband %layout=1x2' and var.startswith('bw_'))
-    assert row and f'{report._num(peak)} MB/s' in row.group(0)
+    assert row and f'{render.num(peak)} MB/s' in row.group(0)
     # the constructed topology (one QDR 4X port behind PCIe gen2 x8) is recorded and bounds the links...
     topology = next(c['topology'] for c in results.testcases(stored) if c['name'] == 'RdmaTopology')
     assert 'mlx4_0' in page.plain and compare.limit_now(topology, False) == (pytest.approx(4000.0), None)
@@ -404,19 +405,27 @@ def test_false_alarm_rate_bound_is_clopper_pearson():
 
 def test_labels_say_what_carries_the_messages():
     ci = {'veth': {'extras': {'nodes': 2, 'interconnect': 'namespace nodes, TCP over veth'}}}
-    assert report._labels('ci-cluster', ci) == ['namespace nodes, TCP over veth: not an RDMA network']
+    assert provenance.labels_of('ci-cluster', ci) == ['namespace nodes, TCP over veth: not an RDMA network']
     emulated = {'nodes2': {'extras': {'nodes': 2, 'emulated': True, 'rdma_devices': ['rxe2'],
                                       'interconnect': 'soft-RoCE (rdma_rxe, RoCE v2) in QEMU TCG guests'}}}
-    assert report._labels('softroce', emulated) == [report.LABEL_EMULATED]
-    assert report._labels('local', {'default': {'extras': {'nodes': 1}}}) == [report.LABEL_LOCAL]
+    assert provenance.labels_of('softroce', emulated) == [report.LABEL_EMULATED]
+    assert provenance.labels_of('local', {'default': {'extras': {'nodes': 1}}}) == [report.LABEL_LOCAL]
 
 
 def test_a_limit_read_on_another_node_than_the_case_ran_on_says_so():
-    from ibrepro import report as rep
     topo = {'devices': [], 'read_on': ['cn01']}
-    assert rep._elsewhere(topo, {'job_nodelist': ['cn01', 'cn02']}) == ''
-    assert rep._elsewhere(topo, {'job_nodelist': ['cn03', 'cn04']}) == (
+    assert provenance.elsewhere(topo, {'job_nodelist': ['cn01', 'cn02']}) == ''
+    assert provenance.elsewhere(topo, {'job_nodelist': ['cn03', 'cn04']}) == (
         'limit from the topology read on cn01; this case ran on cn03, cn04 (RdmaTopology ran as a job of its own)')
     # unrecorded (or not a list): nothing to say either way
-    assert rep._elsewhere(topo, {}) == rep._elsewhere(topo, {'job_nodelist': 'cn03'}) == ''
-    assert rep._elsewhere({'devices': []}, {'job_nodelist': ['cn03']}) == ''
+    assert provenance.elsewhere(topo, {}) == provenance.elsewhere(topo, {'job_nodelist': 'cn03'}) == ''
+    assert provenance.elsewhere({'devices': []}, {'job_nodelist': ['cn03']}) == ''
+
+
+def test_the_command_runs_as_a_module_and_says_what_the_report_is():
+    # python -m ibrepro is the ibrepro command; report's help is the report package's documentation
+    proc = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--help'], capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert 'this system beside the papers, its own history and its link limit' in proc.stdout
+    assert '--nightly' in proc.stdout and 'The history test:' in proc.stdout

@@ -19,6 +19,7 @@ import pytest
 
 from conftest import VENV_BIN, ReFrameRunner, output
 from ibrepro import report, results, rfmconfig
+from ibrepro.report import render
 from test_report import FIXTURE, MAKE_RUN, _script, run_report, written
 
 bench = _script('bench_report')
@@ -52,7 +53,7 @@ def _rendered(db, use_index, **kwargs):
     inputs = report.select(db=db, history=400, use_index=use_index, **kwargs)
     try:
         model = report.build('local', inputs.selected, inputs.history['local'])
-        html, md = report.render(model)
+        html, md = render.render(model)
     finally:
         inputs.close()
     return re.sub(r'generated [^<]*', '', html), md, model

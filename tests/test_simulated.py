@@ -39,6 +39,32 @@ def test_every_parameter_says_where_it_comes_from(name):
             assert entry_id in entries, f'{name} {prm.name}: {entry_id} is not in reference-data'
 
 
+def _edited_data(tmp_path, old, new):
+    """A copy of reference-data/ whose simulated.yaml has ``old`` replaced by ``new``; its path."""
+    root = tmp_path / 'reference-data'
+    shutil.copytree(references.data_root(), root)
+    text = (root / 'simulated.yaml').read_text()
+    assert old in text
+    (root / 'simulated.yaml').write_text(text.replace(old, new, 1))
+    return root
+
+
+def test_the_models_data_is_valid_and_a_broken_one_is_refused(tmp_path):
+    """reference-data/simulated.yaml: every quantity of every testbed names paper entries in its unit; a missing
+    shared source, a field the schema lacks or an entry in another unit is an error that names it."""
+    assert references.validate([references.data_root() / 'simulated.yaml']) == []
+    root = _edited_data(tmp_path, '  overhead: overhead-002', '  overhead: overhead-999')
+    with pytest.raises(platform.ModelError, match="pcie-sdr.overhead: no shared source 'overhead-999'"):
+        platform.load(root / 'simulated.yaml')
+    assert any("no shared source 'overhead-999'" in str(p) for p in references.validate(root=root))
+    root = _edited_data(tmp_path / 'b', "    unit: us\n    source: calibrated\n    why: '000 Fig. 12",
+                        "    unit: MB/s\n    source: calibrated\n    why: '000 Fig. 12")
+    assert any("entry '000-fig12-mpi-lat-pcie' is in us, not MB/s" in str(p) for p in references.validate(root=root))
+    root = _edited_data(tmp_path / 'c', '    source: assumed\n', '    source: guessed\n')
+    with pytest.raises(platform.ModelError, match='simulated.yaml: shared/overhead-002/source:'):
+        platform.load(root / 'simulated.yaml')
+
+
 @pytest.mark.parametrize('name', list(platform.TESTBEDS))
 def test_calibrated_only_on_latency_and_bandwidth_of_the_testbed_itself(name):
     """The brief of the model: fit the small-message latency and the one-way peak bandwidth per testbed, nothing

@@ -62,7 +62,7 @@ def experiment(exp_id):
 
 
 def tags_for(exp_ids):
-    """ReFrame tags naming experiments, seeds and figures: exp11, s000, s000-fig12, ..."""
+    """ReFrame tags naming experiments, seeds and figures: exp<N>, s<seed>, s<seed>-fig<N>, ..."""
     tags = set()
     for exp_id in exp_ids:
         row = experiment(exp_id)
@@ -168,7 +168,7 @@ def _tagged(checks_dir):
 
 def reproduces(tags, what):
     """Whether a test case with ``tags`` reproduces ``what``: an experiment (its id) or a figure tag
-    (``s000-fig12``). The one reading of the paper-to-case mapping, which is written once, in the figure table of
+    (``s<seed>-fig<N>``). The one reading of the paper-to-case mapping, which is written once, in the figure table of
     the check file of the experiment's section (its families tag each case ``exp<N>`` and ``s<seed>-<figure>``)."""
     return (f'exp{what}' if isinstance(what, int) else what) in tags
 
@@ -197,7 +197,7 @@ TOOL_PREFERENCE = ('bench', 'imb', 'osu')
 
 
 def reproducing_figure(figure, inter_node=None, checks_dir=paths.CHECKS_DIR):
-    """Display names of the test cases that reproduce ``figure`` (``s000-fig12``), in :data:`TOOL_PREFERENCE` and,
+    """Display names of the test cases that reproduce ``figure`` (``s<seed>-fig<N>``), in :data:`TOOL_PREFERENCE` and,
     among one tool's, the case more figures share first (the papers' common benchmark before a special one);
     ``inter_node`` True or False: only the cases on several nodes, or on one."""
     rank = {tool: i for i, tool in enumerate(TOOL_PREFERENCE)}

@@ -25,7 +25,7 @@ COMMANDS = {
     'softroce': 'ibrepro.softroce',
     'simulated': 'ibrepro.simulated',
     'software': 'ibrepro.software',
-    'report': 'ibrepro.report',
+    'report': 'ibrepro.report.cli',
     'nightly': 'ibrepro.nightly',
 }
 

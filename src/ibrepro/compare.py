@@ -2,7 +2,7 @@
 
 A paper entry (``ibrepro.references``) is answered by a test case of a session when
 
-* the case carries the entry's figure tag (``s000-fig12``; the figure comes from the entry's ``where``) and one of
+* the case carries the entry's figure tag (``s<seed>-fig<N>``; the figure comes from the entry's ``where``) and one of
   its experiment tags (``exp11``), and reports the entry's metric (latency -> ``lat_*``, bandwidth -> ``bw_*``);
 * every parameter the entry states is a parameter of the case with the same value (``operation: MPI_Alltoall``
   matches ``benchmark=Alltoall``, ``placement: intra-node`` a ``1x2`` layout), except ``nodes`` and
@@ -34,7 +34,7 @@ _FIGURE = re.compile(r'\b(Fig|Table)s?\.?\s*(\d+)(\([a-z]\))?(?:\s*-\s*(\d+))?')
 
 
 def figures_of(where):
-    """The figure/table tags of an entry's ``where`` and their labels: [('fig2', 'Fig. 2(a)'), ...]."""
+    """The figure/table tags of an entry's ``where`` and their labels: [("fig<N>", "Fig. <N>(a)"), ...]."""
     tags = []
     for kind, first, sub, last in _FIGURE.findall(where or ''):
         prefix = 'fig' if kind == 'Fig' else 'tab'

@@ -287,12 +287,23 @@ def _count(value):
 
 # -- the history of a system: what the report and the history test read -------------------------------
 
+@dataclasses.dataclass(frozen=True)
+class FirstValue:
+    """A series' oldest value in a History, with ReFrame's reference and verdict of it."""
+
+    position: int          # in History.sessions
+    value: float
+    ref: float | None
+    lower: float | None
+    upper: float | None
+    result: str | None
+
+
 class History:
     """Sessions (oldest first), the first occurrence of each series in them, and their values on demand.
 
-    ``first[series]`` is ``(position, value, ref, lower, upper, result)`` of the series' oldest value (``position``:
-    in ``sessions``); :meth:`values` reads the values: the recent ones of every series (what the history test
-    reads), or all of a few (a trend). Sessions come from decoded run reports or from a ValueIndex, which is then
+    ``first[series]`` is the :class:`FirstValue` of the series' oldest value; :meth:`values` reads the values: the
+    recent ones of every series (what the history test reads), or all of a few (a trend). Sessions come from decoded run reports or from a ValueIndex, which is then
     read only for what is asked: a year of history is not loaded to test the last month.
     """
 
@@ -302,8 +313,8 @@ class History:
         self._index = None       # (ValueIndex, its table of this history's sessions, {series id: Series})
 
     def _note_first(self, series, position, value, details):
-        if series not in self.first or position < self.first[series][0]:
-            self.first[series] = (position, value, *details)
+        if series not in self.first or position < self.first[series].position:
+            self.first[series] = FirstValue(position, value, *details)
 
     def values(self, series=None, since=0):
         """``{series: (positions, values)}`` at positions >= ``since``, of ``series`` (every series when None)."""

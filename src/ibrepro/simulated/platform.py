@@ -7,7 +7,8 @@ one-way peak MPI bandwidth, carrying half the calibrated wire latency. The switc
 wire-speed crossbar) adds no link: its latency is in the calibrated latency. Two ranks on one node talk
 through a loopback link (MVAPICH's shared memory and HCA loopback, one path).
 
-Parameters have a ``source``:
+The testbeds and where each of their quantities comes from (paper entries, unit, source, why) are data:
+reference-data/simulated.yaml. Parameters have a ``source``:
 
 * ``calibrated``: fitted on one of the paper's numbers for this testbed, only the small-message MPI latency and
   the one-way peak MPI bandwidth (and, for 002's testbed, the intra-node pair of them that 002 states);
@@ -31,6 +32,8 @@ import os
 import tempfile
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
+
+import jsonschema
 
 from .. import limits, paths, references
 
@@ -103,6 +106,8 @@ class Source:
     source: str
     why: str
     cites: tuple = ()      # entries that justify it without entering the value
+    unit: str = ''         # the entries' SI unit
+    share_of_latency: bool = False   # the first entry's share of the second, applied to the testbed's latency
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,101 +132,46 @@ class Testbed:
     features: tuple = ()
 
 
-def _src(*entries, source=CALIBRATED, why='', cites=()):
-    return Source(tuple(entries), source, why, tuple(cites))
-
-
-#: 002 Fig. 3: MVAPICH 0.9.1's host overhead on PCI-X Xeons, the only measured split of the latency into host
-#: and wire; 000 states none, on nodes of the same generation and MPI.
-_OVERHEAD_002 = _src('002-fig3-overhead-ib', source=ASSUMED,
-                     why="002 Fig. 3: MVAPICH's host overhead (sender + receiver) on 2003 Xeons with an InfiniHost on "
-                         "PCI-X; 000 states none for its nodes of the same generation and MPI")
-_INTRA_LAT_002 = _src('002-fig9-intra-lat-ib', source=ASSUMED,
-                      why="002 Fig. 9: MVAPICH's intra-node latency on the same generation of dual-Xeon nodes; this "
-                          "paper states none")
-_INTRA_BW_002 = _src('002-fig10-intra-bw-ib', source=ASSUMED,
-                     why="002 Fig. 10: MVAPICH's intra-node bandwidth (HCA loopback above 16 KB) on the same "
-                         "generation of nodes; this paper states none")
-_EAGER_000 = _src('000-fig13-mpi-dip', source=ASSUMED,
-                  why='000 Sec. IV.C.1: the MPI bandwidth "drops around 8 KB ... because of both protocol switch in '
-                      'MPI and our striping threshold": eager below 8 KB')
-_NODES_000 = ('the paper\'s cluster has 4 nodes; modelled with 8 identical nodes on the same switch (an '
-              'InfiniScale has 8 ports, 002 Sec. 2.1) so that 002\'s 8x1 layout runs on these adapters too')
-_OVERHEAD_001 = _src('002-fig3-overhead-ib', '002-fig1-lat-ib', source=ASSUMED,
-                     why='001 states no host overhead: the share of the latency that 002 measured as host overhead '
-                         '(Fig. 3 / Fig. 1: 1.7 of 6.8 us), applied to this latency')
-_EAGER_001 = _src('000-fig13-mpi-dip', source=ASSUMED,
-                  why="001 states no eager threshold: 000's 8 KB (MVAPICH on the same HCA family)")
-_LAT_PCIE2_001 = _src('001-fig2a-lat-qdr', why='001 Fig. 2(a): QDR-2.0, 1.06 us at 1 byte')
-_LAT_PCIE1_001 = _src('001-fig2a-lat-qdr', '001-fig2a-lat-reduction-qdr-2.0',
-                      why='001 Fig. 2(a): 1.06 us (QDR-2.0) plus the 0.2 us by which PCIe 2.0 lowers the latency of '
-                          'the PCIe 1.1 configurations')
-
-TESTBEDS = {t.name: t for t in [
-    Testbed('pcie-sdr', '000/003: MT25208 InfiniHost III Ex on PCIe x8, one 4X SDR port, InfiniScale switch; MVAPICH',
-            ('000-pcie-x8-mt25208', '003-pcie-x8-mt25208'), 8, _NODES_000, 2, 'pcie:gen1:x8', 'ib:sdr:4x',
-            latency=_src('000-fig12-mpi-lat-pcie', why='000 Fig. 12: MPI latency "around 4.1 us" for small messages'),
-            bandwidth=_src('000-fig13-mpi-uni-bw-pcie', why='000 Fig. 13: peak MPI bandwidth 971 MB/s'),
-            eager=_EAGER_000, overhead=_OVERHEAD_002, intra_latency=_INTRA_LAT_002,
-            intra_bandwidth=_INTRA_BW_002, mpi='MVAPICH, one port (version not stated)', features=('pcie', 'ib-sdr')),
-    Testbed('pcix-sdr', '000/003: MT23108 InfiniHost on PCI-X 64 bit/133 MHz, one 4X SDR port, InfiniScale switch; '
-                        'MVAPICH',
-            ('000-pcix-mt23108', '003-pcix-mt23108'), 8, _NODES_000, 2, 'pcix:64:133', 'ib:sdr:4x',
-            latency=_src('000-fig12-mpi-lat-pcix', why='000 Fig. 12: MPI latency 5.1 us for small messages'),
-            bandwidth=_src('000-fig13-mpi-uni-bw-pcix', why='000 Fig. 13: peak MPI bandwidth "around 800 MB/s"'),
-            eager=_EAGER_000, overhead=_OVERHEAD_002, intra_latency=_INTRA_LAT_002,
-            intra_bandwidth=_INTRA_BW_002, mpi='MVAPICH, one port (version not stated)', features=('pcix', 'ib-sdr')),
-    Testbed('ib-pcix-8node', '002: MT23108 InfiniHost on PCI-X 64 bit/133 MHz, 4X SDR, InfiniScale; MVAPICH 0.9.1',
-            ('002-ib-pcix',), 8, "the paper's 8 nodes", 2, 'pcix:64:133', 'ib:sdr:4x',
-            latency=_src('002-fig1-lat-ib', why='002 Fig. 1: smallest MPI latency 6.8 us'),
-            bandwidth=_src('002-fig2-bw-ib-w16', why='002 Fig. 2: "over 841MB/s" (MB = 2^20 B) with window 16'),
-            eager=_src('002-fig2-eager-threshold-ib', source=STATED,
-                       why='002 Sec. 3.1: "the protocol switches from Eager to Rendezvous" at 2 KB'),
-            overhead=_src('002-fig3-overhead-ib', source=STATED,
-                          why='002 Fig. 3: host overhead "around 1.7 us", sender + receiver (an input of the model: '
-                              'not a prediction)'),
-            intra_latency=_src('002-fig9-intra-lat-ib', why='002 Fig. 9: intra-node latency "about 1.6 us"'),
-            intra_bandwidth=_src('002-fig10-intra-bw-ib', why='002 Fig. 10: intra-node bandwidth "over 450MB/s" '
-                                                             '(MB = 2^20 B)'),
-            mpi='MVAPICH 0.9.1 (MPICH 1.2.2)', features=('pcix', 'ib-sdr')),
-    Testbed('ib-pci-8node', '002 Sec. 4.7: the same 8 nodes with the HCA forced onto a 64 bit/66 MHz PCI bus',
-            ('002-ib-pci',), 8, "the paper's 8 nodes", 2, 'pci:64:66', 'ib:sdr:4x',
-            latency=_src('002-fig1-lat-ib', '002-fig26-lat-increase-pci',
-                         why='002 Figs. 1 and 26: 6.8 us on PCI-X, "only increases by about 0.6 us" on PCI'),
-            bandwidth=_src('002-fig27-bw-pci', why='002 Fig. 27: the bandwidth "only reaches 378MB/s" (MB = 2^20 B)'),
-            eager=_src('002-fig2-eager-threshold-ib', source=STATED,
-                       why="002 Sec. 3.1: MVAPICH 0.9.1's eager limit, 2 KB"),
-            overhead=_src('002-fig3-overhead-ib', source=ASSUMED,
-                          why="002 Fig. 3's host overhead on PCI-X: the CPU's share does not change with the bus"),
-            intra_latency=_src('002-fig9-intra-lat-ib', source=ASSUMED, why="002 Fig. 9 (PCI-X): shared memory does "
-                                                                           "not cross the bus"),
-            intra_bandwidth=_src('002-fig10-intra-bw-ib', source=ASSUMED,
-                                 why='002 Fig. 10 (PCI-X): not stated for PCI'),
-            mpi='MVAPICH 0.9.1 (MPICH 1.2.2)', features=('pci', 'ib-sdr')),
-    *[Testbed(f'connectx-{conf.replace(".", "")}',
-              f'001: ConnectX, {rate.upper()} on PCIe {gen} x8, two nodes back to back, 2 quad-core Xeons; MVAPICH',
-              (f'001-{conf}',), 2, "the paper's 2 nodes", 8, f'pcie:gen{gen[0]}:x8', f'ib:{rate}:4x',
-              latency=_LAT_PCIE2_001 if gen == '2.0' and rate == 'qdr' else
-              _src('001-fig2a-lat-qdr', cites=['001-fig2a-ddr-vs-qdr-threshold'], source=ASSUMED,
-                   why='001 Fig. 2(a): "DDR-2.0 performs comparably with QDR-2.0 for messages smaller than 64 bytes"'
-                       ' (1.06 us)') if gen == '2.0' else _LAT_PCIE1_001,
-              bandwidth=_src('000-fig13-mpi-uni-bw-pcie', source=ASSUMED,
-                             why="001 states no SDR-1.1 bandwidth: 000's 971 MB/s, the same 4X SDR rate on PCIe 1.x "
-                                 "x8") if rate == 'sdr' else
-              _src(f'001-fig2b-bw-{conf}', why=f'001 Fig. 2(b): peak bandwidth of {conf.upper()}'),
-              eager=_EAGER_001, overhead=_OVERHEAD_001,
-              intra_latency=_src('002-fig9-intra-lat-ib', source=ASSUMED,
-                                 why="001 states no intra-node number: 002's (2003 nodes; no comparable number of "
-                                     "001 depends on it)"),
-              intra_bandwidth=_src('002-fig10-intra-bw-ib', source=ASSUMED, why="as the intra-node latency"),
-              mpi='MVAPICH (2008, version not stated)', features=('pcie', f'ib-{rate}'))
-      for conf, rate, gen in [('sdr-1.1', 'sdr', '1.1'), ('ddr-1.1', 'ddr', '1.1'), ('ddr-2.0', 'ddr', '2.0'),
-                              ('qdr-2.0', 'qdr', '2.0')]],
-]}
-
-
 class ModelError(ValueError):
     pass
+
+
+#: The testbeds' data, with its provenance: reference-data/simulated.yaml (schema and cross-file checks: ibrepro refs
+#: validate).
+DATA = paths.REFERENCE_DATA / 'simulated.yaml'
+QUANTITY_FIELDS = ('latency', 'bandwidth', 'eager', 'overhead', 'intra_latency', 'intra_bandwidth')
+
+
+def load(path=DATA):
+    """(testbeds {name: Testbed}, the rest of the file: quantities and baselines) of the data file; ModelError naming
+    the file and what is wrong when it is not valid."""
+    path = Path(path)
+    try:
+        data = references.read_yaml(path, path.parent)
+    except references.DataError as err:
+        raise ModelError(str(err.problem)) from None
+    schema = references.load_schema('simulated')
+    problems = [f'{"/".join(map(str, e.absolute_path)) or "top level"}: {e.message}'
+                for e in jsonschema.Draft202012Validator(schema).iter_errors(data)]
+    if problems:
+        raise ModelError(f'{path}: ' + '; '.join(problems[:3]))
+
+    def source(spec, where):
+        if isinstance(spec, str):
+            if spec not in data['shared']:
+                raise ModelError(f'{path}: {where}: no shared source {spec!r} (known: {", ".join(data["shared"])})')
+            spec = data['shared'][spec]
+        return Source(tuple(spec['entries']), spec['source'], spec['why'], tuple(spec.get('cites', ())),
+                      spec['unit'], spec.get('share_of_latency', False))
+
+    testbeds = {}
+    for bed in data['testbeds']:
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in bed.items() if k not in QUANTITY_FIELDS}
+        testbeds[bed['name']] = Testbed(**fields, **{q: source(bed[q], f'{bed["name"]}.{q}') for q in QUANTITY_FIELDS})
+    return testbeds, {'quantities': data['quantities'], 'baselines': data['baselines']}
+
+
+TESTBEDS, COMPARISON = load()
 
 
 @functools.lru_cache(maxsize=None)
@@ -242,9 +192,9 @@ def _value(src):
 
 
 def _overhead(testbed, latency):
-    if testbed.overhead is _OVERHEAD_001:   # 002's share of the latency, applied to this testbed's latency
-        overhead, lat_002 = _values(_OVERHEAD_001)
-        return latency * overhead / lat_002
+    if testbed.overhead.share_of_latency:   # another testbed's share of its latency, applied to this latency
+        overhead, other_latency = _values(testbed.overhead)
+        return latency * overhead / other_latency
     return _value(testbed.overhead)
 
 

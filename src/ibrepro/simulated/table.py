@@ -27,17 +27,9 @@ from . import SYSTEM, platform
 
 ROLES = ('calibrated', 'input', 'calibration quantity', 'follows from calibration', 'predicted', 'not comparable')
 
-#: The quantities the model is compared on: the figure of the papers whose test cases measure it (the check files'
-#: figure tables say which: catalog.reproducing_figure) and whether across nodes; the first case present wins, ours
-#: first (it runs everywhere), then IMB, then OSU.
-QUANTITIES = {
-    'latency': ('s000-fig12', True),
-    'bandwidth': ('s000-fig13', True),
-    'bidirectional bandwidth': ('s002-fig5', True),
-    'bidirectional latency': ('s002-fig4', True),
-    'intra-node latency': ('s002-fig9', False),
-    'intra-node bandwidth': ('s002-fig10', False),
-}
+#: The quantities the model is compared on: {quantity: (the figure of the papers whose test cases measure it, whether
+#: across nodes)}; the first case present wins (catalog.reproducing_figure). Data: reference-data/simulated.yaml.
+QUANTITIES = {name: (q['figure'], q['inter_node']) for name, q in platform.COMPARISON['quantities'].items()}
 
 
 def measuring(quantity):
@@ -45,12 +37,9 @@ def measuring(quantity):
     return catalog.reproducing_figure(*QUANTITIES[quantity])
 
 
-#: Relative entries without a ``baseline_testbed``: the configurations the paper compares with (the model compares
-#: with the first). 001 Sec. 5.1: PCIe 2.0 lowers the latency "by approximately 0.2 usec" against "the PCIe 1.1
-#: configurations" (SDR-1.1 and DDR-1.1, the same latency in the model); 000 Sec. IV.C.1: PCI Express against PCI-X.
-BASELINES = {'001-fig2a-lat-reduction-ddr-2.0': ('001-ddr-1.1', '001-sdr-1.1'),
-             '001-fig2a-lat-reduction-qdr-2.0': ('001-ddr-1.1', '001-sdr-1.1'),
-             '000-fig12-mpi-lat-reduction': ('000-pcix-mt23108',)}
+#: Relative entries without a ``baseline_testbed``: {entry id: the configurations the paper compares with} (the model
+#: compares with the first). Data: reference-data/simulated.yaml.
+BASELINES = {entry_id: tuple(configs) for entry_id, configs in platform.COMPARISON['baselines'].items()}
 
 RUN_TIME = ('time', 'run time improvement', 'run time degradation')
 NO_COMPUTATION = ('run time: computation is not simulated, the model reports the communication time of the '
@@ -214,83 +203,118 @@ def classify(entry, cases, used):
 
 
 def _value_of(row, cases, base=''):
-    """Fill the model's value of a row from the test cases (or say which case is missing)."""
-    e, params, metric = row.entry, row.entry.get('parameters') or {}, row.entry['metric']
-    part, intra = row.partition, params.get('placement') == 'intra-node'
-    if metric in ('latency', 'bandwidth', 'bidirectional bandwidth', 'bidirectional latency', 'host overhead',
-                  'latency increase') and 'operation' not in params:
-        if metric == 'latency increase':
-            base = (partitions_of(e.get('baseline_testbed') or '') or [''])[0]
-            ratio_name, mine = _find(cases, part, measuring('latency'))
-            _, theirs = _find(cases, base, measuring('latency'))
-            if mine is not None and theirs is not None:
-                row.model = _small(mine, 'lat')[0] - _small(theirs, 'lat')[0]
-                row.how = f'{ratio_name}: at 1 B, {part} minus {base}'
-            else:
-                row.how = f'not run: {measuring("latency")[0]} on {part} and {base}'
-            return
-        candidates, pick, prefix = {
-            'latency': (measuring('intra-node latency' if intra else 'latency'), _small, 'lat'),
-            'bandwidth': (measuring('intra-node bandwidth' if intra else 'bandwidth'), _peak, 'bw'),
-            'bidirectional bandwidth': (measuring('bidirectional bandwidth'), _peak, 'bw'),
-            'bidirectional latency': (measuring('bidirectional latency'), _small, 'lat'),
-            'host overhead': ([], _small, 'overhead'),
-        }[metric]
-        name, values = _find(cases, part, candidates)
-        if values is None:
-            row.how = f'not run: {candidates[0]} on {part}' if candidates else 'an input, not measured'
-            return
-        row.model, how = pick(values, prefix)
-        row.how = f'{name}: {how}'
+    """Fill the model's value of a row from the test cases (or say which case is missing): the reader of its
+    metric, point to point or collective (:data:`_READERS`); a metric without one keeps no value."""
+    collective = 'operation' in (row.entry.get('parameters') or {})
+    reader = _READERS.get((row.entry['metric'], collective))
+    if reader:
+        reader(row, cases, base)
+
+
+#: Point-to-point metrics read at one size of one curve: metric -> (quantity across nodes, on one node, the reading
+#: of the curve, its variable prefix); no quantity: a model input that no test case measures.
+_POINT_TO_POINT = {
+    'latency': ('latency', 'intra-node latency', _small, 'lat'),
+    'bandwidth': ('bandwidth', 'intra-node bandwidth', _peak, 'bw'),
+    'bidirectional bandwidth': ('bidirectional bandwidth', 'bidirectional bandwidth', _peak, 'bw'),
+    'bidirectional latency': ('bidirectional latency', 'bidirectional latency', _small, 'lat'),
+    'host overhead': (None, None, _small, 'overhead'),
+}
+
+
+def _point_to_point(row, cases, base):
+    params = row.entry.get('parameters') or {}
+    quantity, intra_quantity, pick, prefix = _POINT_TO_POINT[row.entry['metric']]
+    chosen = intra_quantity if params.get('placement') == 'intra-node' else quantity
+    candidates = measuring(chosen) if chosen else []
+    name, values = _find(cases, row.partition, candidates)
+    if values is None:
+        row.how = f'not run: {candidates[0]} on {row.partition}' if candidates else 'an input, not measured'
         return
-    if metric == 'latency' and 'operation' in params:
-        name, values = _find(cases, part, _collective(e))
-        if values is None:
-            row.how = f'not run: {_collective(e)[0]} on {part}'
-            return
-        row.model, how = _small(values, 'lat')
-        row.how = f'{name}: {how}'
+    row.model, how = pick(values, prefix)
+    row.how = f'{name}: {how}'
+
+
+def _latency_increase(row, cases, base):
+    part = row.partition
+    base = (partitions_of(row.entry.get('baseline_testbed') or '') or [''])[0]
+    ratio_name, mine = _find(cases, part, measuring('latency'))
+    _, theirs = _find(cases, base, measuring('latency'))
+    if mine is not None and theirs is not None:
+        row.model = _small(mine, 'lat')[0] - _small(theirs, 'lat')[0]
+        row.how = f'{ratio_name}: at 1 B, {part} minus {base}'
+    else:
+        row.how = f'not run: {measuring("latency")[0]} on {part} and {base}'
+
+
+def _collective_latency(row, cases, base):
+    name, values = _find(cases, row.partition, _collective(row.entry))
+    if values is None:
+        row.how = f'not run: {_collective(row.entry)[0]} on {row.partition}'
         return
-    if metric == 'latency reduction' and 'operation' not in params:
-        if not base:
-            row.how = 'the paper names no single configuration it is reduced from'
-            return
-        name, mine = _find(cases, part, measuring('latency'))
-        _, theirs = _find(cases, base, measuring('latency'))
-        if mine is None or theirs is None:
-            row.how = f'not run: {measuring("latency")[0]} on {part} and {base}'
-            return
-        a, b = _small(mine, 'lat')[0], _small(theirs, 'lat')[0]
-        row.model = b - a if e['unit'] == 'us' else 100 * (1 - a / b)
-        row.how = f'{name}: at 1 B, {base} against {part}'
+    row.model, how = _small(values, 'lat')
+    row.how = f'{name}: {how}'
+
+
+def _latency_reduction(row, cases, base):
+    part = row.partition
+    if not base:
+        row.how = 'the paper names no single configuration it is reduced from'
         return
-    if metric == 'latency reduction':   # "up to": the best over the message sizes
-        name, mine = _find(cases, part, _collective(e))
-        _, theirs = _find(cases, base, _collective(e))
-        if mine is None or theirs is None:
-            row.how = f'not run: {_collective(e)[0]} on {part} and {base}'
-            return
-        a, b = compare.curve(mine, 'lat'), compare.curve(theirs, 'lat')
-        best = max((s for s in a if s > 0 and b.get(s)), key=lambda s: 1 - a[s] / b[s], default=None)
-        if best is not None:
-            row.model = 100 * (1 - a[best] / b[best])
-            row.how = f'{name}: best over 1 B..{max(a)} B, at {best} B'
+    name, mine = _find(cases, part, measuring('latency'))
+    _, theirs = _find(cases, base, measuring('latency'))
+    if mine is None or theirs is None:
+        row.how = f'not run: {measuring("latency")[0]} on {part} and {base}'
         return
-    if metric == 'communication time reduction':   # "up to": the best over the paper's layouts
-        program, cls = params.get('benchmark', '').lower(), params.get('npb_class', 'B')
-        found = []
-        for layout in _layouts(e):
-            case = f'NPB %case={program}.{cls}-{layout}'
-            _, mine = _find(cases, part, [case])
-            _, theirs = _find(cases, base, [case])
-            if mine and theirs and mine.get('mops') and theirs.get('mops'):
-                # the run's time is inversely proportional to Mop/s, which NPB prints with more digits
-                found.append((100 * (1 - theirs['mops'] / mine['mops']), layout))
-        if not found:
-            row.how = f'not run: NPB %case={program}.{cls}-4x1/4x2 on {part} and {base}'
-            return
-        row.model, layout = max(found)
-        row.how = f'NPB {program.upper()} class {cls}: best of {", ".join(lay for _, lay in found)}, at {layout}'
+    a, b = _small(mine, 'lat')[0], _small(theirs, 'lat')[0]
+    row.model = b - a if row.entry['unit'] == 'us' else 100 * (1 - a / b)
+    row.how = f'{name}: at 1 B, {base} against {part}'
+
+
+def _collective_reduction(row, cases, base):
+    """The best over the message sizes (the paper's "up to")."""
+    e, part = row.entry, row.partition
+    name, mine = _find(cases, part, _collective(e))
+    _, theirs = _find(cases, base, _collective(e))
+    if mine is None or theirs is None:
+        row.how = f'not run: {_collective(e)[0]} on {part} and {base}'
+        return
+    a, b = compare.curve(mine, 'lat'), compare.curve(theirs, 'lat')
+    best = max((s for s in a if s > 0 and b.get(s)), key=lambda s: 1 - a[s] / b[s], default=None)
+    if best is not None:
+        row.model = 100 * (1 - a[best] / b[best])
+        row.how = f'{name}: best over 1 B..{max(a)} B, at {best} B'
+
+
+def _communication_reduction(row, cases, base):
+    """The best over the paper's layouts (its "up to")."""
+    e, part, params = row.entry, row.partition, row.entry.get('parameters') or {}
+    program, cls = params.get('benchmark', '').lower(), params.get('npb_class', 'B')
+    found = []
+    for layout in _layouts(e):
+        case = f'NPB %case={program}.{cls}-{layout}'
+        _, mine = _find(cases, part, [case])
+        _, theirs = _find(cases, base, [case])
+        if mine and theirs and mine.get('mops') and theirs.get('mops'):
+            # the run's time is inversely proportional to Mop/s, which NPB prints with more digits
+            found.append((100 * (1 - theirs['mops'] / mine['mops']), layout))
+    if not found:
+        row.how = f'not run: NPB %case={program}.{cls}-4x1/4x2 on {part} and {base}'
+        return
+    row.model, layout = max(found)
+    row.how = f'NPB {program.upper()} class {cls}: best of {", ".join(lay for _, lay in found)}, at {layout}'
+
+
+#: (metric, whether a collective's: the entry names an ``operation``) -> the reader of its model value.
+_READERS = {
+    **{(metric, False): _point_to_point for metric in _POINT_TO_POINT},
+    ('latency increase', False): _latency_increase,
+    ('latency', True): _collective_latency,
+    ('latency reduction', False): _latency_reduction,
+    ('latency reduction', True): _collective_reduction,
+    ('communication time reduction', False): _communication_reduction,
+    ('communication time reduction', True): _communication_reduction,
+}
 
 
 def _collective(entry):
