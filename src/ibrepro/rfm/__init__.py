@@ -3,7 +3,7 @@
 A check says which experiments of the papers it reproduces, which tool prints its output and which table of
 that output it reports; :class:`PaperExperiment` then
 
-* tags it (``exp11``, ``s000``, ``s000-fig12``, the tool and the level; ``nightly`` for the subset that covers
+* tags it (``exp<row>``, ``s<seed>``, ``s<seed>-fig<N>``, the tool and the level; ``nightly`` for the subset that covers
   every figure of the papers once, reference-data/nightly.yaml),
 * judges it against ``reference-data/systems/<system>/references.yaml`` when that file exists (ReFrame's
   ``$ref`` references, indexed by partition, environment and the check's parameters),
