@@ -163,6 +163,9 @@ RECORDED = {
     'MultiRailCollective-osu_bcast-ports1': ('osu_bcast', {'rxe0'}),
     'MultiRailCollective-osu_allgather-ports1': ('osu_allgather', {'rxe0'}),
     'MultiRailCollective-osu_allgather-ports2': ('osu_allgather', {'rxe0', 'rxe1'}),
+    # the broadcast as the check now runs it, whole messages down a binomial tree (MV2_INTER_BCAST_TUNING=1)
+    'MultiRailCollective-osu_bcast-binomial-ports1': ('osu_bcast', {'rxe0'}),
+    'MultiRailCollective-osu_bcast-binomial-ports2': ('osu_bcast', {'rxe0', 'rxe1'}),
 }
 
 
@@ -187,7 +190,8 @@ def test_recorded_rail_counters_show_the_rails_each_case_used(case):
 
 
 def test_the_two_rail_bcast_that_left_rxe1_idle_is_named():
-    # the one recorded case that failed: osu_bcast 4x1 on rxe0:rxe1 sent nothing on rxe1 (4 KiB to 256 KiB)
+    # the one recorded case that failed: osu_bcast 4x1 on rxe0:rxe1 with MVAPICH2's tuned broadcast sent nothing on
+    # rxe1 (4 KiB to 256 KiB); the check now asks for the binomial broadcast (recorded above, both rails)
     sent = rails.traffic((RXE / 'MultiRailCollective-osu_bcast-ports2.rails-before.txt').read_text(),
                          (RXE / 'MultiRailCollective-osu_bcast-ports2.rails-after.txt').read_text())
     assert sent['rxe0:1'] > 0 and sent['rxe1:1'] == 0
@@ -226,6 +230,26 @@ def test_the_inline_case_names_its_device_and_runs_roce_through_pmi2(tmp_path):
          'SLURM_MPI_TYPE': 'pmi2'}
 
 
+@needs_mvapich2
+def test_the_broadcast_sends_whole_messages_on_one_port_and_on_two(tmp_path):
+    runner = ReFrameRunner(tmp_path / 'home')
+    # four guests, as `NODES=4 make softroce-slurm-up` writes them: the 4x1 cases need four nodes
+    (tmp_path / 'cluster' / 'guests').mkdir(parents=True)
+    (tmp_path / 'cluster' / 'guests' / 'slurm-nodes.conf').write_text(''.join(
+        f'NodeName=rxnode{i} NodeAddr=198.18.0.1{i} CPUs=3 Boards=1 SocketsPerBoard=1 CoresPerSocket=3 '
+        f'ThreadsPerCore=1 Feature=rxe,rails2 State=UNKNOWN\n' for i in range(1, 5)))
+    env = {softroce.MVAPICH2_PREFIX: MV2_PREFIX, 'IBREPRO_SOFTROCE_CLUSTER_DIR': str(tmp_path / 'cluster')}
+    proc = runner('--dry-run', '--system', 'softroce-slurm', '--nocolor', '-n', 'MVAPICH2MultiRailCollective',
+                  config='configs/softroce-slurm.py', checks='reframe-checks', env=env)
+    assert proc.returncode == 0, output(proc)
+    (path,) = sorted(runner.home.glob('run-reports/*.json'))[-1:]
+    cases = {c['display_name']: exports(Path(c['stagedir'], 'rfm_job.sh').read_text())
+             for c in json.loads(path.read_text())['runs'][-1]['testcases']}
+    assert len(cases) == 6, sorted(cases)
+    for name, env in cases.items():
+        assert env.get('MV2_INTER_BCAST_TUNING') == ('1' if 'osu_bcast' in name else None), (name, env)
+
+
 # -- every family through Slurm on the soft-RoCE guests (a real MVAPICH2, the cluster up) ------------------------
 
 CLUSTER_DIR = Path(os.environ.get('IBREPRO_SOFTROCE_CLUSTER_DIR', '/tmp/ibrepro-softroce'))
@@ -254,7 +278,7 @@ def test_every_family_runs_through_slurm_on_the_rails_it_names(tmp_path):
     # sizes on both sides of the striping threshold (8192 B), few iterations: TCG guests
     proc = runner('-r', '--system', 'softroce-slurm', '--exec-policy=serial', '--max-retries=1',
                   *[a for f in MV2_FAMILIES for a in ('-n', f'^{f}')], *SMALL_MV2,
-                  config='configs/softroce-slurm.py', checks='reframe-checks/multirail/mvapich_multirail.py',
+                  config='configs/softroce-slurm.py', checks='reframe-checks',
                   env=env, timeout=5400)
     (path,) = sorted(runner.home.glob('run-reports/*.json'))[-1:]
     cases = {c['display_name']: c for run in json.loads(path.read_text())['runs'] for c in run['testcases']}

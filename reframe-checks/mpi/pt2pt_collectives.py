@@ -32,6 +32,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from ibrepro.rfm.bench import BenchMPI
 from ibrepro.rfm.imb import REDUCTIONS, IMBBenchmark
 from ibrepro.rfm.layout import parse_layout
+from ibrepro.rfm import mvapich2
 from ibrepro.rfm.mvapich2 import MVAPICH2Benchmark
 from ibrepro.rfm.osu import OSUBenchmark
 
@@ -226,7 +227,8 @@ class OSUCollective(OSUBenchmark):
 @rfm.simple_test
 class MVAPICH2MultiRailCollective(MVAPICH2Benchmark):
     """The collectives of 000 Figs. 15-17 at 4x1 with one port and with both ports striped (MVAPICH2's multi-rail
-    support over the partition's two rails, :mod:`ibrepro.rfm.mvapich2`)."""
+    support over the partition's two rails, :mod:`ibrepro.rfm.mvapich2`). The broadcast sends whole messages
+    (binomial tree, ``WHOLE_MESSAGE_BCAST``): MVAPICH2 2.3.7's tuned one left the second rail idle."""
 
     #: The OMB collective.
     benchmark = parameter([f'osu_{key[:-4]}' for key in PAPER_COLLECTIVES if key.endswith('-4x1')], type=str)
@@ -244,6 +246,9 @@ class MVAPICH2MultiRailCollective(MVAPICH2Benchmark):
         self.rail_policy = '1-port' if self.ports == 1 else '2-port-striping'
         self.experiments, self.figures = papers(f'{self.benchmark.removeprefix("osu_")}-4x1')
         self.descr = f'MVAPICH2 {self.benchmark} on {self.ports} HCA port(s), 4x1'
+        if self.benchmark == 'osu_bcast':
+            # one and two ports alike, so that they differ only by striping
+            self.env_vars = {**self.env_vars, **mvapich2.WHOLE_MESSAGE_BCAST}
 
 
 # -- both, timed by our ibrepro_imb ------------------------------------------------------------------------

@@ -75,6 +75,13 @@ NO_STRIPING_THRESHOLD = 1 << 30
 BINDING_UNNAMED = ('binding on the two ports of one device: naming the device (MV2_IBA_HCA) selects rail sharing, '
                    'whose fixed mapping binds processes to devices, not ports; MVAPICH2 binds by itself')
 
+#: A broadcast that sends whole messages: MVAPICH2's inter-node binomial tree (``MV2_INTER_BCAST_TUNING`` 1,
+#: bcast_tuning.c 2715-2718 in 2.3.7). With its tuned broadcast, osu_bcast 4x1 on two rails sent nothing on the
+#: second from 4 KiB to 256 KiB; with this, both carried packets (measured, tests/fixtures/mvapich2). Our reading
+#: of why: the tuned broadcast pipelines in ``bcast_segment_size`` pieces (8192 B, bcast_osu.c 2390 and 2781),
+#: none above the striping threshold.
+WHOLE_MESSAGE_BCAST = {'MV2_INTER_BCAST_TUNING': '1'}
+
 #: MVAPICH2's switch for RoCE ports (ibv_param.c 7571, rdma/ch3_init.c 165-183), set on partitions with ``roce``.
 ROCE = {'MV2_USE_RoCE': '1'}
 
