@@ -7,13 +7,13 @@ addressed through RDMA CM: each end publishes the IPv4 address of each of its ra
 InfiniBand, the RoCE GID's address on Ethernet), and the client connects to the server's rails from its own.
 """
 
-import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 
 from .. import pair
-from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes, size_bytes
-from .layout import NodeLayout, parse_layout
+from . import expand_sizes, size_bytes
+from .layout import parse_layout
+from .mpi import MPIRun
 from .perftest import PerftestFlows, rails
 
 
@@ -41,14 +41,11 @@ def _arg(value):
     return f'{value:g}' if isinstance(value, float) else str(value)
 
 
-class BenchMPI(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
+class BenchMPI(MPIRun):
     """One ibrepro-bench MPI program in one layout."""
 
     tool = 'bench'
-    level = 'mpi'
-    valid_systems = ['+mpi']
     valid_prog_environs = ['+ibrepro-bench']
-    time_limit = DEFAULT_TIME_LIMIT
 
     #: The program (ibrepro_overhead, ibrepro_bilat, ibrepro_bibw, ibrepro_overlap, ibrepro_reuse, ibrepro_memory).
     program = variable(str)

@@ -5,11 +5,11 @@ The common knobs: ``message_sizes`` (powers of two, given to IMB as ``-msglog``;
 cannot be applied, and a case given one fails at setup, saying so.
 """
 
-import reframe as rfm
 from reframe.core.builtins import run_after, run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes
-from .layout import NodeLayout, parse_layout
+from . import expand_sizes
+from .layout import parse_layout
+from .mpi import MPIRun
 
 #: IMB benchmarks whose message sizes start at sizeof(float): IMB sends at least one reduction element.
 REDUCTIONS = {'Allreduce', 'Reduce', 'Reduce_scatter', 'Reduce_scatter_block'}
@@ -26,14 +26,11 @@ def expected_sizes(msglog, benchmark):
     return sorted(set(sizes))
 
 
-class IMBBenchmark(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
+class IMBBenchmark(MPIRun):
     """One IMB-MPI1 benchmark over the whole message-size sweep, in one layout (nodes x processes per node)."""
 
     tool = 'imb'
-    level = 'mpi'
-    valid_systems = ['+mpi']
     valid_prog_environs = ['+imb']
-    time_limit = DEFAULT_TIME_LIMIT
 
     #: The IMB-MPI1 executable: from the impi-rt wheel (make setup), a Spack view, modules or PATH.
     imb_binary = variable(str, value='IMB-MPI1')

@@ -14,12 +14,11 @@ Binary names: NPB 3.4 builds one ``is.B.x`` for any process count; NPB 3.3.x bui
 import os
 import re
 
-import reframe as rfm
 from reframe.core.builtins import run_after, run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement
 from . import mvapich2
-from .layout import NodeLayout, parse_layout
+from .layout import parse_layout
+from .mpi import MPIRun
 
 PROGRAMS = ('bt', 'cg', 'ep', 'ft', 'is', 'lu', 'mg', 'sp')
 CLASSES = 'SWABCDEF'
@@ -46,15 +45,13 @@ def parse_case(case):
     return m.group(1), m.group(2), nodes, per_node, m.group(4) or 'shm'
 
 
-class NPBBenchmark(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
+class NPBBenchmark(MPIRun):
     """One NPB-MPI program, class and layout."""
 
     tool = 'npb'
     level = 'app'
-    valid_systems = ['+mpi']
     valid_prog_environs = ['+npb']     # environments without NPB are not candidates (ibrepro catalog says why)
     report_metrics = ['time', 'mops']
-    time_limit = DEFAULT_TIME_LIMIT
 
     #: The NPB program: bt, cg, ep, ft, is, lu, mg or sp.
     npb_program = variable(str)

@@ -9,13 +9,12 @@ own iterations and warm-up stand unless ``-S iterations=...``/``-S warmup=...`` 
 
 import os
 
-import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes
+from . import expand_sizes
 from .knobs import powers_of_two
-from .layout import NodeLayout
+from .mpi import MPIRun
 
 #: OMB programs -> (default largest message size, metrics to record). OMB's defaults: 4 MiB for
 #: point-to-point tests (MAX_MSG_SIZE 1<<22), 1 MiB for collectives (1<<20).
@@ -64,15 +63,12 @@ def expected_sizes(benchmark, message_sizes=''):
     return powers_of_two(lo, hi)
 
 
-class OSUBenchmark(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, PaperExperiment, NodeLayout):
+class OSUBenchmark(MPIRun):
     """One OMB program over its message-size sweep, in the paper's layout."""
 
     tool = 'osu'
-    level = 'mpi'
-    valid_systems = ['+mpi']
     valid_prog_environs = ['+osu']     # environments without OMB are not candidates (ibrepro catalog says why)
     required_environ_features = ['osu']
-    time_limit = DEFAULT_TIME_LIMIT
 
     #: The OMB program (osu_latency, osu_bw, ...); the family sets it, usually from a parameter.
     osu_benchmark = variable(str)
