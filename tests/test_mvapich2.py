@@ -18,6 +18,7 @@ from conftest import ROOT, ReFrameRunner, output
 from ibrepro import parsers
 from ibrepro.rfm import _missing_binary, mvapich2, rails
 from ibrepro.softroce import config as softroce
+from ibrepro.softroce import fabric
 
 FAILURES = ROOT / 'tests' / 'fixtures' / 'mpi-failures'
 RECIPE = ROOT / 'spack-repo' / 'spack_repo' / 'ibrepro' / 'packages' / 'mvapich2_striping' / 'package.py'
@@ -213,17 +214,24 @@ def exports(script):
     return dict(re.findall(r'^export (MV2_\w+|SLURM_MPI_TYPE)=(\S*)$', script, re.M))
 
 
-@needs_mvapich2
-def test_the_inline_case_names_its_device_and_runs_roce_through_pmi2(tmp_path):
+def _dry_run_exports(tmp_path, selection, nodes=3):
+    """{display name: the MV2_*/SLURM_MPI_TYPE exports of its job script} of a dry run on ``nodes`` Slurm guests (the
+    node lines `ibrepro softroce up --slurm` writes)."""
+    (tmp_path / 'cluster' / 'guests').mkdir(parents=True)
+    (tmp_path / 'cluster' / 'guests' / 'slurm-nodes.conf').write_text(fabric.slurm_nodes(nodes, 3))
     runner = ReFrameRunner(tmp_path / 'home')
     env = {softroce.MVAPICH2_PREFIX: MV2_PREFIX, 'IBREPRO_SOFTROCE_CLUSTER_DIR': str(tmp_path / 'cluster')}
-    proc = runner('--dry-run', '--system', 'softroce-slurm', '--nocolor', '-n', 'MVAPICH2Inline%benchmark=osu_latency',
-                  config='configs/softroce-slurm.py', checks='reframe-checks/mpi/mvapich2.py',
-                  env=env)
+    proc = runner('--dry-run', '--system', 'softroce-slurm', '--nocolor', '-n', selection,
+                  config='configs/softroce-slurm.py', checks='reframe-checks', env=env)
     assert proc.returncode == 0, output(proc)
     (path,) = sorted(runner.home.glob('run-reports/*.json'))[-1:]
-    (case,) = json.loads(path.read_text())['runs'][-1]['testcases']
-    env = exports(Path(case['stagedir'], 'rfm_job.sh').read_text())
+    return {c['display_name']: exports(Path(c['stagedir'], 'rfm_job.sh').read_text())
+            for c in json.loads(path.read_text())['runs'][-1]['testcases']}
+
+
+@needs_mvapich2
+def test_the_inline_case_names_its_device_and_runs_roce_through_pmi2(tmp_path):
+    (env,) = _dry_run_exports(tmp_path, 'MVAPICH2Inline%benchmark=osu_latency').values()
     assert {k: env.get(k) for k in ('MV2_IBA_HCA', 'MV2_DEFAULT_PORT', 'MV2_MAX_INLINE_SIZE', 'MV2_USE_RoCE',
                                     'SLURM_MPI_TYPE')} == \
         {'MV2_IBA_HCA': 'rxe0', 'MV2_DEFAULT_PORT': '1', 'MV2_MAX_INLINE_SIZE': '168', 'MV2_USE_RoCE': '1',
@@ -232,19 +240,7 @@ def test_the_inline_case_names_its_device_and_runs_roce_through_pmi2(tmp_path):
 
 @needs_mvapich2
 def test_the_broadcast_sends_whole_messages_on_one_port_and_on_two(tmp_path):
-    runner = ReFrameRunner(tmp_path / 'home')
-    # four guests, as `NODES=4 make softroce-slurm-up` writes them: the 4x1 cases need four nodes
-    (tmp_path / 'cluster' / 'guests').mkdir(parents=True)
-    (tmp_path / 'cluster' / 'guests' / 'slurm-nodes.conf').write_text(''.join(
-        f'NodeName=rxnode{i} NodeAddr=198.18.0.1{i} CPUs=3 Boards=1 SocketsPerBoard=1 CoresPerSocket=3 '
-        f'ThreadsPerCore=1 Feature=rxe,rails2 State=UNKNOWN\n' for i in range(1, 5)))
-    env = {softroce.MVAPICH2_PREFIX: MV2_PREFIX, 'IBREPRO_SOFTROCE_CLUSTER_DIR': str(tmp_path / 'cluster')}
-    proc = runner('--dry-run', '--system', 'softroce-slurm', '--nocolor', '-n', 'MVAPICH2MultiRailCollective',
-                  config='configs/softroce-slurm.py', checks='reframe-checks', env=env)
-    assert proc.returncode == 0, output(proc)
-    (path,) = sorted(runner.home.glob('run-reports/*.json'))[-1:]
-    cases = {c['display_name']: exports(Path(c['stagedir'], 'rfm_job.sh').read_text())
-             for c in json.loads(path.read_text())['runs'][-1]['testcases']}
+    cases = _dry_run_exports(tmp_path, 'MVAPICH2MultiRailCollective', nodes=4)     # 4x1: four guests
     assert len(cases) == 6, sorted(cases)
     for name, env in cases.items():
         assert env.get('MV2_INTER_BCAST_TUNING') == ('1' if 'osu_bcast' in name else None), (name, env)
