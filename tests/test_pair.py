@@ -5,6 +5,7 @@ processes as the nodes of a job (the launcher's rank variables), because no RDMA
 families run the same runner with perftest in the soft-RoCE guests (tests/test_softroce*.py).
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -528,6 +529,25 @@ def test_a_starved_concurrent_flow_fails_the_case_on_a_real_partition():
     # emulated partitions record it, and the sum goes on (their numbers are not performance data)
     assert perftest.starved([moving, stalled], [0, 1], emulated=True) == ['flow 1 at 2048 B (bw, msgrate 0)']
     assert perftest.starved([moving, moving], [0, 1]) == []
+
+
+def test_a_single_flow_that_moved_nothing_is_not_a_measurement():
+    """One flow's 0.00 row (the same real output): a real partition fails it; an emulated one records it when other
+    sizes measured, and fails when nothing did (the case would store 0 MB/s as its figure, as a soft-RoCE run once
+    did)."""
+    from ibrepro.parsers import parse_file
+    from ibrepro.rfm import perftest
+    from reframe.core.exceptions import SanityError
+
+    fixtures = Path(__file__).parent / 'fixtures' / 'perftest' / '26.04.17-rxe'
+    stalled = parse_file(fixtures / 'ib_write_bw.all.txt').table()
+    with pytest.raises(SanityError, match=r'flow 0 at 2048 B \(bw, msgrate 0\).*not a measurement'):
+        perftest.unmeasured(stalled, 0)
+    assert perftest.unmeasured(stalled, 0, emulated=True) == ['flow 0 at 2048 B (bw, msgrate 0)']
+    only = dataclasses.replace(stalled, rows=[r for r in stalled.rows if r[stalled.size_key] == 2048])
+    with pytest.raises(SanityError, match='not a measurement'):
+        perftest.unmeasured(only, 0, emulated=True)
+    assert perftest.unmeasured(parse_file(fixtures / 'ib_write_bw.txt').table(), 0) == []
 
 
 def test_each_node_and_side_records_its_locked_memory_limit(tmp_path):

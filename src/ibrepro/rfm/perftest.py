@@ -94,10 +94,9 @@ def aggregate(tables, source):
                          size_key=first.size_key, notes=[f'aggregate of {len(tables)} concurrent flows'])
 
 
-def starved(tables, flow_ids, emulated=False):
-    """Concurrent flows: a flow that printed a rate of 0 at a size moved nothing while the others measured, and the
-    sum is not simultaneous traffic: SanityError naming the flow and size on a real partition; on an emulated one
-    (a starved window of emulated CPUs) the list of them, for the record."""
+def zero_rates(tables, flow_ids):
+    """``['flow <id> at <size> B (bw, msgrate 0)']``: the rows where a flow printed a rate of 0 (it moved nothing
+    in that window)."""
     found = []
     for flow_id, table in zip(flow_ids, tables):
         for row in table.rows:
@@ -105,9 +104,28 @@ def starved(tables, flow_ids, emulated=False):
             zero = [m for m in ('bw', 'msgrate') if m in table.metrics and row.get(table.metrics[m]) == 0]
             if zero and size:
                 found.append(f'flow {flow_id} at {size} B ({", ".join(zero)} 0)')
+    return found
+
+
+def starved(tables, flow_ids, emulated=False):
+    """Concurrent flows: a flow that printed a rate of 0 at a size moved nothing while the others measured, and the
+    sum is not simultaneous traffic: SanityError naming the flow and size on a real partition; on an emulated one
+    (a starved window of emulated CPUs) the list of them, for the record."""
+    found = zero_rates(tables, flow_ids)
     if found and not emulated:
         raise SanityError(f'concurrent flows: {"; ".join(found)}: a starved flow moved nothing while the others '
                           'measured, so their sum is not simultaneous traffic')
+    return found
+
+
+def unmeasured(table, flow_id, emulated=False):
+    """One flow: a rate of 0 is a window that moved nothing, not a bandwidth: SanityError on a real partition, and
+    on an emulated one when no size measured anything (the case would store a 0 as its figure); else the list of
+    them, for the record."""
+    found = zero_rates([table], [flow_id])
+    if found and (not emulated or len(found) == len(table.rows)):
+        raise SanityError(f'{"; ".join(found)}: a rate of 0 means the run moved nothing in its window, so it is '
+                          'not a measurement')
     return found
 
 
@@ -186,7 +204,8 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, Pape
     #: Where and when every side ran, per round: node, host, device, CPU, start and end (set after the run).
     flow_windows = variable(typ.List[typ.Dict[str, object]], value=[], loggable=True)
 
-    #: Concurrent flows that printed a rate of 0 at a size (emulated partitions only: elsewhere the case fails).
+    #: Flows that printed a rate of 0 at a size (emulated partitions only: elsewhere the case fails, and there too
+    #: when a single flow measured nothing at any size).
     starved_flows = variable(typ.List[str], value=[], loggable=True)
 
     #: Smallest overlap of the concurrent flows' measurement windows over the rounds (set after the run).
@@ -393,8 +412,11 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, Pape
         failure = self._failure()
         if failure:
             raise SanityError(failure)
+        emulated = bool(self.current_partition.extras.get('emulated'))
         if self.concurrent:
-            self.starved_flows = starved(tables, self.flow_ids, bool(self.current_partition.extras.get('emulated')))
+            self.starved_flows = starved(tables, self.flow_ids, emulated)
+        else:
+            self.starved_flows = unmeasured(tables[0], self.flow_ids[0], emulated)
         table = tables[0] if len(tables) == 1 else aggregate(tables, self.name)
         missing = sorted(set(self.expected_sizes) - set(table.sizes()))
         if missing:
