@@ -90,3 +90,27 @@ def test_the_cli_analyses_flow_records_with_and_without_topology(tmp_path, capsy
     assert main(['fleet', 'analyse', str(tmp_path / 'flows.json')]) == 1
     printed = capsys.readouterr().out
     assert 'no topology: localised to node' in printed and 'NAMED node n0020' in printed
+
+
+def test_a_loaded_trunk_is_judged_on_what_its_flows_get_together():
+    """Two leaves of four, two spines (trunks of two cables, as make fleet-test's fabric). Both suspects of the night
+    CI saw, node6's cable and the uplink leaf1>spine1, re-run by their confirmation rounds: with the uplink slowed
+    the uplink alone is confirmed; with node6's cable slowed instead the cable alone (its confirmed loss is taken
+    out of the trunk's flows, or the trunk would look 15 % slow)."""
+    fabric = fp.fabric_from_leaves({'leaf1': ['node1', 'node2', 'node3', 'node4'],
+                                    'leaf2': ['node5', 'node6', 'node7', 'node8']}, 2)
+    model = fs.Model(8, noise_cv=0.01, link_capacity=5.0)
+    suspects = ['cable node6:mlx5_0/1 down', 'uplink leaf1>spine1 = downlink spine1>leaf2']
+    faults = {'uplink': fs.Fault('uplink', suspects[1], ('leaf1>spine1',), 0.25),
+              'cable': fs.Fault('cable', suspects[0], ('leaf>node6',), 0.30)}
+    for seed, (slowed, fault) in enumerate(faults.items()):
+        result = fl.Result([fl.Suspect(n, tuple(n.split(' = ')), -0.2, 1e-6, 1e-5, []) for n in suspects],
+                           {'intra-leaf': 5.0, 'inter-leaf': 5.0}, 0.01, 40)
+        rounds = fp.confirmation_rounds([s.members[0] for s in result.suspects], fabric,
+                                        [n for n in fabric.nodes if n != 'node6'])
+        again = [f for name, pairs in rounds for f in fs.simulate_flows(fabric, pairs, model, fault,
+                                                                       random.Random(seed), name)]
+        fl.confirm(result, again, fabric)
+        assert named(result) == [suspects[0] if slowed == 'cable' else suspects[1]], slowed
+        link = result.suspects[1]
+        assert {f['round'] for f in link.confirmation} == {fp.LINK_CONFIRMATION} and len(link.confirmation) == 2

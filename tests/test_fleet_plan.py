@@ -80,7 +80,30 @@ def test_confirmation_pairs_a_suspect_with_good_nodes_on_its_leaf_and_another():
     partners = [b for r in rounds for a, b in r if a == suspect]
     assert len(partners) == 2
     assert {fabric.leaf_of(p) == 'leaf001' for p in partners} == {True, False}
-    link = fp.confirmation_pairs(['uplink leaf002>spine5'], fabric, fabric.nodes)
-    crossing = [(s, d) for r in link for s, d in fp.flows_of(r)
-                if 'uplink leaf002>spine5' in fabric.components(s, d)]
-    assert len(crossing) == 2
+    with pytest.raises(ValueError, match='not a node-side'):
+        fp.confirmation_pairs(['uplink leaf002>spine5'], fabric, good)
+
+
+#: the namespace fat tree of make fleet-test: two leaves of four, two spines (trunks of two cables)
+EMULATED = fp.fabric_from_leaves({'leaf1': ['node1', 'node2', 'node3', 'node4'],
+                                  'leaf2': ['node5', 'node6', 'node7', 'node8']}, 2)
+
+
+def test_a_suspect_link_is_loaded_with_one_flow_per_cable_of_its_trunk_suspected_nodes_included():
+    """The night CI saw: the uplink leaf1>spine1 slowed, node6's cable also suspected (TCP had shared the trunk
+    unevenly). The link round still loads the trunk with two flows at once, node6 one of the receivers."""
+    assert EMULATED.trunk_width('leaf1') == 2 and fp.fat_tree(64).trunk_width('leaf001') == 1
+    good = [n for n in EMULATED.nodes if n != 'node6']
+    rounds = fp.confirmation_rounds(['cable node6:mlx5_0/1 down', 'uplink leaf1>spine1'], EMULATED, good)
+    assert [name for name, _ in rounds] == ['confirmation', 'confirmation-1', 'confirmation-links']
+    for name, pairs in rounds:
+        nodes = [n for p in pairs for n in p]
+        assert len(nodes) == len(set(nodes)), name          # a round's pairs are disjoint
+    links = dict(rounds)['confirmation-links']
+    up = [(s, d) for s, d in fp.flows_of(links) if 'uplink leaf1>spine1' in EMULATED.components(s, d)]
+    assert len(up) == 2 and {d for _, d in up} == {'node6', 'node8'}
+    # node6 with good partners only, on its leaf (no trunk) and on the other
+    partners = {b for name, pairs in rounds if name != 'confirmation-links' for a, b in pairs if a == 'node6'}
+    assert {EMULATED.leaf_of(n) for n in partners} == {'leaf1', 'leaf2'} and 'node6' not in good
+    down = fp.link_confirmation_pairs(['downlink spine0>leaf2'], EMULATED, EMULATED.nodes)
+    assert {b for _, b in down} == {'node5', 'node7'} and {EMULATED.leaf_of(a) for a, _ in down} == {'leaf1'}

@@ -81,6 +81,7 @@ def test_spines_of_a_topology_conf():
 
 
 @pytest.mark.parametrize('name,component', [('uplink-leaf1-spine1-10', 'uplink leaf1>spine1'),
+                                            ('uplink-leaf1-spine1-25', 'uplink leaf1>spine1'),
                                             ('clean', None)])
 def test_fleet_analyse_names_the_slow_link_of_a_real_night(tmp_path, name, component):
     case = FIXTURES / f'fattree-{name}.fleet.json'
@@ -133,3 +134,20 @@ def test_a_flow_that_measured_nothing_is_named(tmp_path):
     assert 'bw' not in flows[3] and 'flow-3.client.out' in flows[3]['error']
     (d / 'flow-3.client.out').write_text('{"error": "unable to connect to server"}')
     assert fleet_rounds.flow_records(d, 1)[3]['error'] == 'unable to connect to server'
+
+
+def test_a_real_night_with_an_unevenly_shared_trunk_clears_the_node_it_suspected(tmp_path):
+    """leaf1>spine1 at -25 %: TCP shared the slowed trunk unevenly, so node6's cable was suspected too (as in the CI
+    night that named nothing when node6 was kept out of the trunk's re-run). The link round loaded the trunk with
+    two flows, node6 one of them; node6's own rounds (good partners) cleared it."""
+    data = json.loads((FIXTURES / 'fattree-uplink-leaf1-spine1-25.fleet.json').read_text())
+    suspects = {s['name']: s for s in data['result']['suspects']}
+    assert suspects['cable node6:fab0/1 down']['confirmed'] is False
+    link = suspects['uplink leaf1>spine1 = downlink spine1>leaf2']
+    assert link['confirmed'] is True
+    assert {f['round'] for f in link['confirmation']} == {'confirmation-links'}
+    assert {f['dst'] for f in link['confirmation']} == {'node6', 'node8'}
+    # and the library, from the stored flows, decides the same
+    fabric = fleet_rounds.fabric_of(data)
+    result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'])
+    assert [s.name for s in result.named] == ['uplink leaf1>spine1 = downlink spine1>leaf2']

@@ -23,10 +23,11 @@ Method (:func:`localise`):
 5. Final test: each chosen hypothesis is re-tested with the others' effects taken out; BH over all hypotheses
    again; the suspects are those with q <= ``alpha`` and the effect.
 
-Confirmation (:func:`confirm`): the suspects' re-run flows (with known-good partners,
-:func:`ibrepro.fleet_plan.confirmation_pairs`) against the same reference and noise scale: a suspect is named
-only when its re-run flows are again slower (p <= ``alpha``, one pre-selected test per suspect, as
-:func:`ibrepro.stats.confirmation_test`; and the effect). A suspect cleared by its confirmation is not named.
+Confirmation (:func:`confirm`): the suspects' re-run flows (:func:`ibrepro.fleet_plan.confirmation_rounds`:
+node-side suspects with known-good partners, leaf-spine links loaded with as many flows as they have cables)
+against the same reference and noise scale: a suspect is named only when its re-run flows are again slower
+(p <= ``alpha``, one pre-selected test per suspect, as :func:`ibrepro.stats.confirmation_test`; and the effect).
+A suspect cleared by its confirmation is not named.
 """
 
 import dataclasses
@@ -34,7 +35,7 @@ import math
 import statistics
 
 from . import stats
-from .fleet_plan import NO_TOPOLOGY
+from .fleet_plan import LINK_CONFIRMATION, LINK_KINDS, NO_TOPOLOGY
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,28 +197,53 @@ def localise(flows, fabric, *, expected=None, history=None, method=Method(), hyp
     return Result(suspects, refs, scale, len(names), '' if fabric.has_topology else NO_TOPOLOGY, method)
 
 
+def is_link(suspect):
+    """A leaf-spine link hypothesis (its most specific member is one): confirmed by loading the link."""
+    return suspect.members[0].split(' ', 1)[0] in LINK_KINDS
+
+
 def confirm(result, confirmation_flows, fabric):
-    """Mark each suspect of ``result`` confirmed or cleared by its re-run flows (in place; returns ``result``):
-    the flows crossing any of its components, against the night's reference and noise scale; confirmed when
-    p <= alpha and the loss is at least min_effect. A suspect without re-run flows stays not re-tested."""
+    """Mark each suspect of ``result`` confirmed or cleared by its re-run flows (in place; returns ``result``),
+    against the night's reference and noise scale; confirmed when p <= alpha and the loss is at least min_effect.
+    A suspect without re-run flows stays not re-tested.
+
+    Node-side suspects: the mean residual of the flows crossing them outside the link round. Leaf-spine links
+    (:func:`is_link`): the flows crossing them in the round that loaded them (``confirmation-links``, as many at
+    once as the link has cables) as one aggregate, ``log(sum bw) - log(sum expected)``: a shared link's loss is
+    in what its flows get together, however unevenly TCP shares it; a flow's expected bandwidth is the reference
+    times the confirmed effect of a node-side suspect it crosses. Without a link round (an older night's
+    records) a link is judged like a node-side suspect."""
     method = result.method
     threshold = math.log1p(-method.min_effect)
-    for s in result.suspects:
-        members = set(s.members)
-        crossing = [f for f in confirmation_flows
-                    if members & set(fabric.components(f['src'], f['dst'], f['rail']))]
-        if not crossing:
-            continue
-        res = []
-        for f in crossing:
-            ref = result.references.get(_kind(fabric, f['src'], f['dst'])) or statistics.median(
-                result.references.values())
-            res.append(math.log(f['bw']) - math.log(ref))
-        effect = statistics.fmean(res)
-        p = _phi(effect * math.sqrt(len(res)) / result.scale)
-        s.confirmed = p <= method.alpha and effect <= threshold
-        s.confirmation = [{'src': f['src'], 'dst': f['dst'], 'bw': f['bw'], 'residual': r}
-                          for f, r in zip(crossing, res)]
+    loaded = [f for f in confirmation_flows if f['round'] == LINK_CONFIRMATION]
+
+    def reference(f):
+        return result.references.get(_kind(fabric, f['src'], f['dst'])) or statistics.median(
+            result.references.values())
+
+    def crossing(s, flows):
+        return [f for f in flows if set(s.members) & set(fabric.components(f['src'], f['dst'], f['rail']))]
+
+    def judge(s, flows, effect):
+        s.confirmed = _phi(effect * math.sqrt(len(flows)) / result.scale) <= method.alpha and effect <= threshold
+        s.confirmation = [{'round': f['round'], 'src': f['src'], 'dst': f['dst'], 'bw': f['bw'],
+                           'residual': math.log(f['bw']) - math.log(reference(f))} for f in flows]
+
+    taken = []         # (members, effect in log units) of confirmed node-side suspects
+    for s in [s for s in result.suspects if not is_link(s) or not loaded]:
+        flows = crossing(s, [f for f in confirmation_flows if f['round'] != LINK_CONFIRMATION])
+        if flows:
+            effect = statistics.fmean(math.log(f['bw']) - math.log(reference(f)) for f in flows)
+            judge(s, flows, effect)
+            if s.confirmed and not is_link(s):
+                taken.append((set(s.members), effect))
+    for s in [s for s in result.suspects if is_link(s) and loaded]:
+        flows = crossing(s, loaded)
+        if flows:
+            expected = sum(reference(f) * math.exp(sum(
+                e for members, e in taken if members & set(fabric.components(f['src'], f['dst'], f['rail']))))
+                for f in flows)
+            judge(s, flows, math.log(sum(f['bw'] for f in flows)) - math.log(expected))
     return result
 
 

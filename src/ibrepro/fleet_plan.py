@@ -176,6 +176,10 @@ class Fabric:
         """The spine a flow to ``dst`` crosses (destination-mod-k)."""
         return self.position(dst) % self.spines
 
+    def trunk_width(self, leaf):
+        """Cables in each of ``leaf``'s leaf-spine links, as a non-blocking leaf has them: its nodes / spines."""
+        return max(1, len(self.leaves[leaf]) // self.spines)
+
     def components(self, src, dst, rail=None):
         """The components a flow ``src -> dst`` on ``rail`` crosses, most specific last: the two nodes, their HCA
         ports, the sender's cable upward and the receiver's cable downward, and between leaves the uplink
@@ -336,15 +340,32 @@ def confirmation_job_needed(fabric, jobs):
 
 # -- confirmation ----------------------------------------------------------------------------------
 
-def confirmation_pairs(suspects, fabric, good, *, avoid=()):
-    """One round of pairs re-testing ``suspects`` with known-good partners.
+#: the confirmation rounds' names: node-side suspects with known-good partners, then the leaf-spine links loaded
+#: (flows keep their round's name, so :func:`ibrepro.fleet_localise.confirm` judges each suspect on its own round)
+NODE_CONFIRMATION = 'confirmation'
+LINK_CONFIRMATION = 'confirmation-links'
+LINK_KINDS = ('uplink', 'downlink', 'spine')
 
-    ``suspects``: component names (as :meth:`Fabric.components` names them). For a node-side component (node,
-    HCA port, cable) of host ``h``: ``h`` with a good node on its own leaf and one on another leaf (two pairs, two
-    rounds if both are needed at once: the pairs are returned as a list of rounds). For a leaf-spine link: two good
-    nodes whose flow crosses it (a sender on the link's lower leaf, a receiver at a position that routes through
-    the link's spine on another leaf). ``good``: nodes not under suspicion. Returns ``[[pairs of round 1], [pairs
-    of round 2]]`` (each round disjoint in nodes)."""
+
+def confirmation_rounds(suspects, fabric, good):
+    """The confirmation run: ``[(round name, pairs)]``, each round disjoint in nodes. Node-side suspects
+    (:func:`confirmation_pairs`) first, in rounds named ``confirmation``, ``confirmation-1``; then one round
+    ``confirmation-links`` loading every suspect leaf-spine link (:func:`link_confirmation_pairs`)."""
+    node_side = [s for s in suspects if s.split(' ', 1)[0] not in LINK_KINDS]
+    links = [s for s in suspects if s.split(' ', 1)[0] in LINK_KINDS]
+    out = [(NODE_CONFIRMATION if i == 0 else f'{NODE_CONFIRMATION}-{i}', pairs)
+           for i, pairs in enumerate(confirmation_pairs(node_side, fabric, good))]
+    loaded = link_confirmation_pairs(links, fabric, good)
+    return out + ([(LINK_CONFIRMATION, loaded)] if loaded else [])
+
+
+def confirmation_pairs(suspects, fabric, good, *, avoid=()):
+    """Rounds of pairs re-testing node-side ``suspects`` with known-good partners.
+
+    ``suspects``: component names (as :meth:`Fabric.components` names them) of nodes, HCA ports and cables (a
+    leaf-spine link is :func:`link_confirmation_pairs`' job). For a component of host ``h``: ``h`` with a good node
+    on its own leaf and one on another leaf (two pairs, two rounds if both are needed at once). ``good``: nodes
+    not under suspicion. Returns ``[[pairs of round 1], [pairs of round 2]]`` (each round disjoint in nodes)."""
     good = [n for n in good if n not in set(avoid)]
     busy = [set(), set()]
     rounds = [[], []]
@@ -368,36 +389,61 @@ def confirmation_pairs(suspects, fabric, good, *, avoid=()):
 
     for suspect in suspects:
         kind, _, rest = suspect.partition(' ')
-        if kind in ('node', 'port', 'cable'):
-            host = rest.split(':')[0].split(' ')[0]
-            if not fabric.has_topology:
-                place(host, good, 0)
-                place(host, good[::-1], 1)
-                continue
-            leaf = fabric.leaf_of(host)
-            same = [n for n in good if n != host and fabric.leaf_of(n) == leaf]
-            other = [n for n in good if fabric.leaf_of(n) != leaf]
-            place(host, same, 0)
-            place(host, other, 1)
-        elif kind in ('uplink', 'downlink', 'spine'):
-            link = rest.split(' ', 1)[-1] if kind == 'spine' else rest
-            if kind == 'uplink':
-                leaf, spine = link.split('>')
-            elif kind == 'downlink':
-                spine, leaf = link.split('>')
-            else:
-                leaf, spine = link.split('-')
-            q = int(spine.removeprefix('spine'))
-            # both ends at positions routed through spine q: each direction of the pair crosses the suspect
-            at_q = [n for n in good if fabric.position(n) % fabric.spines == q]
-            here = [n for n in at_q if fabric.leaf_of(n) == leaf] or \
-                [n for n in good if fabric.leaf_of(n) == leaf]
-            there = [n for n in at_q if fabric.leaf_of(n) != leaf]
-            for r in (0, 1):                  # the pair's two directions cross the link up and down
-                a = take(here[r::2] or here, r)
-                b = take(there[r::2] or there, r) if a else None
-                if a and b:
-                    rounds[r].append((a, b))
-                elif a:
-                    busy[r].discard(a)
+        if kind not in ('node', 'port', 'cable'):
+            raise ValueError(f'not a node-side component: {suspect!r}')
+        host = rest.split(':')[0].split(' ')[0]
+        if not fabric.has_topology:
+            place(host, good, 0)
+            place(host, good[::-1], 1)
+            continue
+        leaf = fabric.leaf_of(host)
+        same = [n for n in good if n != host and fabric.leaf_of(n) == leaf]
+        other = [n for n in good if fabric.leaf_of(n) != leaf]
+        place(host, same, 0)
+        place(host, other, 1)
     return [r for r in rounds if r]
+
+
+def link_confirmation_pairs(links, fabric, good):
+    """One round of pairs loading each suspect leaf-spine link with as many flows at once as it has cables
+    (:meth:`Fabric.trunk_width`): a trunk of several cables' rate shows a loss only when its flows together ask for
+    more than the rate left (one flow is capped by its own cables). For ``uplink A>spine q``: senders on ``A``,
+    receivers on other leaves at positions routed through spine ``q``; for ``downlink spine q>B`` (and ``spine link
+    B-spine q``) receivers on ``B`` at those positions, senders on other leaves. Good nodes first, then suspected
+    ones (their own effect is taken out when the link is judged, :func:`ibrepro.fleet_localise.confirm`).
+    Returns the round's pairs (disjoint in nodes; a link whose nodes are taken by an earlier one gets fewer)."""
+    good = set(good)
+    order = {n: i for i, n in enumerate(fabric.nodes)}
+    busy, pairs = set(), []
+
+    def ranked(nodes):
+        return sorted((n for n in nodes if n not in busy), key=lambda n: (n not in good, order[n]))
+
+    for link in links:
+        kind, _, rest = link.partition(' ')
+        if kind == 'uplink':
+            leaf, spine = rest.split('>')
+            up = True
+        elif kind == 'downlink':
+            spine, leaf = rest.split('>')
+            up = False
+        elif kind == 'spine':
+            leaf, spine = rest.split(' ', 1)[-1].split('-')
+            up = False
+        else:
+            raise ValueError(f'not a leaf-spine link: {link!r}')
+        q = int(spine.removeprefix('spine'))
+        on_leaf = [n for n in fabric.nodes if fabric.leaf_of(n) == leaf]
+        elsewhere = [n for n in fabric.nodes if fabric.leaf_of(n) != leaf]
+        if up:       # senders on the leaf, receivers routed through spine q
+            senders, receivers = on_leaf, [n for n in elsewhere if fabric.spine_for(n) == q]
+        else:
+            senders, receivers = elsewhere, [n for n in on_leaf if fabric.spine_for(n) == q]
+        for _ in range(fabric.trunk_width(leaf)):
+            b = next(iter(ranked(receivers)), None)
+            a = next(iter(ranked([n for n in senders if n != b])), None)
+            if a is None or b is None:
+                break
+            pairs.append((a, b))
+            busy.update((a, b))
+    return pairs

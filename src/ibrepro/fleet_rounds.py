@@ -6,8 +6,8 @@ the job's nodes, its rounds' disjoint pairs, the fabric's leaves and spines) and
 runner (:mod:`ibrepro.pair`): both directions of each pair at once, as TCP flows of a real bandwidth tool (iperf3,
 argv flows; the server's address is that of the rail's network interface, ``netdev:<if>``). When the job holds the
 whole fabric (:func:`ibrepro.fleet_plan.confirmation_job_needed` is False), task 0 localises the rounds' flows and
-writes a confirmation round for the suspects (:func:`ibrepro.fleet_plan.confirmation_pairs`), which every task then
-runs. After the job, :func:`collect` reads every flow (``{round, host, device, port, peer, direction, bw}``, MB/s)
+writes the confirmation rounds for the suspects (:func:`ibrepro.fleet_plan.confirmation_rounds`), which every task
+then runs. After the job, :func:`collect` reads every flow (``{round, host, device, port, peer, direction, bw}``, MB/s)
 and :func:`analyse` names the components (:mod:`ibrepro.fleet_localise`).
 """
 
@@ -23,8 +23,8 @@ from . import fleet_localise, fleet_plan, pair
 SECONDS = 4
 OMIT = 1
 BASE_PORT = 5300
-#: the confirmation round's directory name (its flows are judged apart from the night's rounds)
-CONFIRMATION = 'confirmation'
+#: task 0's confirmation decision: the confirmation rounds (each a directory named as its round) and the suspects
+DECISION = 'confirmation-decision.json'
 #: how long a task waits for task 0's confirmation decision
 DECISION_TIMEOUT = 120
 
@@ -146,9 +146,9 @@ def collect(stagedir):
     for r in p['rounds']:
         flows += flow_records(stagedir / f'round-{r["number"]}', r['number'])
     again = []
-    c = stagedir / CONFIRMATION
-    if (c / 'spec.json').exists():
-        again = flow_records(c, CONFIRMATION)
+    if (stagedir / DECISION).exists():
+        for r in json.loads((stagedir / DECISION).read_text())['rounds']:
+            again += flow_records(stagedir / r['name'], r['name'])
     return flows, again
 
 
@@ -185,39 +185,15 @@ def from_report(report):
 
 
 def confirmation_plan(p, flows):
-    """The confirmation round's pairs for the suspects of ``flows`` (known-good partners), or []."""
+    """The confirmation rounds ``[(name, pairs)]`` for the suspects of ``flows``
+    (:func:`ibrepro.fleet_plan.confirmation_rounds`), and the suspects' names."""
     fabric = fabric_of(p)
     result = analyse(flows, fabric)
-    suspects = [m for s in result.suspects for m in s.members]
     hosts = {m.split(' ', 1)[1].split(':')[0].split(' ')[0] for s in result.suspects for m in s.members
              if m.split(' ', 1)[0] in ('node', 'port', 'cable')}
     good = [n for n in p['nodes'] if n not in hosts]
-    pairs, used = [], set()
-
-    def add(a, b):
-        if a not in used and b not in used and a != b:
-            pairs.append([a, b])
-            used.update((a, b))
-
-    # A leaf-spine link first, loaded as the night loaded it: a trunk of several cables' rate shows its loss only
-    # with all its flows at once (one flow is capped by its own cables): every good node of another leaf routed
-    # through the link's spine receives from its own good sender on the link's leaf (and sends back down it).
-    for name in suspects:
-        kind, _, link = name.partition(' ')
-        if kind not in ('uplink', 'downlink'):
-            continue
-        leaf, spine = link.split('>') if kind == 'uplink' else link.split('>')[::-1]
-        q = int(spine.removeprefix('spine'))
-        there = [n for n in good if fabric.leaf_of(n) != leaf and fabric.spine_for(n) == q]
-        here = [n for n in good if fabric.leaf_of(n) == leaf]
-        for a, b in zip(here, there):
-            add(a, b)
-    # node-side suspects: known-good partners, on the same leaf and on another (one round: disjoint pairs)
-    for r in fleet_plan.confirmation_pairs([n for n in suspects if n.split(' ', 1)[0] in ('node', 'port', 'cable')],
-                                           fabric, good):
-        for a, b in r:
-            add(a, b)
-    return pairs, [s.name for s in result.suspects]
+    rounds = fleet_plan.confirmation_rounds([s.members[0] for s in result.suspects], fabric, good)
+    return [(name, pairs) for name, pairs in rounds if pairs], [s.name for s in result.suspects]
 
 
 def node_main(plan_path, log=print):
@@ -231,18 +207,19 @@ def node_main(plan_path, log=print):
         status |= _run_round(stagedir / f'round-{r["number"]}', rank, log)
     if not p.get('confirm'):
         return status
-    c = stagedir / CONFIRMATION
-    decision = stagedir / 'confirmation-decision.json'
+    decision = stagedir / DECISION
     if rank == 0:
         for r in p['rounds']:
             _wait_done(stagedir / f'round-{r["number"]}', len(p['nodes']), 60)
         flows = [f for r in p['rounds'] for f in flow_records(stagedir / f'round-{r["number"]}', r['number'])]
-        pairs, suspects = confirmation_plan(p, flows)
-        if pairs:
-            c.mkdir(exist_ok=True)
-            write_json(c / 'spec.json', round_spec(p, pairs))
-        write_json(decision, {'pairs': pairs, 'suspects': suspects})
-        log(f'fleet rounds: suspects {suspects or "none"}; confirmation pairs {pairs or "none"}')
+        rounds, suspects = confirmation_plan(p, flows)
+        for name, pairs in rounds:
+            (stagedir / name).mkdir(exist_ok=True)
+            write_json(stagedir / name / 'spec.json', round_spec(p, pairs))
+        write_json(decision, {'rounds': [{'name': n, 'pairs': pairs} for n, pairs in rounds],
+                              'suspects': suspects})
+        log(f'fleet rounds: suspects {suspects or "none"}; confirmation rounds '
+            f'{[f"{n}: {pairs}" for n, pairs in rounds] or "none"}')
     else:
         until = time.monotonic() + DECISION_TIMEOUT
         while not decision.exists():
@@ -250,8 +227,8 @@ def node_main(plan_path, log=print):
                 log(f'fleet rounds: no confirmation decision from task 0 within {DECISION_TIMEOUT} s')
                 return 1
             time.sleep(0.2)
-    if json.loads(decision.read_text())['pairs']:
-        status |= _run_round(c, rank, log)
+    for r in json.loads(decision.read_text())['rounds']:
+        status |= _run_round(stagedir / r['name'], rank, log)
     return status
 
 

@@ -6,8 +6,9 @@ The model
 * Fabric: :func:`ibrepro.fleet_plan.fat_tree`: ``N`` nodes, ``leaf_size`` (16) per leaf, one uplink per spine,
   ``spines`` = ``leaf_size`` unless given; routing destination-mod-k (:mod:`ibrepro.fleet_plan`).
 * Links are directed: node cable up (``h>leaf``) and down (``leaf>h``), leaf uplink (``A>spineq``), leaf downlink
-  (``spineq>B``), each of capacity ``link_capacity`` (MB/s; the default 25000 is 200 Gb/s, 4x HDR signalling: a
-  nominal rate, not a measurement).
+  (``spineq>B``), a cable of capacity ``link_capacity`` (MB/s; the default 25000 is 200 Gb/s, 4x HDR signalling: a
+  nominal rate, not a measurement); a leaf-spine link a trunk of :meth:`~ibrepro.fleet_plan.Fabric.trunk_width`
+  cables (one with ``spines`` = ``leaf_size``).
 * A flow's bandwidth = min over its path's links of capacity / (flows on that link in this round), times a
   lognormal noise factor of median 1 and coefficient of variation ``noise_cv``. The CV is a parameter: the stored
   run reports (tests/data/run-reports) hold no repeated bandwidth values of one test (one run each, intra-node,
@@ -21,7 +22,7 @@ The model
 The harnesses
 -------------
 * ibrepro: the three rounds of :func:`ibrepro.fleet_plan.pair_rounds`, :func:`ibrepro.fleet_localise.localise`,
-  then for the suspects one confirmation run (:func:`ibrepro.fleet_plan.confirmation_pairs`, simulated with the
+  then for the suspects one confirmation run (:func:`ibrepro.fleet_plan.confirmation_rounds`, simulated with the
   fault still there and fresh noise, contention counted) and :func:`ibrepro.fleet_localise.confirm`.
 * ClusterKit-like: all N-1 round-robin rounds of pairs, both directions; a pair is bad when either direction is
   below 93 % of the best pair's; a node is named when most of its pairs are bad. (The halving re-test rounds are
@@ -150,10 +151,17 @@ def simulate_flows(fabric, pairs, model, fault, rng, round_number=0):
         for link in path:
             loads[link] = loads.get(link, 0) + 1
     slow = set(fault.links) if fault else set()
+
+    def capacity(link):             # a leaf-spine link ('A>spineq', 'spineq>B') is a trunk of Fabric.trunk_width cables
+        a, _, b = link.partition('>')
+        leaf = a if b.startswith('spine') and a in fabric.leaves else \
+            b if a.startswith('spine') and b in fabric.leaves else None
+        cables = fabric.trunk_width(leaf) if leaf else 1
+        return model.link_capacity * cables * ((1 - fault.loss) if link in slow else 1.0)
+
     out = []
     for (s, d), path in zip(flows, paths):
-        share = min(model.link_capacity * ((1 - fault.loss) if link in slow else 1.0) / loads[link]
-                    for link in path)
+        share = min(capacity(link) / loads[link] for link in path)
         out.append({'round': round_number, 'src': s, 'dst': d, 'rail': fabric.rails[0],
                     'bw': share * math.exp(rng.gauss(0.0, model.sigma)), 'lat': None})
     return out
@@ -178,10 +186,10 @@ class IbreproHarness:
             suspect_hosts = {c.split(' ', 1)[1].split(':')[0] for s in result.suspects for c in s.members
                              if c.split(' ', 1)[0] in ('node', 'port', 'cable')}
             good = [n for n in self.fabric.nodes if n not in suspect_hosts]
-            confirmation_rounds = fleet_plan.confirmation_pairs([s.members[0] for s in result.suspects],
-                                                                self.fabric, good)
-            again = [f for i, pairs in enumerate(confirmation_rounds)
-                     for f in simulate_flows(self.fabric, pairs, model, fault, rng, 100 + i)]
+            confirmation_rounds = fleet_plan.confirmation_rounds([s.members[0] for s in result.suspects],
+                                                                 self.fabric, good)
+            again = [f for name, pairs in confirmation_rounds
+                     for f in simulate_flows(self.fabric, pairs, model, fault, rng, name)]
             fleet_localise.confirm(result, again, self.fabric)
         return {'named': [s.members for s in result.named],
                 'rounds': len(self.rounds) + len(confirmation_rounds),
