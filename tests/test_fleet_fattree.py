@@ -9,7 +9,7 @@ tbf of that link direction at a lower rate), restored after the night whatever h
 Asserted: a night with one slowed link (a node's cable, an uplink, a downlink; by 10 % and by 25 %) names exactly
 the component holding that link (with two leaves an uplink ``leaf1>spine1`` and the downlink ``spine1>leaf2`` carry
 the same flows: one hypothesis, named together) and nothing else; a fault-free night names nothing
-(``IBREPRO_FLEET_NIGHTS`` of them, default 12). Needs root and the cluster; skipped otherwise (failed under
+(``IBREPRO_FLEET_NIGHTS`` of them, default 20: the issue's). Needs root and the cluster; skipped otherwise (failed under
 ``make fleet-test``, which brings it up). Each night's figures are printed (``-s``).
 """
 
@@ -28,7 +28,7 @@ SLURM_CONF = CLUSTER_DIR / 'etc' / 'slurm.conf'
 TOPOLOGY = CLUSTER_DIR / 'etc' / 'topology.conf'
 REFRAME = Path(sys.executable).with_name('reframe')
 FABRIC = ROOT / 'ci' / 'cluster' / 'fabric.sh'
-NIGHTS = int(os.environ.get('IBREPRO_FLEET_NIGHTS', '12'))
+NIGHTS = int(os.environ.get('IBREPRO_FLEET_NIGHTS', '20'))
 
 
 def _env(**extra):

@@ -276,6 +276,21 @@ def test_dry_run_writes_a_job_script_for_every_variant(example_cluster):
         assert 'export PATH="/opt/ibrepro/views/' in script                # the environment's prefix
 
 
+def test_the_old_window_size_warns_and_reaches_only_a_family_without_its_own_window(tmp_path):
+    """``-S window_size=8`` (the old name of ``window``): read, with a warning, where the family leaves its window
+    unset (osu_mbw_mr); the window parameter of osu_bw wins; a family without a window gets no -W."""
+    runner = ReFrameRunner(tmp_path)
+    proc = families(runner, '--dry-run', '--system', 'example-cluster:hdr', '-n', 'OSUBandwidth%window=16',
+                    '-n', 'OSUMultiPair%benchmark=osu_mbw_mr%pairs=8', '-n', 'OSULatency', '-S', 'window_size=8',
+                    '--exec-policy=serial', config='configs/example-cluster.py')
+    assert proc.returncode == 0, output(proc)
+    assert "'window_size' is deprecated and goes in the next release: use 'window'" in proc.stdout, output(proc)
+    report = last_report(runner)
+    assert 'osu_mbw_mr -W 8\n' in job_script(report, 'OSUMultiPair %benchmark=osu_mbw_mr %pairs=8')
+    assert 'osu_bw -W 16\n' in job_script(report, 'OSUBandwidth %window=16')
+    assert 'osu_latency\n' in job_script(report, 'OSULatency')
+
+
 @pytest.mark.parametrize('name, environ, lines', [
     ('OSULatency', 'mvapich2', ['#SBATCH --nodes=2', 'export SLURM_MPI_TYPE=pmi2',
                                 'export MV2_ENABLE_AFFINITY=0', 'srun --cpu-bind=map_ldom:1 osu_latency\n']),

@@ -121,7 +121,6 @@ class OSUBandwidth(OSUBenchmark):
 
     @run_after('init')
     def describe(self):
-        self.window_size = self.window
         # 002 Fig. 2 plots several windows; the papers that state none ran OMB's default
         rows, figures = papers('bandwidth-2x1', lambda seed: seed == '002' or self.window == DEFAULT_WINDOW)
         if self.window == 16:
@@ -143,7 +142,6 @@ class OSUBiBandwidth(OSUBenchmark):
 
     @run_after('init')
     def describe(self):
-        self.window_size = self.window
         self.experiments, self.figures = papers('bibandwidth-2x1', lambda seed: (seed == '002') == (self.window == 16))
         self.descr = f'OSU osu_bibw -W {self.window}: MPI bi-directional bandwidth, 2 processes on 2 nodes'
 
