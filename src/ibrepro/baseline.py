@@ -3,7 +3,8 @@
 Method: for every performance variable of every test case (system, partition, environment, check, parameters),
 the reference value is the MEDIAN of its values over the chosen sessions, and the tolerance is
 ``max(floor, k * robust CV)`` with robust CV = 1.4826 * MAD / median, capped at ``cap``; with fewer than
-``min_samples`` values the spread is not measurable and the tolerance is ``default``. Values that print as 0 get no reference. The bound is one-sided,
+``min_samples`` values the spread is not measurable and the tolerance is ``default``. Values that print as 0 get
+no reference. The bound is one-sided,
 in the direction that means worse: latency and time may not rise above ref * (1 + tol), bandwidth, message rate
 and Mop/s may not fall below ref * (1 - tol). The output is ReFrame's ``$ref`` YAML, indexed by
 ``[$partition, $environ, <the check's parameters>]``.

@@ -134,8 +134,8 @@ def load_system(config, system=None):
 
 
 def _instances(checks_dir=paths.CHECKS_DIR):
-    """[(family, display name, valid_systems, valid_prog_environs, tags, tool, nodes)] of every test variant, as its init
-    hooks left them (needs a ReFrame runtime: :func:`load_system`)."""
+    """[(family, display name, valid_systems, valid_prog_environs, tags, tool, nodes)] of every test variant, as its
+    init hooks left them (needs a ReFrame runtime: :func:`load_system`)."""
     found = []
     for family, cls in check_classes(checks_dir).items():
         for i in range(cls.num_variants):

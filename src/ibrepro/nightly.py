@@ -123,7 +123,8 @@ def main(args):
             print(f'\n== ibrepro nightly {night}: confirming {len(hashes)} test case(s) on {system}:{partition} '
                   f'+{environ} (' + ', '.join(s['name'] for s in suspects if s.get('hashcode') in hashes) + ')')
             options = ['--mode', 'nightly', f'--system={system}:{partition}', '-p', f'^{environ}$',
-                       *[o for h in hashes for o in ('-n', f'/{h}')], f'--session-extras=nightly={night},confirms={night}',
+                       *[o for h in hashes for o in ('-n', f'/{h}')],
+                       f'--session-extras=nightly={night},confirms={night}',
                        *settings_only(reframe_options)]
             status = run_checks(args.config, options, env)
             confirmed.append(status)

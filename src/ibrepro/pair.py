@@ -56,9 +56,10 @@ says so (``binding``).
 
 A side may carry its own command line instead, ``"argv": [...]``, for client/server programs other than
 perftest; ``{server_addr}`` (the server rail's address), ``{server_rails}`` / ``{client_rails}`` (all rails of
-that node, comma-separated), ``{addr:<node>:<rail>}`` (one rail of one node) and ``{size}`` are replaced. With ``"wait_listen": false`` the runner does not wait
-for a TCP listener (the client retries by itself). ``node_exec`` (emulated nodes only) is a command prefix that
-runs a side, or this script's ``--probe``, on node ``{node}`` from one runner process.
+that node, comma-separated), ``{addr:<node>:<rail>}`` (one rail of one node) and ``{size}`` are replaced. With
+``"wait_listen": false`` the runner does not wait for a TCP listener (the client retries by itself).
+``node_exec`` (emulated nodes only) is a command prefix that runs a side, or this script's ``--probe``, on node
+``{node}`` from one runner process.
 """
 
 import argparse

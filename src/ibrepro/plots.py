@@ -65,7 +65,8 @@ def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None)
         else:
             ax.axhline(value, color=colour, linestyle='--', linewidth=1.2, label=plain(f'{seed}: {label}'))
     if limit_now:
-        ax.axhline(limit_now, color='black', linestyle='-.', linewidth=1.5, label=f'link limit here: {limit_now:,.0f} MB/s')
+        ax.axhline(limit_now, color='black', linestyle='-.', linewidth=1.5,
+                   label=f'link limit here: {limit_now:,.0f} MB/s')
     if limit_note:
         ax.text(0.99, 0.02, plain(limit_note), transform=ax.transAxes, ha='right', va='bottom', fontsize=8,
                 color='dimgrey')

@@ -52,8 +52,8 @@ _SI_FACTORS = {
 
 #: Fields of an entry, in export order (``unit_si``, ``testbed_config`` and ``limits_config`` are derived).
 ENTRY_FIELDS = ('id', 'seed', 'where', 'experiment', 'kind', 'configuration', 'testbed', 'testbed_config',
-                'limits_config', 'baseline_testbed', 'message_size', 'metric', 'value', 'unit', 'qualifier', 'mb_definition',
-                'value_si', 'unit_si', 'printed', 'parameters', 'restates', 'quote', 'note')
+                'limits_config', 'baseline_testbed', 'message_size', 'metric', 'value', 'unit', 'qualifier',
+                'mb_definition', 'value_si', 'unit_si', 'printed', 'parameters', 'restates', 'quote', 'note')
 
 _PARAMETER_KEYS = ('benchmark', 'operation', 'npb_class', 'input', 'nodes', 'processes', 'processes_per_node',
                    'pairs', 'window', 'ports', 'mode', 'placement', 'direction', 'buffer_reuse')
@@ -410,7 +410,8 @@ def validate(paths_=None, root=None):
         if kind is None:
             problems.append(Problem(rel, None, 'no schema for this file (expected papers/*.yaml, testbeds/*.yaml, '
                                                'systems/<system>/{references,provenance}.yaml, experiments.yaml, '
-                                               'limits/statements.yaml, nightly.yaml, simulated.yaml or coverage-ignore.yaml)'))
+                                               'limits/statements.yaml, nightly.yaml, simulated.yaml or '
+                                               'coverage-ignore.yaml)'))
             continue
         file_problems = _schema_problems(path, rel, kind, data, root)
         if not file_problems:

@@ -303,8 +303,9 @@ class History:
     """Sessions (oldest first), the first occurrence of each series in them, and their values on demand.
 
     ``first[series]`` is the :class:`FirstValue` of the series' oldest value; :meth:`values` reads the values: the
-    recent ones of every series (what the history test reads), or all of a few (a trend). Sessions come from decoded run reports or from a ValueIndex, which is then
-    read only for what is asked: a year of history is not loaded to test the last month.
+    recent ones of every series (what the history test reads), or all of a few (a trend). Sessions come from
+    decoded run reports or from a ValueIndex, which is then read only for what is asked: a year of history is not
+    loaded to test the last month.
     """
 
     def __init__(self):

@@ -192,8 +192,8 @@ def pcie_path(function):
 
 #: Port error counters (``ports/<n>/counters``) a fleet sweep reads before and after its traffic: a cable or a
 #: port that loses symbols, retrains or drops packets.
-ERROR_COUNTERS = ('symbol_error', 'link_downed', 'link_error_recovery', 'port_rcv_errors', 'local_link_integrity_errors',
-                  'excessive_buffer_overrun_errors')
+ERROR_COUNTERS = ('symbol_error', 'link_downed', 'link_error_recovery', 'port_rcv_errors',
+                  'local_link_integrity_errors', 'excessive_buffer_overrun_errors')
 
 
 def _counters(port_dir):
@@ -543,6 +543,11 @@ def _cli_topology(args):
     return 0
 
 
+def _bound(b, which):
+    """'<MB/s> MB/s [bottleneck = ...]' of one direction (or both) of an adapter's bound."""
+    return f'{b[which + "_MBps"]:,.0f} MB/s [{" = ".join(b["bottleneck_" + which])}]'
+
+
 def format_topology(topo):
     """The human-readable tables of ``ibrepro topology``."""
     if not topo['devices']:
@@ -573,8 +578,7 @@ def format_topology(topo):
         b = a['bound']
         rows.append([a['name'], a['bus']['spec'] if a['bus'] else 'unknown',
                      ','.join(a['active_ports']) or '(none active)',
-                     f'{b["per_direction_MBps"]:,.0f} MB/s [{" = ".join(b["bottleneck_per_direction"])}]' if b else '-',
-                     f'{b["both_directions_MBps"]:,.0f} MB/s [{" = ".join(b["bottleneck_both_directions"])}]' if b else '-',
+                     _bound(b, 'per_direction') if b else '-', _bound(b, 'both_directions') if b else '-',
                      a['bound_note'] or ''])
     lines += ['Limits per adapter (theoretical data rates; protocol overhead not included):',
               limits._table(['adapter', 'bus', 'active ports', 'per direction', 'both directions', 'note'],

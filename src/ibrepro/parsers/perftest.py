@@ -80,8 +80,9 @@ _META = {'Device': 'device', 'Transport type': 'transport', 'Connection type': '
 
 
 def detect(text):
-    return bool(_JSON.match(text) or _TITLE.search(text) or _SERVER in text or _USAGE.search(text) or _NO_PEER.search(text)
-                or _NO_DEVICE.search(text) or re.fullmatch(r'Version: \d+(?:\.\d+)+', text.strip()))
+    return bool(_JSON.match(text) or _TITLE.search(text) or _SERVER in text or _USAGE.search(text)
+                or _NO_PEER.search(text) or _NO_DEVICE.search(text)
+                or re.fullmatch(r'Version: \d+(?:\.\d+)+', text.strip()))
 
 
 def _snake(text):

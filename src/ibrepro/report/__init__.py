@@ -2,9 +2,9 @@
 
 Reads sessions from ReFrame's results database (default: the latest; ``--sessions``, ``--last``, ``--since``) or
 JSON run reports (``--report``): the selected sessions' whole reports, and the history's values from the values
-index beside the database (``ibrepro results``: each session extracted once). It writes, per system, ``reports/<system>/<timestamp>/index.html`` (one
-self-contained page: inline CSS, PNG figures as data URIs, nothing fetched when viewed) and ``summary.md`` (for CI
-job summaries and merge-request comments). The page has
+index beside the database (``ibrepro results``: each session extracted once). It writes, per system,
+``reports/<system>/<timestamp>/index.html`` (one self-contained page: inline CSS, PNG figures as data URIs,
+nothing fetched when viewed) and ``summary.md`` (for CI job summaries and merge-request comments). The page has
 
 * the papers: per figure with measured data, this system's curves on the papers' axes (message size, log2) with
   the numbers the papers state (by seed) and the link limits, then a headline table: paper value, measured value,

@@ -77,7 +77,8 @@ def add_cli(subparsers):
     which = p.add_mutually_exclusive_group()
     which.add_argument('--sessions', nargs='+', metavar='UUID', help='these stored sessions (UUID prefixes)')
     which.add_argument('--last', type=int, metavar='N',
-                       help='the last N stored runs (default 1; a run is a session, or the sessions of one nightly run)')
+                       help='the last N stored runs (default 1; a run is a session, or the sessions of one '
+                            'nightly run)')
     which.add_argument('--since', metavar='WHEN', help='stored sessions since a date (2026-11-20) or 7d / 12h ago')
     which.add_argument('--report', nargs='+', metavar='FILE', help='JSON run reports instead of the database')
     which.add_argument('--night', metavar='ID', help='the sessions of nightly run ID (their nightly extra) and the '
@@ -99,7 +100,8 @@ def add_cli(subparsers):
                    help="print the night's verdict and exit with its status: 0 clean, 1 regression, 2 could not judge, "
                         '3 inconclusive (see above)')
     p.add_argument('--suspects', metavar='FILE',
-                   help='with --nightly: write the test cases to re-run as JSON to FILE (what ibrepro nightly confirms)')
+                   help='with --nightly: write the test cases to re-run as JSON to FILE (what ibrepro nightly '
+                        'confirms)')
     p.set_defaults(func=_cli)
 
 

@@ -359,8 +359,10 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, Injection, Placement, Knobs, Pape
             status = self._json(f'flow-{flow_id}{tag}.client.status.json') or {}
             server = self._json(f'flow-{flow_id}{tag}.server.status.json') or {}
             if not os.path.exists(client):
+                why = (self._side_failure(flow_id, 'server', tag) or self._failure() or self._runner_errors()
+                       or 'see ' + self.stdout.evaluate())
                 raise SanityError(f'flow {flow_id}{" at " + str(size) + " B" if size else ""}: the client never '
-                                  f'ran: {self._side_failure(flow_id, "server", tag) or self._failure() or self._runner_errors() or "see " + self.stdout.evaluate()}')
+                                  f'ran: {why}')
             try:
                 table = parsers.parse_file(client, tool=self.tool).table()
             except parsers.ParseError as err:
