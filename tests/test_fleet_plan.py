@@ -107,3 +107,17 @@ def test_a_suspect_link_is_loaded_with_one_flow_per_cable_of_its_trunk_suspected
     assert {EMULATED.leaf_of(n) for n in partners} == {'leaf1', 'leaf2'} and 'node6' not in good
     down = fp.link_confirmation_pairs(['downlink spine0>leaf2'], EMULATED, EMULATED.nodes)
     assert {b for _, b in down} == {'node5', 'node7'} and {EMULATED.leaf_of(a) for a, _ in down} == {'leaf1'}
+
+
+def test_node_confirmations_never_load_a_trunk_beyond_its_cables():
+    """Every node of leaf1 suspected, the good partners on other leaves all routed through spine0: with their flows
+    on one leaf-spine link at once, a healthy trunk of two cables would slow them (as a CI night's re-runs through
+    one link, a slowed one there, confirmed two good cables)."""
+    fabric = fp.fabric_from_leaves({f'leaf{j}': [f'node{4 * j + i}' for i in range(4)] for j in range(3)}, 2)
+    suspects = [f'cable node{i}:mlx5_0/1 up' for i in range(4)]
+    good = [n for n in fabric.nodes if fabric.leaf_of(n) != 'leaf0' and fabric.spine_for(n) == 0]
+    rounds = fp.confirmation_pairs(suspects, fabric, good)
+    for pairs in rounds:
+        trunk = {k: v for k, v in fp.link_loads(fabric, pairs).items() if 'spine' in k}
+        assert trunk and all(v <= 2 for v in trunk.values()), (pairs, trunk)
+    assert sum(len(pairs) for pairs in rounds) >= 2

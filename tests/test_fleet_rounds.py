@@ -82,6 +82,7 @@ def test_spines_of_a_topology_conf():
 
 @pytest.mark.parametrize('name,component', [('uplink-leaf1-spine1-10', 'uplink leaf1>spine1'),
                                             ('uplink-leaf1-spine1-25', 'uplink leaf1>spine1'),
+                                            ('downlink-spine0-leaf2-25', 'downlink spine0>leaf2'),
                                             ('clean', None)])
 def test_fleet_analyse_names_the_slow_link_of_a_real_night(tmp_path, name, component):
     case = FIXTURES / f'fattree-{name}.fleet.json'
@@ -151,3 +152,16 @@ def test_a_real_night_with_an_unevenly_shared_trunk_clears_the_node_it_suspected
     fabric = fleet_rounds.fabric_of(data)
     result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'])
     assert [s.name for s in result.named] == ['uplink leaf1>spine1 = downlink spine1>leaf2']
+
+
+def test_a_node_is_not_confirmed_by_flows_through_a_suspect_link():
+    """downlink spine0>leaf2 at -25 % (a real night): node7's and node2's cables were suspected too, and their
+    other-leaf re-runs (node1->node7, node2->node5, at once) both crossed the slowed link: the night named all three.
+    Judged again, the two cables stand on their flows through no suspect link and are cleared."""
+    data = json.loads((FIXTURES / 'fattree-downlink-spine0-leaf2-25.fleet.json').read_text())
+    assert len(data['result']['named']) == 3              # what that night's run decided
+    result = fleet_rounds.analyse(data['flows'], fleet_rounds.fabric_of(data), data['confirmation'])
+    assert [s.name for s in result.named] == ['uplink leaf1>spine0 = downlink spine0>leaf2']
+    cables = [s for s in result.suspects if s.name.startswith('cable')]
+    assert cables and all(s.confirmed is False for s in cables)
+    assert all(f['round'] == 'confirmation' for s in cables for f in s.confirmation)

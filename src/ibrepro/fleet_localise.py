@@ -207,7 +207,8 @@ def confirm(result, confirmation_flows, fabric):
     against the night's reference and noise scale; confirmed when p <= alpha and the loss is at least min_effect.
     A suspect without re-run flows stays not re-tested.
 
-    Node-side suspects: the mean residual of the flows crossing them outside the link round. Leaf-spine links
+    Node-side suspects: the mean residual of the flows crossing them outside the link round and through no suspect
+    link (whose loss they would carry). Leaf-spine links
     (:func:`is_link`): the flows crossing them in the round that loaded them (``confirmation-links``, as many at
     once as the link has cables) as one aggregate, ``log(sum bw) - log(sum expected)``: a shared link's loss is
     in what its flows get together, however unevenly TCP shares it; a flow's expected bandwidth is the reference
@@ -229,9 +230,14 @@ def confirm(result, confirmation_flows, fabric):
         s.confirmation = [{'round': f['round'], 'src': f['src'], 'dst': f['dst'], 'bw': f['bw'],
                            'residual': math.log(f['bw']) - math.log(reference(f))} for f in flows]
 
+    # a node-side suspect's flows through a suspect link would carry that link's loss: left out of its judgement
+    links = {m for s in result.suspects if is_link(s) for m in s.members} if loaded else set()
+    clear = [f for f in confirmation_flows if f['round'] != LINK_CONFIRMATION
+             and not links & set(fabric.components(f['src'], f['dst'], f['rail']))]
     taken = []         # (members, effect in log units) of confirmed node-side suspects
     for s in [s for s in result.suspects if not is_link(s) or not loaded]:
-        flows = crossing(s, [f for f in confirmation_flows if f['round'] != LINK_CONFIRMATION])
+        flows = crossing(s, clear if not is_link(s) else
+                         [f for f in confirmation_flows if f['round'] != LINK_CONFIRMATION])
         if flows:
             effect = statistics.fmean(math.log(f['bw']) - math.log(reference(f)) for f in flows)
             judge(s, flows, effect)

@@ -364,27 +364,30 @@ def confirmation_pairs(suspects, fabric, good, *, avoid=()):
 
     ``suspects``: component names (as :meth:`Fabric.components` names them) of nodes, HCA ports and cables (a
     leaf-spine link is :func:`link_confirmation_pairs`' job). For a component of host ``h``: ``h`` with a good node
-    on its own leaf and one on another leaf (two pairs, two rounds if both are needed at once). ``good``: nodes
+    on its own leaf and one on another leaf (two pairs, two rounds if both are needed at once), no leaf-spine link
+    carrying more flows in a round than its trunk has cables (a healthy trunk must not slow them). ``good``: nodes
     not under suspicion. Returns ``[[pairs of round 1], [pairs of round 2]]`` (each round disjoint in nodes)."""
     good = [n for n in good if n not in set(avoid)]
     busy = [set(), set()]
     rounds = [[], []]
+    loads = [{}, {}]         # per round: flows on each leaf-spine link (kept within its trunk's cables)
 
-    def take(candidates, r):
-        for n in candidates:
-            if n not in busy[r]:
-                busy[r].add(n)
-                return n
-        return None
+    def trunks(a, b):
+        return [link for s, d in ((a, b), (b, a)) for link in fabric.directed_links(s, d)[2:]]
+
+    def fits(a, b, r):
+        return all(loads[r].get(link, 0) < _trunk_width_of(fabric, link) for link in trunks(a, b))
 
     def place(a, b_candidates, preferred):
         for r in (preferred, 1 - preferred):
             if a in busy[r]:
                 continue
-            b = take(b_candidates, r)
+            b = next((n for n in b_candidates if n not in busy[r] and n != a and fits(a, n, r)), None)
             if b is not None:
-                busy[r].add(a)
+                busy[r].update((a, b))
                 rounds[r].append((a, b))
+                for link in trunks(a, b):
+                    loads[r][link] = loads[r].get(link, 0) + 1
                 return
 
     for suspect in suspects:
@@ -402,6 +405,12 @@ def confirmation_pairs(suspects, fabric, good, *, avoid=()):
         place(host, same, 0)
         place(host, other, 1)
     return [r for r in rounds if r]
+
+
+def _trunk_width_of(fabric, link):
+    """Cables of a directed leaf-spine link ``A>spineq`` / ``spineq>B`` (:meth:`Fabric.directed_links`)."""
+    a, _, b = link.partition('>')
+    return fabric.trunk_width(b if a.startswith('spine') else a)
 
 
 def link_confirmation_pairs(links, fabric, good):
