@@ -91,3 +91,26 @@ def test_every_figure_decodes(page, tmp_path):
     dom = Page(proc.stdout)
     assert dom.tags.count('figure') == len(re.findall('<figure', html))
     assert {'headline', 'groups', 'platforms'} <= dom.tables
+
+
+def test_a_hostile_host_name_in_a_fleet_night_stays_text(tmp_path):
+    """A real pair-round night (tests/data/fleet) with node6 renamed to an HTML payload: in the browser the fleet
+    section's tables are there and the payload is text (no image element, nothing ran)."""
+    from test_report_fleet import FLEET, report
+    data = json.loads((FLEET / 'fattree-uplink-leaf1-spine1-25.report.json').read_text())
+    case = next(c for run in data['runs'] for c in run['testcases'] if 'fleet_flows' in c)
+    payload = '<img src=x onerror=document.title=1>'
+    for key in ('fleet_flows', 'fleet_confirmation', 'fleet_fabric'):
+        case[key] = json.loads(json.dumps(case[key]).replace('node6', payload))
+    (tmp_path / 'hostile.json').write_text(json.dumps(data))
+    report(tmp_path, tmp_path / 'hostile.json')
+    (page,) = (tmp_path / 'out').rglob('index.html')
+    probe = page.with_name('probe.html')
+    probe.write_text(page.read_text().replace('</body>', PROBE + '</body>'))
+    proc = chromium(tmp_path, '--dump-dom', '--virtual-time-budget=5000', probe.as_uri())
+    found = re.search(r'<pre id="probe">(.*?)</pre>', proc.stdout, re.S)
+    assert found, proc.stdout[-2000:]
+    images = json.loads(found.group(1).replace('&quot;', '"'))
+    assert len(images) == len(Page(page.read_text()).images)          # the page's figures only
+    assert {'fleet-nights', 'fleet-leaves', 'fleet-verified'} <= Page(proc.stdout).tables
+    assert 'onerror=document.title=1' in proc.stdout and '<title>1</title>' not in proc.stdout

@@ -95,7 +95,8 @@ class Result:
                 (s.confirmed or all(x.confirmed is None for x in self.suspects))]
 
 
-def _kind(fabric, src, dst):
+def flow_kind(fabric, src, dst):
+    """The reference a flow is measured against: 'intra-leaf', 'inter-leaf', or 'flow' without a topology."""
     if not fabric.has_topology:
         return 'flow'
     return 'intra-leaf' if fabric.leaf_of(src) == fabric.leaf_of(dst) else 'inter-leaf'
@@ -105,7 +106,7 @@ def references(flows, fabric, expected=None):
     """Reference bandwidth per flow kind: ``expected`` (the partition's, MB/s) when given, else the fleet median."""
     kinds = {}
     for f in flows:
-        kinds.setdefault(_kind(fabric, f['src'], f['dst']), []).append(f['bw'])
+        kinds.setdefault(flow_kind(fabric, f['src'], f['dst']), []).append(f['bw'])
     return {k: float(expected) if expected else statistics.median(v) for k, v in kinds.items()}
 
 
@@ -145,7 +146,7 @@ def localise(flows, fabric, *, expected=None, history=None, method=Method(), hyp
     grouping of :func:`hypotheses_of` for the same flow list (src, dst, rail in the same order), to reuse it."""
     history = history or {}
     refs = references(flows, fabric, expected)
-    residuals = [math.log(f['bw']) - math.log(refs[_kind(fabric, f['src'], f['dst'])]) for f in flows]
+    residuals = [math.log(f['bw']) - math.log(refs[flow_kind(fabric, f['src'], f['dst'])]) for f in flows]
     scale = max(stats.MAD_TO_SIGMA * stats.mad(residuals) if len(residuals) > 1 else 0.0, method.min_cv)
     hyps = hypotheses or hypotheses_of(flows, fabric)
     names = list(hyps)
@@ -219,7 +220,7 @@ def confirm(result, confirmation_flows, fabric):
     loaded = [f for f in confirmation_flows if f['round'] == LINK_CONFIRMATION]
 
     def reference(f):
-        return result.references.get(_kind(fabric, f['src'], f['dst'])) or statistics.median(
+        return result.references.get(flow_kind(fabric, f['src'], f['dst'])) or statistics.median(
             result.references.values())
 
     def crossing(s, flows):

@@ -9,7 +9,7 @@ import statistics
 
 from .. import parsers, results, stats, verdict
 from ..simulated import table as simulated_table
-from . import papers, provenance, regressions
+from . import fleet, papers, provenance, regressions
 from .selection import run_id
 
 
@@ -151,6 +151,8 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     }
     model.update(provenance.collect(system, selected, current, problems, platforms_config))
     model['labels'] = provenance.labels_of(system, model['platforms'])
+    model['fleet'], unjudged = fleet.section(system, nights)
+    problems.extend(unjudged)
     model['simulated'] = simulated_table.report_section(system, current)   # the simulated system only
     if model['simulated']:
         model['labels'].insert(0, model['simulated']['label'])

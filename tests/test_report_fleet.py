@@ -1,0 +1,61 @@
+"""The report's fleet section, from real pair-round nights on the namespace fat tree (tests/data/fleet: three run
+reports of reframe-checks/system/fleet_pairs.py, MANIFEST.md there): each night judged again from its stored flows,
+the evidence chain of what the newest night named, the leaf x leaf table and each component's last verification;
+stored strings escaped; a night whose flows cannot be judged is said, not a crash."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+FLEET = Path(__file__).parent / 'data' / 'fleet'
+NIGHTS = ['fattree-clean', 'fattree-uplink-leaf1-spine1-25', 'fattree-downlink-spine0-leaf2-25']
+
+
+def report(tmp_path, *paths):
+    done = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--report', *map(str, paths),
+                           '--output-dir', str(tmp_path / 'out')], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    html, md = [Path(line) for line in done.stdout.splitlines()[:2]]
+    return html.read_text(), md.read_text()
+
+
+def test_the_fleet_section_judges_each_night_again_and_shows_the_evidence(tmp_path):
+    html, md = report(tmp_path, *(FLEET / f'{n}.report.json' for n in NIGHTS))
+    section = html[html.index('<h2 id="fleet">'):html.index('<h2 id="provenance">')]
+    rows = section[section.index('id="fleet-nights"'):section.index('</table>')].split('<tr>')[2:]
+    assert len(rows) == 3 and 'nothing' in rows[0]
+    assert 'uplink leaf1&gt;spine1 = downlink spine1&gt;leaf2' in rows[1] and 'cable node6:fab0/1 down' in rows[1]
+    # the downlink night as stored named three; judged again, the link alone, its two cables cleared
+    named, cleared = rows[2].split('</td>')[4:6]
+    assert 'uplink leaf1&gt;spine0 = downlink spine0&gt;leaf2' in named and 'cable' not in named
+    assert 'cable node7:fab0/1 down' in cleared and 'cable node2:fab0/1 up' in cleared
+    # its evidence: the night's slow flows, then the link round's re-runs
+    chain = section[section.index('class="fleet-named"'):]
+    assert chain.count('<td>night</td>') >= 2 and chain.count('<td>confirmation-links</td>') == 2
+    assert 'id="fleet-leaves"' in section and '<th>leaf1</th><th>leaf2</th>' in section
+    assert 'id="fleet-verified"' in section and '<a href="#fleet">Fleet</a>' in html
+    assert ('**named uplink leaf1\\>spine0 = downlink spine0\\>leaf2**' in md
+            and 'cleared by their confirmation: cable node7:fab0/1 down' in md), md
+
+
+def test_stored_strings_are_escaped_and_unjudgeable_flows_are_said(tmp_path):
+    data = json.loads((FLEET / 'fattree-uplink-leaf1-spine1-25.report.json').read_text())
+    case = next(c for run in data['runs'] for c in run['testcases'] if 'fleet_flows' in c)
+    hostile = '<img src=x onerror=alert(1)>@all'
+    swap = json.dumps(case['fleet_flows']).replace('node6', hostile.replace('"', ''))
+    case['fleet_flows'] = json.loads(swap)
+    case['fleet_confirmation'] = json.loads(json.dumps(case['fleet_confirmation']).replace('node6', hostile))
+    case['fleet_fabric'] = json.loads(json.dumps(case['fleet_fabric']).replace('node6', hostile))
+    (tmp_path / 'hostile.json').write_text(json.dumps(data))
+    html, md = report(tmp_path, tmp_path / 'hostile.json')
+    assert '<img src=x' not in html and '&lt;img src=x onerror=alert(1)&gt;' in html
+    assert '\\<img src=x onerror=alert(1)\\>' in md and not re.search(r'(?<!\\)<img', md)   # Markdown-escaped
+
+    broken = json.loads((FLEET / 'fattree-clean.report.json').read_text())
+    case = next(c for run in broken['runs'] for c in run['testcases'] if 'fleet_flows' in c)
+    case['fleet_flows'] = [{'host': 'node1', 'bw': 4.7}]              # no peer
+    (tmp_path / 'broken.json').write_text(json.dumps(broken))
+    html, _ = report(tmp_path, tmp_path / 'broken.json')
+    assert 'its pair-round flows cannot be judged' in html
