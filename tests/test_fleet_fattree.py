@@ -9,7 +9,8 @@ tbf of that link direction at a lower rate), restored after the night whatever h
 Asserted: a night with one slowed link (a node's cable, an uplink, a downlink; by 10 % and by 25 %) names exactly
 the component holding that link (with two leaves an uplink ``leaf1>spine1`` and the downlink ``spine1>leaf2`` carry
 the same flows: one hypothesis, named together) and nothing else; a fault-free night names nothing
-(``IBREPRO_FLEET_NIGHTS`` of them, default 20: the issue's). Needs root and the cluster; skipped otherwise (failed under
+(``IBREPRO_FLEET_NIGHTS`` of them, default 20: the issue's), each judged against the history of the nights
+before. Needs root and the cluster; skipped otherwise (failed under
 ``make fleet-test``, which brings it up). Each night's figures are printed (``-s``).
 """
 
@@ -21,6 +22,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from ibrepro import fleet_rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_DIR = Path(os.environ.get('IBREPRO_CLUSTER_DIR', '/tmp/ibrepro-fattree'))
@@ -116,11 +119,15 @@ def test_a_single_slow_link_is_named_exactly_in_one_night(cluster, tmp_path, lin
 
 
 def test_fault_free_nights_name_nothing(cluster, tmp_path):
+    """The nights share one results database (one IBREPRO_HOME): from the fourth on, each component is judged
+    against its history of the nights before (at most 14)."""
     _fabric('restore')
-    alarms = []
+    alarms, history = [], []
     for n in range(NIGHTS):
         named, result, _ = night(f'clean-{n}', tmp_path)
+        history.append(len(result['history_from']))
         if named:
             alarms.append((n, named))
-    print(f'fault-free nights: {NIGHTS}, with an alarm: {len(alarms)} {alarms}')
+    print(f'fault-free nights: {NIGHTS}, with an alarm: {len(alarms)} {alarms}; history nights {history}')
     assert not alarms
+    assert history == [min(n, fleet_rounds.HISTORY_NIGHTS) for n in range(NIGHTS)]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ibrepro import fleet_plan, fleet_rounds, pair
+from ibrepro import fleet_localise, fleet_plan, fleet_rounds, pair
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / 'tests' / 'data' / 'fleet'
@@ -165,3 +165,34 @@ def test_a_node_is_not_confirmed_by_flows_through_a_suspect_link():
     cables = [s for s in result.suspects if s.name.startswith('cable')]
     assert cables and all(s.confirmed is False for s in cables)
     assert all(f['round'] == 'confirmation' for s in cables for f in s.confirmation)
+
+
+def test_a_components_history_comes_from_the_stored_nights_it_was_not_named_in():
+    """The three real nights as stored sessions: every component gets one effect per night that measured it, except
+    from a night that named it (the downlink night, as stored, named its link and two cables: they miss that
+    night); another partition's nights are not this one's."""
+    reports = [json.loads((FIXTURES / f'fattree-{n}.report.json').read_text())
+               for n in ('clean', 'uplink-leaf1-spine1-25', 'downlink-spine0-leaf2-25')]
+    history, used = fleet_rounds.stored_history(reports, 'fattree-cluster', 'fabric')
+    assert used == [r['session_info']['uuid'] for r in reports]
+    assert len(history['cable node1:fab0/1 up']) == 3
+    downlink_night = json.loads((FIXTURES / 'fattree-downlink-spine0-leaf2-25.fleet.json').read_text())
+    named = {m for s in downlink_night['result']['named'] for m in s['name'].split(' = ')}
+    assert 'cable node7:fab0/1 down' in named and len(history['cable node7:fab0/1 down']) == 2
+    assert len(history['uplink leaf1>spine0']) == 2                      # named too that night
+    assert len(history['uplink leaf1>spine1']) == 2                      # named by the uplink night
+    assert len(history['downlink spine1>leaf1']) == 3                    # named by none
+    assert fleet_rounds.stored_history(reports, 'fattree-cluster', 'other') == ({}, [])
+    assert fleet_rounds.stored_history(reports, 'fattree-cluster', 'fabric', nights=1)[1] == used[-1:]
+
+
+def test_a_cable_always_a_little_slow_is_judged_against_its_history():
+    """The clean real night with node2's cable up 8 % slower in every flow (scaled from the real values): named
+    without history; with three past nights where it was as slow, it is its normal."""
+    data = json.loads((FIXTURES / 'fattree-clean.fleet.json').read_text())
+    flows = [{**f, 'bw': f['bw'] * (0.92 if f['host'] == 'node2' else 1.0)} for f in data['flows']]
+    fabric = fleet_rounds.fabric_of(data)
+    assert [s.name for s in fleet_rounds.analyse(flows, fabric).named] == ['cable node2:fab0/1 up']
+    effects = fleet_localise.component_effects(fleet_localise.read_flows(flows), fabric)
+    history = {c: [e] * 3 for c, e in effects.items()}
+    assert fleet_rounds.analyse(flows, fabric, history=history).named == []

@@ -12,6 +12,11 @@ Topology: ``IBREPRO_FLEET_TOPOLOGY`` names the Slurm ``topology.conf`` (or JSON 
 cut from; without it the check's one case is skipped saying so. The rail's interface: the partition's extras
 ``fleet_netdev`` or ``-S fleet_netdev=<if>`` (default fab0).
 
+History: each component's effects in the partition's last ``fleet_history_nights`` (14) pair-round nights stored
+in the results database (a night that named it left out) are its usual state: a cable that is always 3 % slow is
+judged against that (:func:`ibrepro.fleet_localise.localise`, from 3 nights); the sessions used are
+``fleet_history_from``.
+
     IBREPRO_FLEET_TOPOLOGY=/etc/slurm/topology.conf reframe -c reframe-checks/system/fleet_pairs.py -r
 """
 
@@ -26,7 +31,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from ibrepro import fleet_localise, fleet_rounds
+from ibrepro import fleet_localise, fleet_rounds, results
 
 
 def _night():
@@ -63,6 +68,12 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
     fleet_fabric = variable(dict, value={}, loggable=True)
     #: the components named (confirmed suspects)
     fleet_named = variable(typ.List[str], value=[], loggable=True)
+    #: past pair-round nights of this partition that give each component its history (0: none)
+    fleet_history_nights = variable(int, value=fleet_rounds.HISTORY_NIGHTS)
+    #: the stored sessions (UUIDs) the components' history came from
+    fleet_history_from = variable(typ.List[str], value=[], loggable=True)
+    #: why the stored history could not be read (sessions left out), for the record
+    fleet_history_problems = variable(typ.List[str], value=[], loggable=True)
 
     @run_after('setup')
     def need_topology(self):
@@ -78,10 +89,28 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
             raise SanityError(f'refusing node or interface names with shell syntax: {job["nodes"]}')
         plan = fleet_rounds.plan(_FABRIC, _ROUNDS, job, netdev=self.fleet_netdev, seconds=self.fleet_seconds)
         fleet_rounds.prepare(self.stagedir, plan)
+        self.write_history()
         self.num_tasks = len(plan['nodes'])
         self.job.options += [f'--nodelist={",".join(plan["nodes"])}']
         self.job.time_limit = 60 + 12 * (len(plan['rounds']) + 1) * self.fleet_seconds
         self.executable_opts = ['-m', 'ibrepro.fleet_rounds', 'node', 'plan.json']
+
+    def write_history(self):
+        """Each component's effects in the partition's last pair-round nights stored in the results database
+        (:func:`ibrepro.fleet_rounds.stored_history`), as the stage directory's history file: task 0 and the
+        sanity read it. Read on the login node; the compute nodes need no database."""
+        if self.fleet_history_nights <= 0:
+            return
+        problems = []
+        try:
+            # a night's sessions hold other checks too: look back over several times as many sessions
+            reports = results.stored_sessions(last=20 * self.fleet_history_nights, problems=problems)
+        except (OSError, results.ResultsError) as err:    # no database yet: no history
+            reports, problems = [], [str(err)]
+        history, used = fleet_rounds.stored_history(reports, self.current_system.name,
+                                                    self.current_partition.name, self.fleet_history_nights)
+        self.fleet_history_from, self.fleet_history_problems = used, problems[:10]
+        fleet_rounds.write_json(Path(self.stagedir) / fleet_rounds.HISTORY, history)
 
     @run_after('setup')
     def once_per_partition(self):
@@ -98,12 +127,13 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
         if failed:
             raise SanityError(f'{len(failed)} flow(s) measured nothing: ' + '; '.join(
                 f"round {f['round']} {f['host']}->{f['peer']}: {f.get('error')}" for f in failed[:4]))
-        result = fleet_rounds.analyse(flows, fleet_rounds.fabric_of(plan), again)
+        history = fleet_rounds.read_history(self.stagedir)
+        result = fleet_rounds.analyse(flows, fleet_rounds.fabric_of(plan), again, history=history)
         self.fleet_named = [s.name for s in result.named]
         out = {'leaves': plan['leaves'], 'spines': plan['spines'], 'flows': flows, 'confirmation': again,
-               'result': fleet_localise.as_json(result)}
+               'history_from': self.fleet_history_from, 'result': fleet_localise.as_json(result)}
         (Path(self.stagedir) / 'fleet.json').write_text(json.dumps(out, indent=1, default=list) + '\n')
-        self.keep_files = ['fleet.json', 'plan.json']
+        self.keep_files = ['fleet.json', 'plan.json', fleet_rounds.HISTORY]
         if result.named:
             raise SanityError(f'{len(result.named)} component(s) slow: ' + '; '.join(
                 f'{s.name}: {s.effect:+.1%} over {len(s.flows)} flow(s), q={s.q:.2g}, confirmed by '

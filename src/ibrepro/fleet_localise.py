@@ -110,6 +110,19 @@ def references(flows, fabric, expected=None):
     return {k: float(expected) if expected else statistics.median(v) for k, v in kinds.items()}
 
 
+def component_effects(flows, fabric, expected=None):
+    """{component: the mean residual (log units) of the night's flows crossing it}: what a night adds to each
+    component's history (:func:`localise`'s ``history``)."""
+    refs = references(flows, fabric, expected)
+    sums = {}
+    for f in flows:
+        r = math.log(f['bw']) - math.log(refs[flow_kind(fabric, f['src'], f['dst'])])
+        for c in fabric.components(f['src'], f['dst'], f['rail']):
+            total, n = sums.get(c, (0.0, 0))
+            sums[c] = (total + r, n + 1)
+    return {c: total / n for c, (total, n) in sums.items()}
+
+
 def hypotheses_of(flows, fabric):
     """{name: (members, [flow indices])}: components grouped by identical flow sets."""
     by_component = {}

@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import fleet_localise, fleet_plan, pair
+from . import fleet_localise, fleet_plan, pair, results
 
 #: seconds each flow runs; iperf3 leaves the first second (TCP's slow start) out of its figure
 SECONDS = 4
@@ -156,20 +156,60 @@ def fabric_of(p):
     return fleet_plan.fabric_from_leaves(p['leaves'], p['spines'])
 
 
-def analyse(flows, fabric, confirmation=(), expected=None):
-    """The localiser's result for a job's flows, confirmed by its confirmation flows when there are any."""
-    result = fleet_localise.localise(fleet_localise.read_flows(flows), fabric, expected=expected)
+def analyse(flows, fabric, confirmation=(), expected=None, history=None):
+    """The localiser's result for a job's flows, confirmed by its confirmation flows when there are any;
+    ``history`` each component's past effects (:func:`stored_history`)."""
+    result = fleet_localise.localise(fleet_localise.read_flows(flows), fabric, expected=expected, history=history)
     again = fleet_localise.read_flows(confirmation)
     if again:
         fleet_localise.confirm(result, again, fabric)
     return result
 
 
+#: the history file of a case's stage directory: {component: [past effects]} (:func:`stored_history`)
+HISTORY = 'history.json'
+#: nights of a component's history
+HISTORY_NIGHTS = 14
+
+
+def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
+    """``({component: [effects, oldest first]}, [session uuids])``: each component's effect (mean residual, log
+    units: :func:`ibrepro.fleet_localise.component_effects`) in the last ``nights`` pair-round nights of
+    ``system:partition`` among ``reports`` (run reports, oldest first). A night that named a component is left out
+    of that component's history: a fault must not become its normal (:func:`ibrepro.fleet_localise.localise` takes
+    a component's usual slowness, the median of its history, as its zero)."""
+    found = []
+    for report in reports:
+        cases = [c for c in results.testcases(report)
+                 if c.get('system') == system and c.get('partition') == partition]
+        data = from_report({'runs': [{'testcases': cases}]})
+        if data and data['flows'] and data['leaves']:
+            named = {m for c in cases for n in c.get('fleet_named') or [] for m in str(n).split(' = ')}
+            found.append(((report.get('session_info') or {}).get('uuid'), data, named))
+    history, used = {}, []
+    for uuid, data, named in found[-nights:]:
+        try:
+            fabric = fleet_plan.fabric_from_leaves(data['leaves'], data['spines'])
+            effects = fleet_localise.component_effects(fleet_localise.read_flows(data['flows']), fabric)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            continue                       # a night that cannot be judged adds nothing
+        used.append(uuid)
+        for c, e in effects.items():
+            if c not in named:
+                history.setdefault(c, []).append(e)
+    return history, used
+
+
+def read_history(stagedir):
+    """The history a case's stage directory holds (:data:`HISTORY`), or None."""
+    path = Path(stagedir) / HISTORY
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 def from_report(report):
     """``{'flows', 'confirmation', 'leaves', 'spines'}`` of a ReFrame run report (``--report-file``, or a session
     stored in the results database): every pair-round case's loggable ``fleet_flows``, ``fleet_confirmation`` and
     ``fleet_fabric`` merged (the night's jobs share one fabric); None when the report has no such case."""
-    from . import results
     out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0}
     found = False
     for case in results.testcases(report):
@@ -184,11 +224,11 @@ def from_report(report):
     return out if found else None
 
 
-def confirmation_plan(p, flows):
+def confirmation_plan(p, flows, history=None):
     """The confirmation rounds ``[(name, pairs)]`` for the suspects of ``flows``
     (:func:`ibrepro.fleet_plan.confirmation_rounds`), and the suspects' names."""
     fabric = fabric_of(p)
-    result = analyse(flows, fabric)
+    result = analyse(flows, fabric, history=history)
     hosts = {m.split(' ', 1)[1].split(':')[0].split(' ')[0] for s in result.suspects for m in s.members
              if m.split(' ', 1)[0] in ('node', 'port', 'cable')}
     good = [n for n in p['nodes'] if n not in hosts]
@@ -212,7 +252,7 @@ def node_main(plan_path, log=print):
         for r in p['rounds']:
             _wait_done(stagedir / f'round-{r["number"]}', len(p['nodes']), 60)
         flows = [f for r in p['rounds'] for f in flow_records(stagedir / f'round-{r["number"]}', r['number'])]
-        rounds, suspects = confirmation_plan(p, flows)
+        rounds, suspects = confirmation_plan(p, flows, read_history(stagedir))
         for name, pairs in rounds:
             (stagedir / name).mkdir(exist_ok=True)
             write_json(stagedir / name / 'spec.json', round_spec(p, pairs))
