@@ -12,76 +12,82 @@ from ibrepro.rfm.bench import BenchMPI
 
 LAYOUTS = ['2x1', '1x2']
 
-# The papers' figures: quantity -> (catalog rows, figures). Figs. 4-5 (rows 25-26) are drawn with the other tools
-# of bi-directional latency and bandwidth in pt2pt_collectives.py: here the rows only (the catalog tags the figure).
+# The section's one table: quantity -> (catalog rows, the papers' figures, the metrics reported, the program's own
+# options {flag: the variable that gives its value}). Figs. 4-5 (rows 25-26) are drawn with the other tools of
+# bi-directional latency and bandwidth in pt2pt_collectives.py: here the rows only (the catalog tags the figure).
 FIGURES = {
-    'overhead': ([24], ['002-fig3']),
-    'bilatency': ([25], []),
-    'bibandwidth': ([26], []),
-    'overlap': ([27], ['002-fig6']),
-    'reuse-lat': ([28], ['002-fig7']),
-    'reuse-bw': ([28], ['002-fig8']),
-    'memory': ([31], ['002-fig13']),
+    'overhead': ([24], ['002-fig3'], ['overhead', 'lat'], {}),
+    'bilatency': ([25], [], ['lat'], {}),
+    'bibandwidth': ([26], [], ['bw', 'msgrate'], {'-W': 'window'}),
+    'overlap': ([27], ['002-fig6'], ['overlap', 'lat'], {'-t': 'tolerance'}),
+    'reuse-lat': ([28], ['002-fig7'], ['lat'], {'-M': 'mode', '-R': 'reuse', '--max-memory': 'max_memory'}),
+    'reuse-bw': ([28], ['002-fig8'], ['bw'], {'-M': 'mode', '-R': 'reuse', '--max-memory': 'max_memory'}),
+    'memory': ([31], ['002-fig13'], ['mem'], {}),
 }
 
 
+class _Quantity(BenchMPI):
+    """A program of this section: its row of :data:`FIGURES` by ``quantity`` (the metrics unless set with -S)."""
+
+    #: The row of FIGURES (a plain attribute: what the class measures, not a knob).
+    quantity = None
+
+    def quantity_of(self):
+        return self.quantity
+
+    @run_after('init')
+    def describe(self):
+        self.experiments, self.figures, metrics, self.program_flags = FIGURES[self.quantity_of()]
+        self.report_metrics = self.report_metrics or metrics
+
+
+class _BothLayouts(_Quantity):
+    layout = parameter(LAYOUTS, type=str)
+
+
 @rfm.simple_test
-class HostOverhead(BenchMPI):
+class HostOverhead(_BothLayouts):
     """Time inside MPI_Send and MPI_Recv of the ping-pong latency test (002 Sec. 3.2, Fig. 3)."""
 
-    layout = parameter(LAYOUTS, type=str)
     program = 'ibrepro_overhead'
-    experiments, figures = FIGURES['overhead']
-    report_metrics = ['overhead', 'lat']
+    quantity = 'overhead'
 
 
 @rfm.simple_test
-class BiDirectionalLatency(BenchMPI):
+class BiDirectionalLatency(_BothLayouts):
     """Both sides send at the same time (002 Sec. 3.3, Fig. 4)."""
 
-    layout = parameter(LAYOUTS, type=str)
     program = 'ibrepro_bilat'
-    experiments, figures = FIGURES['bilatency']
-    report_metrics = ['lat']
+    quantity = 'bilatency'
 
 
 @rfm.simple_test
-class BiDirectionalBandwidth(BenchMPI):
+class BiDirectionalBandwidth(_BothLayouts):
     """Both sides stream a window of W messages at once (002 Sec. 3.3, Fig. 5: W = 16)."""
-
-    layout = parameter(LAYOUTS, type=str)
 
     #: Messages in flight per direction; 002 names W = 16.
     window = variable(int, value=16)
 
     program = 'ibrepro_bibw'
-    experiments, figures = FIGURES['bibandwidth']
-    report_metrics = ['bw', 'msgrate']
-    program_flags = {'-W': 'window'}
+    quantity = 'bibandwidth'
 
 
 @rfm.simple_test
-class OverlapPotential(BenchMPI):
+class OverlapPotential(_BothLayouts):
     """The longest computation that does not raise the latency of a non-blocking exchange (002 Sec. 3.4, Fig. 6).
 
     002 states no tolerance: ours is 10 % (``-t``), the search a doubling then a bisection per size."""
-
-    layout = parameter(LAYOUTS, type=str)
 
     #: Allowed rise of the round trip, in percent.
     tolerance = variable(float, value=10.0)
 
     program = 'ibrepro_overlap'
-    experiments, figures = FIGURES['overlap']
-    report_metrics = ['overlap', 'lat']
-    program_flags = {'-t': 'tolerance'}
+    quantity = 'overlap'
 
 
 @rfm.simple_test
-class BufferReuse(BenchMPI):
+class BufferReuse(_BothLayouts):
     """Latency or bandwidth when only R % of the iterations reuse a buffer (002 Sec. 3.5, Figs. 7-8)."""
-
-    layout = parameter(LAYOUTS, type=str)
 
     #: ``lat`` (Fig. 7) or ``bw`` (Fig. 8).
     mode = parameter(['lat', 'bw'], type=str)
@@ -93,23 +99,19 @@ class BufferReuse(BenchMPI):
     max_memory = variable(int, value=1024)
 
     program = 'ibrepro_reuse'
-    program_flags = {'-M': 'mode', '-R': 'reuse', '--max-memory': 'max_memory'}
 
-    @run_after('init')
-    def describe(self):
-        self.experiments, self.figures = FIGURES[f'reuse-{self.mode}']
-        self.report_metrics = ['lat'] if self.mode == 'lat' else ['bw']
+    def quantity_of(self):
+        return f'reuse-{self.mode}'
 
 
 @rfm.simple_test
-class MemoryUsage(BenchMPI):
+class MemoryUsage(_Quantity):
     """Resident memory of an MPI program that only synchronises, against the process count (002 Sec. 3.8,
     Fig. 13: one process per node). ``1xN`` layouts give the one-node trend."""
 
     layout = parameter(['2x1', '4x1', '8x1', '1x1', '1x2', '1x4'], type=str)
     program = 'ibrepro_memory'
+    quantity = 'memory'
     table_benchmark = 'memory'
-    experiments, figures = FIGURES['memory']
-    report_metrics = ['mem']
     allow_oversubscription = True      # memory, not time: four processes on two cores measure the same
     sweeps_sizes = False
