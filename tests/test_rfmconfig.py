@@ -131,13 +131,13 @@ def test_the_template_runs_in_an_allocation_as_job_steps(reframe):
 
 
 @pytest.mark.parametrize('config', ['configs/example-cluster.py', 'configs/ci-cluster.py'])
-def test_the_nightly_mode_of_every_configuration_carries_the_night(config):
+def test_the_nightly_mode_of_every_configuration_carries_the_night(config, tmp_path):
     import subprocess
     import sys
     code = (f'import runpy, json; c = runpy.run_path({str(ROOT / config)!r})["site_configuration"]; '
             'print(json.dumps([m for m in c["modes"] if m["name"] == "nightly"][0]["options"]))')
     out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, cwd=ROOT,
-                         env={**os.environ, 'IBREPRO_NIGHTLY': 'n-7', 'IBREPRO_HOME': '/tmp/ibrepro-test-home'})
+                         env={**os.environ, 'IBREPRO_NIGHTLY': 'n-7', 'IBREPRO_HOME': str(tmp_path / 'home')})
     assert out.returncode == 0, out.stderr
     assert '--session-extras=nightly=n-7' in json.loads(out.stdout)
 
