@@ -231,10 +231,14 @@ def confirm(result, confirmation_flows, fabric):
     method = result.method
     threshold = math.log1p(-method.min_effect)
     loaded = [f for f in confirmation_flows if f['round'] == LINK_CONFIRMATION]
+    unloaded = [f for f in confirmation_flows if f['round'] != LINK_CONFIRMATION]
 
     def reference(f):
         return result.references.get(flow_kind(fabric, f['src'], f['dst'])) or statistics.median(
             result.references.values())
+
+    def residual(f):
+        return math.log(f['bw']) - math.log(reference(f))
 
     def crossing(s, flows):
         return [f for f in flows if set(s.members) & set(fabric.components(f['src'], f['dst'], f['rail']))]
@@ -242,18 +246,16 @@ def confirm(result, confirmation_flows, fabric):
     def judge(s, flows, effect):
         s.confirmed = _phi(effect * math.sqrt(len(flows)) / result.scale) <= method.alpha and effect <= threshold
         s.confirmation = [{'round': f['round'], 'src': f['src'], 'dst': f['dst'], 'bw': f['bw'],
-                           'residual': math.log(f['bw']) - math.log(reference(f))} for f in flows]
+                           'residual': residual(f)} for f in flows]
 
     # a node-side suspect's flows through a suspect link would carry that link's loss: left out of its judgement
     links = {m for s in result.suspects if is_link(s) for m in s.members} if loaded else set()
-    clear = [f for f in confirmation_flows if f['round'] != LINK_CONFIRMATION
-             and not links & set(fabric.components(f['src'], f['dst'], f['rail']))]
+    clear = [f for f in unloaded if not links & set(fabric.components(f['src'], f['dst'], f['rail']))]
     taken = []         # (members, effect in log units) of confirmed node-side suspects
     for s in [s for s in result.suspects if not is_link(s) or not loaded]:
-        flows = crossing(s, clear if not is_link(s) else
-                         [f for f in confirmation_flows if f['round'] != LINK_CONFIRMATION])
+        flows = crossing(s, unloaded if is_link(s) else clear)
         if flows:
-            effect = statistics.fmean(math.log(f['bw']) - math.log(reference(f)) for f in flows)
+            effect = statistics.fmean(residual(f) for f in flows)
             judge(s, flows, effect)
             if s.confirmed and not is_link(s):
                 taken.append((set(s.members), effect))

@@ -180,6 +180,14 @@ class Fabric:
         """Cables in each of ``leaf``'s leaf-spine links, as a non-blocking leaf has them: its nodes / spines."""
         return max(1, len(self.leaves[leaf]) // self.spines)
 
+    def link_width(self, link):
+        """Cables of a directed link of :meth:`directed_links`: a leaf-spine trunk (``A>spineq``, ``spineq>B``)
+        has :meth:`trunk_width`, a node's cable one."""
+        a, _, b = link.partition('>')
+        leaf = a if b.startswith('spine') and a in self.leaves else \
+            b if a.startswith('spine') and b in self.leaves else None
+        return self.trunk_width(leaf) if leaf else 1
+
     def components(self, src, dst, rail=None):
         """The components a flow ``src -> dst`` on ``rail`` crosses, most specific last: the two nodes, their HCA
         ports, the sender's cable upward and the receiver's cable downward, and between leaves the uplink
@@ -376,7 +384,7 @@ def confirmation_pairs(suspects, fabric, good, *, avoid=()):
         return [link for s, d in ((a, b), (b, a)) for link in fabric.directed_links(s, d)[2:]]
 
     def fits(a, b, r):
-        return all(loads[r].get(link, 0) < _trunk_width_of(fabric, link) for link in trunks(a, b))
+        return all(loads[r].get(link, 0) < fabric.link_width(link) for link in trunks(a, b))
 
     def place(a, b_candidates, preferred):
         for r in (preferred, 1 - preferred):
@@ -405,12 +413,6 @@ def confirmation_pairs(suspects, fabric, good, *, avoid=()):
         place(host, same, 0)
         place(host, other, 1)
     return [r for r in rounds if r]
-
-
-def _trunk_width_of(fabric, link):
-    """Cables of a directed leaf-spine link ``A>spineq`` / ``spineq>B`` (:meth:`Fabric.directed_links`)."""
-    a, _, b = link.partition('>')
-    return fabric.trunk_width(b if a.startswith('spine') else a)
 
 
 def link_confirmation_pairs(links, fabric, good):

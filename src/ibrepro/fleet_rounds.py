@@ -180,14 +180,11 @@ def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
     a component's usual slowness, the median of its history, as its zero)."""
     found = []
     for report in reports:
-        cases = [c for c in results.testcases(report)
-                 if c.get('system') == system and c.get('partition') == partition]
-        data = from_report({'runs': [{'testcases': cases}]})
+        data = from_report(report, system, partition)
         if data and data['flows'] and data['leaves']:
-            named = {m for c in cases for n in c.get('fleet_named') or [] for m in str(n).split(' = ')}
-            found.append(((report.get('session_info') or {}).get('uuid'), data, named))
+            found.append(((report.get('session_info') or {}).get('uuid'), data))
     history, used = {}, []
-    for uuid, data, named in found[-nights:]:
+    for uuid, data in found[-nights:]:
         try:
             fabric = fleet_plan.fabric_from_leaves(data['leaves'], data['spines'])
             effects = fleet_localise.component_effects(fleet_localise.read_flows(data['flows']), fabric)
@@ -195,7 +192,7 @@ def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
             continue                       # a night that cannot be judged adds nothing
         used.append(uuid)
         for c, e in effects.items():
-            if c not in named:
+            if c not in data['named']:
                 history.setdefault(c, []).append(e)
     return history, used
 
@@ -206,21 +203,25 @@ def read_history(stagedir):
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def from_report(report):
+def from_report(report, system=None, partition=None):
     """``{'flows', 'confirmation', 'leaves', 'spines'}`` of a ReFrame run report (``--report-file``, or a session
     stored in the results database): every pair-round case's loggable ``fleet_flows``, ``fleet_confirmation`` and
-    ``fleet_fabric`` merged (the night's jobs share one fabric); None when the report has no such case."""
-    out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0}
+    ``fleet_fabric`` merged (the night's jobs share one fabric), and ``named``, the components its ``fleet_named``
+    hold; of ``system`` (and ``partition``) when given; None when the report has no such case."""
+    out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0, 'named': set()}
     found = False
     for case in results.testcases(report):
-        if not isinstance(case.get('fleet_flows'), list):
+        if not isinstance(case.get('fleet_flows'), list) or system not in (None, case.get('system')) \
+                or partition not in (None, case.get('partition')):
             continue
         found = True
         out['flows'] += case['fleet_flows']
         out['confirmation'] += case.get('fleet_confirmation') or []
+        out['named'] |= {m for n in case.get('fleet_named') or [] for m in str(n).split(' = ')}
         fabric = case.get('fleet_fabric') or {}
         out['leaves'] = out['leaves'] or fabric.get('leaves') or {}
         out['spines'] = out['spines'] or int(fabric.get('spines') or 0)
+    out['named'] = sorted(out['named'])          # the components the night named, JSON-ready
     return out if found else None
 
 

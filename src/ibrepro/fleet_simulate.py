@@ -152,12 +152,8 @@ def simulate_flows(fabric, pairs, model, fault, rng, round_number=0):
             loads[link] = loads.get(link, 0) + 1
     slow = set(fault.links) if fault else set()
 
-    def capacity(link):             # a leaf-spine link ('A>spineq', 'spineq>B') is a trunk of Fabric.trunk_width cables
-        a, _, b = link.partition('>')
-        leaf = a if b.startswith('spine') and a in fabric.leaves else \
-            b if a.startswith('spine') and b in fabric.leaves else None
-        cables = fabric.trunk_width(leaf) if leaf else 1
-        return model.link_capacity * cables * ((1 - fault.loss) if link in slow else 1.0)
+    def capacity(link):             # a leaf-spine link is a trunk of several cables (Fabric.link_width)
+        return model.link_capacity * fabric.link_width(link) * ((1 - fault.loss) if link in slow else 1.0)
 
     out = []
     for (s, d), path in zip(flows, paths):

@@ -12,13 +12,7 @@ nights come first, then the oldest verifications.
 import math
 import statistics
 
-from .. import fleet_localise, fleet_plan, fleet_rounds, results
-
-
-def _night_data(report, system):
-    """The pair-round data of one session's cases on ``system`` (:func:`ibrepro.fleet_rounds.from_report`)."""
-    cases = [c for c in results.testcases(report) if c.get('system') == system]
-    return fleet_rounds.from_report({'runs': [{'testcases': cases}]})
+from .. import fleet_localise, fleet_plan, fleet_rounds
 
 
 def _suspect(s):
@@ -49,7 +43,7 @@ def section(system, selected):
     run reports, oldest first."""
     nights, verified, problems = [], {}, []
     for report in selected:
-        data = _night_data(report, system)
+        data = fleet_rounds.from_report(report, system)
         if data is None:
             continue
         info = report.get('session_info') or {}
