@@ -59,3 +59,21 @@ def test_stored_strings_are_escaped_and_unjudgeable_flows_are_said(tmp_path):
     (tmp_path / 'broken.json').write_text(json.dumps(broken))
     html, _ = report(tmp_path, tmp_path / 'broken.json')
     assert 'its pair-round flows cannot be judged' in html
+
+
+def test_stored_fleet_variables_of_the_wrong_type_are_named_not_a_crash():
+    """A stored pair-round case whose loggable variables are not what the check stores (a number for the named
+    components, a string for the fabric, numbers for flows): the report says which session, case and field; the
+    history leaves that night out."""
+    from ibrepro import fleet_rounds
+    from ibrepro.report import fleet
+    base = json.loads((FLEET / 'fattree-clean.report.json').read_text())
+    for field, value in [('fleet_named', 5), ('fleet_fabric', '$(touch pwned)'), ('fleet_flows', [1, 2]),
+                         ('fleet_confirmation', 'abc')]:
+        data = json.loads(json.dumps(base))
+        case = next(c for run in data['runs'] for c in run['testcases'] if 'fleet_flows' in c)
+        case[field] = value
+        section, problems = fleet.section('fattree-cluster', [data])
+        assert section is None and len(problems) == 1, (field, problems)
+        assert data['session_info']['uuid'] in problems[0] and field in problems[0], problems
+        assert fleet_rounds.stored_history([data], 'fattree-cluster', 'fabric') == ({}, [])

@@ -180,7 +180,10 @@ def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
     a component's usual slowness, the median of its history, as its zero)."""
     found = []
     for report in reports:
-        data = from_report(report, system, partition)
+        try:
+            data = from_report(report, system, partition)
+        except ValueError:
+            continue                       # a night whose stored variables are not what the check stores
         if data and data['flows'] and data['leaves']:
             found.append(((report.get('session_info') or {}).get('uuid'), data))
     history, used = {}, []
@@ -188,7 +191,7 @@ def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
         try:
             fabric = fleet_plan.fabric_from_leaves(data['leaves'], data['spines'])
             effects = fleet_localise.component_effects(fleet_localise.read_flows(data['flows']), fabric)
-        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        except (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError):
             continue                       # a night that cannot be judged adds nothing
         used.append(uuid)
         for c, e in effects.items():
@@ -203,22 +206,34 @@ def read_history(stagedir):
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def _stored(case, field, kind, item=None):
+    """A stored case's loggable variable of type ``kind`` (of ``item``s); ValueError naming the case and field."""
+    value = case.get(field)
+    if value is None:
+        return kind()
+    if not isinstance(value, kind) or (item and not all(isinstance(x, item) for x in value)):
+        raise ValueError(f"test case {case.get('name')!r}: {field} is not a {kind.__name__}"
+                         + (f' of {item.__name__}' if item else '') + f' ({type(value).__name__})')
+    return value
+
+
 def from_report(report, system=None, partition=None):
     """``{'flows', 'confirmation', 'leaves', 'spines'}`` of a ReFrame run report (``--report-file``, or a session
     stored in the results database): every pair-round case's loggable ``fleet_flows``, ``fleet_confirmation`` and
     ``fleet_fabric`` merged (the night's jobs share one fabric), and ``named``, the components its ``fleet_named``
-    hold; of ``system`` (and ``partition``) when given; None when the report has no such case."""
+    hold; of ``system`` (and ``partition``) when given; None when the report has no such case; ValueError naming
+    the case and field when a stored variable is not of the type the check stores."""
     out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0, 'named': set()}
     found = False
     for case in results.testcases(report):
-        if not isinstance(case.get('fleet_flows'), list) or system not in (None, case.get('system')) \
+        if 'fleet_flows' not in case or system not in (None, case.get('system')) \
                 or partition not in (None, case.get('partition')):
             continue
         found = True
-        out['flows'] += case['fleet_flows']
-        out['confirmation'] += case.get('fleet_confirmation') or []
-        out['named'] |= {m for n in case.get('fleet_named') or [] for m in str(n).split(' = ')}
-        fabric = case.get('fleet_fabric') or {}
+        out['flows'] += _stored(case, 'fleet_flows', list, dict)
+        out['confirmation'] += _stored(case, 'fleet_confirmation', list, dict)
+        out['named'] |= {m for n in _stored(case, 'fleet_named', list, str) for m in n.split(' = ')}
+        fabric = _stored(case, 'fleet_fabric', dict)
         out['leaves'] = out['leaves'] or fabric.get('leaves') or {}
         out['spines'] = out['spines'] or int(fabric.get('spines') or 0)
     out['named'] = sorted(out['named'])          # the components the night named, JSON-ready

@@ -43,18 +43,19 @@ def section(system, selected):
     run reports, oldest first."""
     nights, verified, problems = [], {}, []
     for report in selected:
-        data = fleet_rounds.from_report(report, system)
-        if data is None:
-            continue
         info = report.get('session_info') or {}
         when = str(info.get('time_start') or '?')
         try:
+            data = fleet_rounds.from_report(report, system)
+            if data is None:
+                continue
             fabric = (fleet_plan.fabric_from_leaves(data['leaves'], data['spines']) if data['leaves'] else
                       fleet_plan.no_topology(sorted({r['host'] for r in data['flows']} |
                                                     {r['peer'] for r in data['flows']})))
             flows = fleet_localise.read_flows(data['flows'])
             result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'])
-        except (KeyError, TypeError, ValueError, ZeroDivisionError, statistics.StatisticsError) as err:
+        except (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError,
+                statistics.StatisticsError) as err:
             problems.append(f'session {info.get("uuid")}: its pair-round flows cannot be judged: {err!r}')
             continue
         suspected = {m for s in result.suspects for m in s.members}
