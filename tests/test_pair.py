@@ -536,18 +536,18 @@ def test_a_single_flow_that_moved_nothing_is_not_a_measurement():
     sizes measured, and fails when nothing did (the case would store 0 MB/s as its figure, as a soft-RoCE run once
     did)."""
     from ibrepro.parsers import parse_file
-    from ibrepro.rfm import perftest
+    from ibrepro.rfm import pair_runner
     from reframe.core.exceptions import SanityError
 
     fixtures = Path(__file__).parent / 'fixtures' / 'perftest' / '26.04.17-rxe'
     stalled = parse_file(fixtures / 'ib_write_bw.all.txt').table()
     with pytest.raises(SanityError, match=r'flow 0 at 2048 B \(bw, msgrate 0\).*not a measurement'):
-        perftest.unmeasured(stalled, 0)
-    assert perftest.unmeasured(stalled, 0, emulated=True) == ['flow 0 at 2048 B (bw, msgrate 0)']
+        pair_runner.unmeasured(stalled, 0)
+    assert pair_runner.unmeasured(stalled, 0, emulated=True) == ['flow 0 at 2048 B (bw, msgrate 0)']
     only = dataclasses.replace(stalled, rows=[r for r in stalled.rows if r[stalled.size_key] == 2048])
     with pytest.raises(SanityError, match='not a measurement'):
-        perftest.unmeasured(only, 0, emulated=True)
-    assert perftest.unmeasured(parse_file(fixtures / 'ib_write_bw.txt').table(), 0) == []
+        pair_runner.unmeasured(only, 0, emulated=True)
+    assert pair_runner.unmeasured(parse_file(fixtures / 'ib_write_bw.txt').table(), 0) == []
 
 
 def test_each_node_and_side_records_its_locked_memory_limit(tmp_path):

@@ -10,7 +10,8 @@ pairs, bandwidth their sum. Concurrent perftest pairs express this directly, so 
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after
 
-from ibrepro.rfm.perftest import PerftestFlows, endpoints, flow
+from ibrepro.rfm.pair_runner import endpoints, flow
+from ibrepro.rfm.perftest import PerftestFlows
 
 TESTS = {
     'ib_write_lat': ([39], ['004-slide-multipair-write-lat'], ['lat']),

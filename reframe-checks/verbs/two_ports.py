@@ -22,7 +22,8 @@ import reframe as rfm
 from reframe.core.builtins import parameter, run_after, variable
 
 from ibrepro.rfm.bench import BenchRDMA
-from ibrepro.rfm.perftest import PerftestFlows, flow
+from ibrepro.rfm.pair_runner import flow
+from ibrepro.rfm.perftest import PerftestFlows
 
 # The papers' cases, shared by every tool: ``mode-direction-processes per node`` -> (catalog rows, figures)
 FIGURES = {

@@ -12,7 +12,8 @@ that output it reports; :class:`PaperExperiment` then
 * with the plugins a family mixes in besides it, each owning its variables: the common knobs
   (:class:`~ibrepro.rfm.knobs.Knobs`), whole nodes, binding and rail (:class:`~ibrepro.rfm.launch.Placement`),
   repetitions and injection (:class:`~ibrepro.rfm.repeat.Repetitions`, :class:`~ibrepro.rfm.inject.Injection`),
-  the layout (:class:`~ibrepro.rfm.layout.NodeLayout`) or the pair runner (:mod:`ibrepro.rfm.perftest`),
+  the layout (:class:`~ibrepro.rfm.layout.NodeLayout`) or the pair runner
+  (:class:`~ibrepro.rfm.pair_runner.PairRunner`, shared by perftest and our verbs benchmark),
 * and, in the performance stage, records one performance variable per message size and metric (``lat_1024``,
   ``bw_1048576``) plus the peak of each rate (``bw_peak``). References judge only a few representative
   variables (:attr:`reference_variables`: small-message latency, peak rates, the sizes the papers state), so one

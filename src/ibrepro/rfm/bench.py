@@ -7,14 +7,14 @@ addressed through RDMA CM: each end publishes the IPv4 address of each of its ra
 InfiniBand, the RoCE GID's address on Ethernet), and the client connects to the server's rails from its own.
 """
 
+import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 
-from .. import pair
-from . import expand_sizes, size_bytes
+from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes, size_bytes
 from .layout import parse_layout
 from .mpi import MPIRun
-from .perftest import PerftestFlows, rails
+from .pair_runner import PairRunner, rails
 
 
 def size_range(sizes):
@@ -90,13 +90,16 @@ class BenchMPI(MPIRun):
             self.expected_sizes = expected_sizes(sizes)
 
 
-class BenchRDMA(PerftestFlows):
+class BenchRDMA(rfm.RunOnlyRegressionTest, PairRunner, Injection, Placement, Knobs, PaperExperiment):
     """``ibrepro_rdma`` client/server flows: one server and one client process, each on its own node (or,
-    on one node, on its own rail), driving every rail of the node."""
+    on one node, on its own rail), driving every rail of the node. One round: the program sweeps its sizes
+    (``-m``) and drives its ports and pairs itself."""
 
     tool = 'bench'
     level = 'multirail'
+    repeatable = False
     valid_prog_environs = ['+ibrepro-rdma']
+    time_limit = DEFAULT_TIME_LIMIT
 
     #: ``ibrepro_rdma`` options for the client (the server takes them from the client).
     client_options = variable(typ.List[str], value=[])
@@ -113,23 +116,12 @@ class BenchRDMA(PerftestFlows):
     def program_name(self):
         return 'ibrepro_rdma'
 
-    @run_after('setup')
-    def refuse_a_warmup_count(self):
-        """ibrepro_rdma takes a warm-up count (``-x``): nothing to refuse."""
+    def spec_options(self):
+        return {'wait_listen': False}
 
-    @property
-    def concurrent(self):
-        return False        # one process pair; the program drives its ports and pairs itself
-
-    @property
-    def round_sizes(self):
-        return []           # one round: the program sweeps its sizes itself (-m)
-
-    @run_before('run')
-    def write_spec(self):
-        extras = self.current_partition.extras
+    def flows(self):
         nrails = len(rails(self.current_partition))
-        two_nodes = int(extras.get('nodes', 1)) >= 2
+        two_nodes = int(self.current_partition.extras.get('nodes', 1)) >= 2
         server, client = (1, 0) if two_nodes else (0, 1)
         # the server's rails, and the client's end of each: on one node the rails are cabled to each other,
         # so the server's rail i is reached from the client's rail nrails-1-i
@@ -147,15 +139,8 @@ class BenchRDMA(PerftestFlows):
             argv += ['-x', str(self.warmup), '-X', str(self.warmup)]
         if nrails > 1 or not two_nodes:
             argv += ['--source', sources]
-        # each of the -P processes a side forks on its own CPU near the device (the runner pins them)
-        flows = [{'id': 0, 'port': self.cm_port,
-                  'server': {'node': server, 'rail': 0, 'argv': ['ibrepro_rdma', *common], 'processes': self.pairs},
-                  'client': {'node': client, 'rail': 0, 'argv': [*argv, server_rails], 'processes': self.pairs}}]
-        self.flow_ids = [0]
         self.placement = 'two nodes' if two_nodes else 'one node'
-        spec = {'version': pair.SPEC_VERSION, 'program': 'ibrepro_rdma', 'rails': [list(r) for r in
-                rails(self.current_partition)], 'nodes': 2, 'distinct_hosts': two_nodes, 'flows': flows,
-                'wait_listen': False, 'timeout': self.pair_timeout, 'connect_timeout': self.connect_timeout,
-                'node_exec': extras.get('node_exec'), 'python': self.runner_python(),
-                'cpu_sharing': bool(extras.get('emulated'))}
-        self.place_runner(spec)
+        # each of the -P processes a side forks on its own CPU near the device (the runner pins them)
+        return [{'id': 0, 'port': self.cm_port,
+                 'server': {'node': server, 'rail': 0, 'argv': ['ibrepro_rdma', *common], 'processes': self.pairs},
+                 'client': {'node': client, 'rail': 0, 'argv': [*argv, server_rails], 'processes': self.pairs}}]

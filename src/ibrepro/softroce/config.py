@@ -12,7 +12,7 @@ stage directory has the same path in the guests). Partitions:
 * ``nodes2``: two guests, n0:rxe2 <-> n1:rxe2. Launcher ``local``: the job (the pair runner) runs on the
   host and reaches each guest through ``node_exec``, as it reaches nodes through ``srun`` elsewhere.
 
-Partition extras read by the perftest families (:mod:`ibrepro.rfm.perftest`): ``nodes``, ``rdma_devices``,
+Partition extras read by the pair runner's families (:mod:`ibrepro.rfm.pair_runner`): ``nodes``, ``rdma_devices``,
 ``node_exec`` (prefix running one side, or the runner's probe of a node's rails, on node ``{node}``),
 ``python`` (the guests' interpreter for that probe; the host's python3 runs the runner itself);
 ``emulated`` (TCG: not performance data) and ``perftest_options`` (options every perftest run needs here:
