@@ -8,15 +8,16 @@ without submitting anything (no Slurm needed)::
 This is the template docs/site-setup.md walks through. A site copies it and changes what is marked SITE:
 
 * ``name``: your system's name (``--system`` selects it; sessions, references.yaml and the report are keyed by it:
-  keep it once nights are stored); ``hostnames``: your login nodes; ``access``: your Slurm partition (and account); ``time_limit``.
+  keep it once nights are stored); ``hostnames``: your login nodes; ``access``: your Slurm partition (and account);
+  ``time_limit``.
 * per partition, what the checks read: ``nodes`` / ``cores_per_node`` (and the ``nodes<N>`` / ``cores<P>`` features
   :func:`ibrepro.rfmconfig.layout_features` derives from them: the papers' layouts select on them),
   ``rdma_devices`` x ``ib_ports`` (the rails of a node: ``['mlx5_0', 'mlx5_1']`` x 1 for two single-port
   ConnectX adapters or the two ports of one ConnectX-4 and later, which Linux shows as two devices;
   ``['mlx4_0']`` x 2 for a dual-port ConnectX-3), ``mpi_rail`` (optional: the one rail every MPI case runs on,
-  ``'mlx5_1'`` or ``'mlx4_0:2'``; default the first of ``rdma_devices``, port 1), ``hca_numa_node`` (the NUMA node of the HCA: ranks and perftest
-  sides are bound near it), ``python`` (the interpreter, Python >= 3.6, that runs the stdlib-only pair runner on
-  compute nodes);
+  ``'mlx5_1'`` or ``'mlx4_0:2'``; default the first of ``rdma_devices``, port 1), ``hca_numa_node`` (the NUMA node
+  of the HCA: ranks and perftest sides are bound near it), ``python`` (the interpreter, Python >= 3.6, that runs
+  the stdlib-only pair runner on compute nodes);
   features ``ib`` (or ``roce``) and ``dual-port`` (two connected rails per node); ``fleet`` (the fleet's pair-round
   check, cut by the Slurm topology.conf that ``IBREPRO_FLEET_TOPOLOGY`` names; docs/fleet.md) with ``fleet_netdev``
   (the interface its TCP flows cross: IPoIB ``ib0``).
@@ -26,7 +27,8 @@ This is the template docs/site-setup.md walks through. A site copies it and chan
   (how ranks are bound), the tools it has, and ``slurm_mpi_type`` (``srun --mpi``).
 
 Every feature declared here is read by something: ``mpi`` (the MPI families), ``ib``/``roce`` (the verbs families),
-``dual-port`` (two-port families), ``fleet`` (the pair rounds), ``nodes<N>``/``cores<P>`` (layouts); environments: the MPI family and the tools.
+``dual-port`` (two-port families), ``fleet`` (the pair rounds), ``nodes<N>``/``cores<P>`` (layouts); environments:
+the MPI family and the tools.
 
 Partitions: ``hdr``, a site's partition of today, and nothing else: every partition of a site's configuration is
 run every night. The papers' testbeds are in configs/testbeds.py (a dry-run target, judged against the papers' own

@@ -16,7 +16,6 @@ stated at one size at that size. The band around each paper value is ours: 25 % 
 """
 
 import sys
-from pathlib import Path
 
 import yaml
 

@@ -71,7 +71,8 @@ def gitlab_problems(pipeline):
             if need not in jobs:
                 problems.append(f'{name}: needs unknown job {need!r}')
 
-        for include in (merged.get('trigger') or {}).get('include', []) if isinstance(merged.get('trigger'), dict) else []:
+        trigger = merged.get('trigger')
+        for include in trigger.get('include', []) if isinstance(trigger, dict) else []:
             if 'artifact' in include and include.get('job') not in jobs:
                 problems.append(f'{name}: trigger includes an artifact of unknown job {include.get("job")!r}')
 

@@ -8,7 +8,6 @@ uid 65534 (nobody). Needs no cluster.
 
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path

@@ -12,8 +12,8 @@ import pytest
 from conftest import ROOT, ReFrameRunner, needs_impi, output
 from ibrepro import report, results, stats
 
-#: Four real sessions stored at commit 108c3e3, before the check files moved (tests/data/history-108c3e3/MANIFEST.md): IMB
-#: PingPong (then reframe-checks/mpi/imb_pt2pt.py), BenchIMB (mpi/bench_imb.py) and BiDirectionalLatency
+#: Four real sessions stored at commit 108c3e3, before the check files moved (tests/data/history-108c3e3/MANIFEST.md):
+#: IMB PingPong (then reframe-checks/mpi/imb_pt2pt.py), BenchIMB (mpi/bench_imb.py) and BiDirectionalLatency
 #: (mpi/ibrepro_mpi.py), over shared memory.
 HISTORY_DB = ROOT / 'tests/data/history-108c3e3/results.db'
 HISTORY_CASES = ['-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-n', 'BenchIMB%case=PingPong-1x2',
@@ -73,8 +73,9 @@ def checks_with_a_new_row(tmp_path_factory):
 
 def _in_child(code, checks):
     """Run ``code`` in a child (one ReFrame runtime per process) with the checks directory given."""
-    proc = subprocess.run([sys.executable, '-c', f'from ibrepro import paths\npaths.CHECKS_DIR = __import__("pathlib").Path({str(checks)!r})\n{code}'],
-                          capture_output=True, text=True, timeout=600, cwd=ROOT)
+    prologue = f'from ibrepro import paths\npaths.CHECKS_DIR = __import__("pathlib").Path({str(checks)!r})\n'
+    proc = subprocess.run([sys.executable, '-c', prologue + code], capture_output=True, text=True, timeout=600,
+                          cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.splitlines()[-1])
 

@@ -142,7 +142,8 @@ def test_the_ud_connection_manager_on_rxe_fails_naming_the_message_and_the_mtu(n
 
 
 OMB_TITLES = {'osu_latency': 'MPI Latency', 'osu_bw': 'MPI Bandwidth', 'osu_bibw': 'MPI Bi-Directional Bandwidth',
-              'osu_mbw_mr': 'MPI Multiple Bandwidth / Message Rate', 'osu_alltoall': 'MPI All-to-All Personalized Exchange Latency',
+              'osu_mbw_mr': 'MPI Multiple Bandwidth / Message Rate',
+              'osu_alltoall': 'MPI All-to-All Personalized Exchange Latency',
               'osu_bcast': 'MPI Broadcast Latency', 'osu_allgather': 'MPI Allgather Latency'}
 
 # the recorded cases (rfm_job.out/.err and the rail counters ReFrame kept): OMB program, rails that must have sent

@@ -82,8 +82,8 @@ def test_a_partial_install_skips_the_programs_it_lacks_with_the_reason(reframe, 
         'bin/is.B.x': real, 'bin/ft.B.x': real})
     config = tmp_path / 'partial.py'
     config.write_text(PARTIAL_CONFIG.format(prefix=str(prefix)))
-    proc = reframe('--dry-run', '--nocolor', '--system', 'partial', '-n', 'OSULatency', '-n', 'OSUCollective%case=osu_bcast-4x1',
-                   '-n', 'NPB%case=(is|ft|cg).B-2x1', config=str(config))
+    proc = reframe('--dry-run', '--nocolor', '--system', 'partial', '-n', 'OSULatency',
+                   '-n', 'OSUCollective%case=osu_bcast-4x1', '-n', 'NPB%case=(is|ft|cg).B-2x1', config=str(config))
     assert proc.returncode == 0, output(proc)              # skipped, not failed
     skipped = dict(re.findall(r'^\[\s*SKIP\s*\] \(\s*\d+/\d+\) (.+?) /[0-9a-f]{8} @\S+ \[(.*)\]$', proc.stdout, re.M))
     assert skipped == {'NPB %case=cg.B-2x1': "'cg.B.x' is not installed in environment 'site' (its npb programs: "
@@ -99,9 +99,10 @@ def test_a_partial_osu_install_without_collectives_skips_them(reframe, tmp_path)
     real = str(BENCH / 'ibrepro_bilat')
     prefix = install(tmp_path / 'site', {'libexec/osu-micro-benchmarks/mpi/pt2pt/osu_latency': real})
     config = tmp_path / 'partial.py'
-    config.write_text(PARTIAL_CONFIG.format(prefix=str(prefix)).replace('layout_features(2, 8)', 'layout_features(4, 8)')
-                      .replace("'nodes': 2", "'nodes': 4"))
-    proc = reframe('--dry-run', '--nocolor', '--system', 'partial', '-n', 'OSUCollective%case=osu_bcast-4x1', config=str(config))
+    config.write_text(PARTIAL_CONFIG.format(prefix=str(prefix))
+                      .replace('layout_features(2, 8)', 'layout_features(4, 8)').replace("'nodes': 2", "'nodes': 4"))
+    proc = reframe('--dry-run', '--nocolor', '--system', 'partial', '-n', 'OSUCollective%case=osu_bcast-4x1',
+                   config=str(config))
     assert proc.returncode == 0, output(proc)
     assert "'osu_bcast' is not installed in environment 'site' (its osu programs: osu_latency)" in proc.stdout, \
         output(proc)

@@ -308,8 +308,8 @@ def test_a_server_that_dies_while_its_client_retries_ends_the_flow(tmp_path):
     s = peer_spec(1, 19380, node_exec=['env'], python=sys.executable, wait_listen=False)
     s['flows'][0]['server']['argv'] = [sys.executable, '-c', 'import sys, time; time.sleep(2); '
                                        'print("server: lost its device"); sys.exit(3)']
-    s['flows'][0]['client']['argv'] = [sys.executable, '-c', 'import sys; print("Couldn\'t connect to 127.0.0.1:19370"); '
-                                       'sys.exit(1)']
+    s['flows'][0]['client']['argv'] = [sys.executable, '-c',
+                                       'import sys; print("Couldn\'t connect to 127.0.0.1:19370"); sys.exit(1)']
     lines = []
     t0 = time.monotonic()
     rc = pair.run(s, tmp_path, log=lines.append)

@@ -271,8 +271,8 @@ def test_experiment_row_must_be_about_the_entry_seed(data_copy):
     edit_yaml(data_copy / PAPER_003, lambda d: d['entries'][2].update(experiment=16))
     entry_id = yaml.safe_load((data_copy / PAPER_003).read_text())['entries'][2]['id']
     problems = [str(p) for p in refs.validate([data_copy / PAPER_003], root=data_copy)]
-    assert problems == [f'{PAPER_003}:{problems[0].split(":")[1]}: entry {entry_id}: experiment 16 is about seed(s) 001, '
-                        f'not 003']
+    assert problems == [f'{PAPER_003}:{problems[0].split(":")[1]}: entry {entry_id}: experiment 16 is about '
+                        'seed(s) 001, not 003']
 
 
 def test_limit_statement_spec_must_parse(data_copy):
@@ -366,7 +366,8 @@ def test_baseline_output_is_a_valid_reference_document():
     doc = baseline.build(values)
     assert refs.check_reference_document(doc) == []
     doc['IMBPointToPoint']['local:default']['gnu']['PingPong']['lat_0'] = [0.34, 0.2, None, 'us']
-    assert [p.where for p in refs.check_reference_document(doc)] == ['IMBPointToPoint.local:default.gnu.PingPong.lat_0.1']
+    assert [p.where for p in refs.check_reference_document(doc)] == [
+        'IMBPointToPoint.local:default.gnu.PingPong.lat_0.1']
 
 
 def _reframe():

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, ReFrameRunner, needs_impi, output
-from ibrepro import compare, report, results, stats
+from ibrepro import compare, report, results
 from ibrepro.report import provenance, render
 from test_topology import ACTIVE, ib_device, pci_function
 
@@ -194,7 +194,7 @@ def test_hostile_strings_are_escaped(runner, tmp_path):
         case['system'] = '../x<b>sys</b>'
         if case['name'].endswith('PingPong'):
             case['name'] = case['display_name'] = f'IMBPointToPoint %benchmark=PingPong {evil}'
-            case['result'], case['fail_phase'], case['fail_reason'] = 'fail', 'sanity', f'<img src=x onerror=alert(2)>'
+            case['result'], case['fail_phase'], case['fail_reason'] = 'fail', 'sanity', '<img src=x onerror=alert(2)>'
         if case['name'] == 'SoftwareVersions':
             case['software']['mpi']['library'] = '</td></table><script>alert(3)</script>'
     path = tmp_path / 'hostile.json'

@@ -296,7 +296,8 @@ def test_the_report_imports_no_configuration_a_session_names(tmp_path, runner):
         assert 'evil_config.py' in html   # shown as provenance, never run
     proc = run_report(runner, '--report', str(path), '-C', 'configs/local.py')    # a configuration given explicitly
     assert proc.returncode == 0 and not marker.exists()
-    assert re.search(r'PerftestLatency %operation=send</td><td>[^<]*</td><td>no RDMA device \(to enable: ', written(proc)[0])
+    assert re.search(r'PerftestLatency %operation=send</td><td>[^<]*</td><td>no RDMA device \(to enable: ',
+                     written(proc)[0])
 
 
 # -- what CI posts ------------------------------------------------------------------------------------------

@@ -3,7 +3,6 @@ the paper-vs-model table, and, with SimGrid installed, real simulations: the cal
 identical values. Without SimGrid (Debian libsimgrid-dev) those tests skip saying so; `make simulated-test` and
 `.ci/run` install it."""
 
-import json
 import os
 import shutil
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ibrepro import catalog, references, report, results, rfmconfig
+from ibrepro import catalog, references, results, rfmconfig
 from ibrepro.simulated import build, launch, platform, table
 from ibrepro.simulated import config as simulated_config
 

@@ -225,7 +225,8 @@ def test_perftest_pairs_through_reframe_are_stored(guest):
     job = _job_out(home, 'dualport', 'softroce_write_lat')
     # the runner found each rail's address in the guest (nothing configured), and started each side there
     assert 'node 0 on n0: rxe0:1 198.51.100.1, rxe1:1 198.51.100.2\n' in job
-    assert re.search(r'flow 0: server started on n0 cpu \d+: ib_write_lat -F -n 100 -u 20 -d rxe0 -i 1 -p 18515 -s 2\n', job)
+    assert re.search(r'flow 0: server started on n0 cpu \d+: '
+                     r'ib_write_lat -F -n 100 -u 20 -d rxe0 -i 1 -p 18515 -s 2\n', job)
     assert re.search(r'flow 0: client started on n0 cpu \d+: ib_write_lat -F -n 100 -u 20 -d rxe1 -i 1 -p 18515 -s 2 '
                      r'198\.51\.100\.1\n', job)
 
@@ -299,7 +300,8 @@ def test_two_guests_through_softroce_run(tmp_path):
     assert {'softroce:nodes2:lat_2', 'softroce:nodes2:bw_65536', 'softroce:nodes2:bw_peak'} <= perf
     job = _job_out(tmp_path, 'nodes2', 'softroce_write_lat')
     assert 'node 0 on n0: rxe2:1 203.0.113.1\n' in job and 'node 1 on n1: rxe2:1 203.0.113.2\n' in job
-    assert re.search(r'flow 0: server started on n1 cpu \d+: ib_write_lat -F -n 100 -u 20 -d rxe2 -i 1 -p 18515 -s 2\n', job)
+    assert re.search(r'flow 0: server started on n1 cpu \d+: '
+                     r'ib_write_lat -F -n 100 -u 20 -d rxe2 -i 1 -p 18515 -s 2\n', job)
     assert re.search(r'flow 0: client started on n0 cpu \d+: ib_write_lat -F -n 100 -u 20 -d rxe2 -i 1 -p 18515 -s 2 '
                      r'203\.0\.113\.2\n', job)
 

@@ -188,7 +188,8 @@ def _recv_all(sock):
 
 def test_a_client_without_the_key_runs_nothing(agent, tmp_path):
     marker = tmp_path / 'ran'
-    with pytest.raises(guestexec.GuestError, match=r"n9: the agent on 127.0.0.1:\d+ refused this run's key.*nothing was sent"):
+    with pytest.raises(guestexec.GuestError,
+                       match=r"n9: the agent on 127.0.0.1:\d+ refused this run's key.*nothing was sent"):
         run(agent, ['touch', str(marker)], tmp_path, key=secrets.token_hex(32).encode())
     assert not marker.exists()
 

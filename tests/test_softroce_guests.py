@@ -29,7 +29,8 @@ def test_pair_guests_listen_only_where_qemu_binds_or_in_the_private_run_dir(imag
         assert 'hostfwd=tcp:127.0.0.1:0-203.0.113.200:7000' in line and 'restrict=on' in line
         assert f'unix:{tmp_path}/run/n{i}.qmp,server=on' in line
         # the link between the guests: a unix socket in the run directory, not a TCP port
-        assert f'stream,id=link,server={"on" if i == 0 else "off"},addr.type=unix,addr.path={tmp_path}/run/link.sock' in line
+        server = 'on' if i == 0 else 'off'
+        assert f'stream,id=link,server={server},addr.type=unix,addr.path={tmp_path}/run/link.sock' in line
         assert 'socket,' not in line and 'listen=' not in line
         # the key goes by file (fw_cfg), never on the command line
         assert f'name=opt/org.ibrepro/agent.key,file={key}' in line
@@ -79,7 +80,8 @@ def test_the_slurm_system_takes_its_size_from_the_running_cluster(tmp_path):
     (tmp_path / 'guests').mkdir()
     (tmp_path / 'guests' / 'slurm-nodes.conf').write_text(fabric.slurm_nodes(5, smp=2))
     partition, = config.slurm_system(tmp_path)['partitions']
-    assert (partition['scheduler'], partition['launcher'], partition['access']) == ('slurm', 'srun', ['--partition=rxe'])
+    assert (partition['scheduler'], partition['launcher'], partition['access']) == (
+        'slurm', 'srun', ['--partition=rxe'])
     extras = partition['extras']
     assert (extras['nodes'], extras['cores_per_node'], extras['rdma_devices'], extras['python']) == \
         (5, 2, ['rxe0', 'rxe1'], '/usr/bin/python3')

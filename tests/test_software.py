@@ -4,11 +4,10 @@ import hashlib
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
-from conftest import ROOT, VENV_BIN, needs_impi, output
+from conftest import VENV_BIN, needs_impi, output
 from ibrepro import software
 from ibrepro.paths import DEPS_DIR
 

@@ -118,7 +118,7 @@ def test_perftest_configure_arguments(ibrepro_scope):
 
 def test_spack_packages_own_lint_passes(ibrepro_scope, tmp_path):
     """ruff with the pinned spack-packages' own [tool.ruff] (its pyproject.toml, read where Spack installed it)."""
-    tomllib = pytest.importorskip('tomllib', reason='Python < 3.11 has no tomllib')
+    pytest.importorskip('tomllib', reason='Python < 3.11 has no tomllib')
     ruff = shutil.which('ruff') or str(Path(sys.executable).parent / 'ruff')
     if not Path(ruff).exists():
         pytest.skip('ruff is not installed (make setup installs the test extras)')

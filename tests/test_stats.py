@@ -79,7 +79,10 @@ def test_direction_is_respected():
     slower = [10.0 * 1.4]
     assert stats.shift_test(history, slower, 'lower').p < 1e-4        # latency up: worse
     assert stats.shift_test(history, faster, 'higher').p < 1e-4       # bandwidth down: worse
-    verdict = lambda tested, better: stats.history_tests({'x': (history + tested, better, None)}).variables['x']
+
+    def verdict(tested, better):
+        return stats.history_tests({'x': (history + tested, better, None)}).variables['x']
+
     assert verdict(slower, 'lower').verdict == 'regression'
     assert verdict(faster, 'lower').verdict == 'improvement'
     assert verdict(slower, 'higher').verdict == 'improvement'

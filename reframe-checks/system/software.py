@@ -12,6 +12,7 @@ import os
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.backends import getlauncher
+from reframe.core.builtins import run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
 from ibrepro.rfm.system import IbreproCommand

@@ -12,6 +12,7 @@ import reframe as rfm
 from reframe.core.backends import getlauncher
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
+from reframe.core.builtins import performance_function, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
 from ibrepro import limits

@@ -8,6 +8,7 @@ import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+from reframe.core.builtins import sanity_function
 from reframe.core.exceptions import SanityError
 
 #: Slurm job states that mean the job did not end well (sacct's State column).
