@@ -28,7 +28,7 @@ def test_the_fleet_section_judges_each_night_again_and_shows_the_evidence(tmp_pa
     assert len(rows) == 3 and 'nothing' in rows[0]
     assert 'uplink leaf1&gt;spine1 = downlink spine1&gt;leaf2' in rows[1] and 'cable node6:fab0/1 down' in rows[1]
     # the downlink night as stored named three; judged again, the link alone, its two cables cleared
-    named, cleared = rows[2].split('</td>')[4:6]
+    named, cleared = rows[2].split('</td>')[5:7]
     assert 'uplink leaf1&gt;spine0 = downlink spine0&gt;leaf2' in named and 'cable' not in named
     assert 'cable node7:fab0/1 down' in cleared and 'cable node2:fab0/1 up' in cleared
     # its evidence: the night's slow flows, then the link round's re-runs
@@ -77,3 +77,36 @@ def test_stored_fleet_variables_of_the_wrong_type_are_named_not_a_crash():
         assert section is None and len(problems) == 1, (field, problems)
         assert data['session_info']['uuid'] in problems[0] and field in problems[0], problems
         assert fleet_rounds.stored_history([data], 'fattree-cluster', 'fabric') == ({}, [])
+
+
+def test_nights_stored_before_the_selected_one_are_its_history_verification_and_trend(tmp_path):
+    """The three real nights stored in a results database (ReFrame 4.10's schema, reports unedited) and only the
+    newest selected (``--last 1``): the two nights before it are that night's history, as the check read it, and
+    the cables it suspected show when they were last verified (in the uplink night) instead of "never"."""
+    import sqlite3
+    from test_report import _script
+    db = tmp_path / 'results.db'
+    with sqlite3.connect(db) as conn:
+        for sql in _script('bench_report').SCHEMA:
+            conn.execute(sql)
+        for name in NIGHTS:
+            data = json.loads((FLEET / f'{name}.report.json').read_text())
+            info = data['session_info']
+            conn.execute('INSERT INTO sessions VALUES(?, ?, ?, ?, ?)', (info['uuid'], info['time_start_unix'],
+                         info['time_end_unix'], json.dumps(data), None))
+            conn.executemany('INSERT INTO testcases VALUES(?, ?, ?, ?, ?, ?, ?)',
+                             [(c['name'], c['system'], c['partition'], c['environ'], c['job_completion_time_unix'],
+                               info['uuid'], c['uuid']) for run in data['runs'] for c in run['testcases']])
+    done = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--db', str(db), '--last', '1',
+                           '--output-dir', str(tmp_path / 'out')], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    html = Path(done.stdout.splitlines()[0]).read_text()
+    section = html[html.index('<h2 id="fleet">'):html.index('<h2 id="provenance">')]
+    nights = section[section.index('id="fleet-nights"'):].split('</table>')[0].split('<tr>')[2:]
+    assert len(nights) == 1 and '48fb7030' in nights[0]
+    assert nights[0].split('</td>')[3] == '<td class="n">2'                     # history: the two nights before
+    trend = section[section.index('id="fleet-trend"'):].split('</table>')[0]
+    assert trend.count('<th>20261127T') == 3
+    assert '<tr><td>uplink leaf1&gt;spine0</td>' in trend and '<tr><td>cable node7:fab0/1 down</td>' in trend
+    verified = section[section.index('id="fleet-verified"'):].split('</table>')[0]
+    assert '<tr><td>cable node7:fab0/1 down</td><td class="">20261127T081844+0000</td></tr>' in verified

@@ -104,7 +104,8 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
         problems = []
         try:
             # a night's sessions hold other checks too: look back over several times as many sessions
-            reports = results.stored_sessions(last=20 * self.fleet_history_nights, problems=problems)
+            reports = results.stored_sessions(last=fleet_rounds.HISTORY_SESSIONS * self.fleet_history_nights
+                                              // fleet_rounds.HISTORY_NIGHTS, problems=problems)
         except (OSError, results.ResultsError) as err:    # no database yet: no history
             reports, problems = [], [str(err)]
         history, used = fleet_rounds.stored_history(reports, self.current_system.name,

@@ -170,6 +170,8 @@ def analyse(flows, fabric, confirmation=(), expected=None, history=None):
 HISTORY = 'history.json'
 #: nights of a component's history
 HISTORY_NIGHTS = 14
+#: stored sessions read back to find them: a night's sessions hold other checks too
+HISTORY_SESSIONS = 20 * HISTORY_NIGHTS
 
 
 def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
@@ -217,12 +219,18 @@ def _stored(case, field, kind, item=None):
     return value
 
 
+def has_night(report, system):
+    """Whether the run report has a pair-round case on ``system`` (its loggable ``fleet_flows``)."""
+    return any('fleet_flows' in c and c.get('system') == system for c in results.testcases(report))
+
+
 def from_report(report, system=None, partition=None):
     """``{'flows', 'confirmation', 'leaves', 'spines'}`` of a ReFrame run report (``--report-file``, or a session
     stored in the results database): every pair-round case's loggable ``fleet_flows``, ``fleet_confirmation`` and
-    ``fleet_fabric`` merged (the night's jobs share one fabric), and ``named``, the components its ``fleet_named``
-    hold; of ``system`` (and ``partition``) when given; None when the report has no such case; ValueError naming
-    the case and field when a stored variable is not of the type the check stores."""
+    ``fleet_fabric`` merged (the night's jobs share one fabric), ``named``, the components its ``fleet_named``
+    hold, and ``partition``, the first such case's; of ``system`` (and ``partition``) when given; None when the
+    report has no such case; ValueError naming the case and field when a stored variable is not of the type the
+    check stores."""
     out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0, 'named': set()}
     found = False
     for case in results.testcases(report):
@@ -230,6 +238,7 @@ def from_report(report, system=None, partition=None):
                 or partition not in (None, case.get('partition')):
             continue
         found = True
+        out['partition'] = out.get('partition') or case.get('partition')
         out['flows'] += _stored(case, 'fleet_flows', list, dict)
         out['confirmation'] += _stored(case, 'fleet_confirmation', list, dict)
         out['named'] |= {m for n in _stored(case, 'fleet_named', list, str) for m in n.split(' = ')}

@@ -164,7 +164,8 @@ def _report(args, method, inputs):
     guard = guard_of(args)
     for system in systems:
         selected = [r for r in inputs.selected if system in systems_of(r)]
-        model = build(system, selected, inputs.history[system], method, args.config, guard)
+        model = build(system, selected, inputs.history[system], method, args.config, guard,
+                      inputs.fleet_earlier.get(system, ()))
         model['problems'] = inputs.problems + model['problems']
         target = write(model, args.output_dir)
         print(f'{target / "index.html"}\n{target / "summary.md"}')

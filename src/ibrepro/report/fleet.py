@@ -3,10 +3,14 @@
 
 Per night, the components named and the suspects cleared, each with its evidence chain (the night's flows that
 crossed it, then its confirmation re-runs), judged again from the stored flows by the localiser
-(:func:`ibrepro.fleet_rounds.analyse`); for the newest night a leaf x leaf table in the topology's leaf order (the
-median change of the flows from one leaf to another against the night's reference); and per component the last
-night it was verified: crossed by a measured flow and not suspected. Components never verified in the selected
-nights come first, then the oldest verifications.
+(:func:`ibrepro.fleet_rounds.analyse`) with the history the night had: each component's effects in the pair-round
+nights stored before it (:func:`ibrepro.fleet_rounds.stored_history`, the same reading as the check's). For the
+newest night a leaf x leaf table in the topology's leaf order (the median change of the flows from one leaf to
+another against the night's reference). Over the earlier stored nights (the last
+:data:`~ibrepro.fleet_rounds.HISTORY_NIGHTS`) and the selected ones: per component the last night it was verified
+(crossed by a measured flow and not suspected; never verified first, then the oldest verifications), and the trend
+of the components the newest night suspected or that are slowest in it (each night's effect: the mean change of
+the flows crossing it).
 """
 
 import math
@@ -37,40 +41,86 @@ def _leaf_table(flows, fabric, result):
                     for a in leaves]
 
 
-def section(system, selected):
+#: components shown in the trend besides the newest night's suspects: the slowest in the newest night
+TREND_SLOWEST = 5
+
+
+def _night(report, system):
+    """``(uuid, start, data, fabric, flows)`` of a run report's pair-round night on ``system``, or None; ValueError,
+    KeyError, TypeError or AttributeError when its stored flows cannot be read."""
+    info = report.get('session_info') or {}
+    data = fleet_rounds.from_report(report, system)
+    if data is None:
+        return None
+    fabric = (fleet_plan.fabric_from_leaves(data['leaves'], data['spines']) if data['leaves'] else
+              fleet_plan.no_topology(sorted({r['host'] for r in data['flows']} | {r['peer'] for r in data['flows']})))
+    return info.get('uuid'), str(info.get('time_start') or '?'), data, fabric, fleet_localise.read_flows(data['flows'])
+
+
+UNJUDGED = (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError, statistics.StatisticsError)
+
+
+def section(system, selected, earlier=()):
     """``(the fleet section's model, problems)``: the model None when no selected session has a pair-round case on
     ``system`` that can be judged; a night whose flows cannot be judged is a line in ``problems``. ``selected``:
-    run reports, oldest first."""
-    nights, verified, problems = [], {}, []
+    run reports, oldest first; ``earlier``: the run reports stored before them (oldest first), whose pair-round
+    nights are each selected night's history and feed the verification ages and the trend."""
+    nights, verified, problems, trend = [], {}, [], []
+    before = [r for r in earlier if fleet_rounds.has_night(r, system)]
+    for report in before[-fleet_rounds.HISTORY_NIGHTS:]:
+        try:
+            uuid, when, data, fabric, flows = _night(report, system)
+            result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'])
+        except UNJUDGED:
+            continue                      # an earlier night that cannot be judged adds nothing (it is not shown)
+        _verify(verified, flows, fabric, result, when)
+        trend.append((when, fleet_localise.component_effects(flows, fabric)))
     for report in selected:
         info = report.get('session_info') or {}
-        when = str(info.get('time_start') or '?')
         try:
-            data = fleet_rounds.from_report(report, system)
-            if data is None:
+            night = _night(report, system)
+            if night is None:
                 continue
-            fabric = (fleet_plan.fabric_from_leaves(data['leaves'], data['spines']) if data['leaves'] else
-                      fleet_plan.no_topology(sorted({r['host'] for r in data['flows']} |
-                                                    {r['peer'] for r in data['flows']})))
-            flows = fleet_localise.read_flows(data['flows'])
-            result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'])
-        except (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError,
-                statistics.StatisticsError) as err:
+            uuid, when, data, fabric, flows = night
+            history, used = fleet_rounds.stored_history(before, system, data['partition'])
+            result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'], history=history)
+            effects = fleet_localise.component_effects(flows, fabric)
+        except UNJUDGED as err:
             problems.append(f'session {info.get("uuid")}: its pair-round flows cannot be judged: {err!r}')
             continue
-        suspected = {m for s in result.suspects for m in s.members}
-        for f in flows:
-            for c in fabric.components(f['src'], f['dst'], f['rail']):
-                if c not in suspected:
-                    verified[c] = when
-        for c in suspected:
-            verified.setdefault(c, None)
+        before.append(report)
+        _verify(verified, flows, fabric, result, when)
+        trend.append((when, effects))
         leaves, table = _leaf_table(flows, fabric, result) if fabric.has_topology else ([], [])
         named = result.named
-        nights.append({'uuid': info.get('uuid'), 'start': when, 'flows': len(flows),
+        nights.append({'uuid': uuid, 'start': when, 'flows': len(flows), 'history': len(used),
                        'noise': result.scale, 'statement': result.statement,
                        'named': [_suspect(s) for s in named],
                        'cleared': [_suspect(s) for s in result.suspects if s not in named],
-                       'leaves': leaves, 'leaf_table': table})
+                       'leaves': leaves, 'leaf_table': table, 'effects': effects,
+                       'suspected': sorted({m for s in result.suspects for m in s.members})})
+    if not nights:
+        return None, problems
     ages = sorted(verified.items(), key=lambda kv: (kv[1] is not None, kv[1] or '', kv[0]))
-    return ({'nights': nights, 'newest': nights[-1], 'verified': ages} if nights else None), problems
+    return {'nights': nights, 'newest': nights[-1], 'verified': ages, 'trend': _trend(trend, nights[-1])}, problems
+
+
+def _verify(verified, flows, fabric, result, when):
+    """Each component a measured flow crossed and the night did not suspect: verified ``when``."""
+    suspected = {m for s in result.suspects for m in s.members}
+    for f in flows:
+        for c in fabric.components(f['src'], f['dst'], f['rail']):
+            if c not in suspected:
+                verified[c] = when
+    for c in suspected:
+        verified.setdefault(c, None)
+
+
+def _trend(nights, newest):
+    """``{'starts': [night starts], 'rows': [[component, [change or None per night]]]}``: the newest night's suspects,
+    then its :data:`TREND_SLOWEST` slowest other components; a change is ``exp(effect) - 1``."""
+    effects = newest['effects']
+    slowest = sorted((c for c in effects if c not in newest['suspected']), key=lambda c: (effects[c], c))
+    shown = newest['suspected'] + slowest[:TREND_SLOWEST]
+    return {'starts': [when for when, _ in nights],
+            'rows': [[c, [math.expm1(e[c]) if c in e else None for _, e in nights]] for c in shown]}

@@ -82,7 +82,8 @@ def _every_run(runs, history, wanted):
     return runs.aligned(history.values(series=[s for s, key in runs.keys.items() if key in wanted]))
 
 
-def build(system, selected, history, method=stats.Method(), platforms_config=None, guard=verdict.Guard()):
+def build(system, selected, history, method=stats.Method(), platforms_config=None, guard=verdict.Guard(),
+          earlier=()):
     """Everything the templates show for one system (a dict).
 
     ``selected``: the checked run reports the report is about (their test cases are shown); ``history``: the
@@ -90,6 +91,7 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     trends read). ``platforms_config``: a ReFrame configuration given explicitly (``-C``) to say why families did
     not run; without it, the platforms the sessions recorded. Confirmation sessions (``confirms`` extra: the re-run
     of a night's suspects, :mod:`ibrepro.verdict`) are no point of the history: they judge their night only.
+    ``earlier``: the run reports stored before the selected ones, whose pair-round nights the fleet section reads.
     """
     problems = list(history.problems)
     sessions = history.sessions
@@ -151,7 +153,7 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     }
     model.update(provenance.collect(system, selected, current, problems, platforms_config))
     model['labels'] = provenance.labels_of(system, model['platforms'])
-    model['fleet'], unjudged = fleet.section(system, nights)
+    model['fleet'], unjudged = fleet.section(system, nights, earlier)
     problems.extend(unjudged)
     model['simulated'] = simulated_table.report_section(system, current)   # the simulated system only
     if model['simulated']:

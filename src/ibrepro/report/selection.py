@@ -7,7 +7,7 @@ import re
 import time
 from pathlib import Path
 
-from .. import paths, results
+from .. import fleet_rounds, paths, results
 
 
 #: Runs shown in trends (and available as baseline) unless --history says otherwise.
@@ -22,6 +22,7 @@ class Inputs:
     history: dict = dataclasses.field(default_factory=dict)   # system -> results.History, oldest first
     problems: list = dataclasses.field(default_factory=list)  # what could not be read, and why
     index: object = None                                 # the results.ValueIndex the histories read (open)
+    fleet_earlier: dict = dataclasses.field(default_factory=dict)  # system -> run reports before its fleet nights
 
     def close(self):
         if self.index:
@@ -77,10 +78,22 @@ def select(*, db=None, sessions=None, last=None, since=None, report_files=None, 
                 earlier = results.sessions_by_uuid([row.uuid for row in earlier], db, problems=inputs.problems)
             entries = sorted(earlier + mine, key=_order)
             inputs.history[system] = results.History.of(entries, inputs.index, system)
+            inputs.fleet_earlier[system] = _fleet_earlier(rows, system, mine, db, inputs.problems)
     except BaseException:
         inputs.close()
         raise
     return inputs
+
+
+def _fleet_earlier(rows, system, mine, db, problems):
+    """The stored sessions before the oldest selected pair-round night of ``system`` (the last
+    :data:`~ibrepro.fleet_rounds.HISTORY_SESSIONS`, whole run reports): its nights' history; [] when no selected
+    session has one."""
+    fleet = [_start(r) for r in mine if fleet_rounds.has_night(r, system)]
+    if not fleet or not rows:
+        return []
+    before = [row.uuid for row in rows if system in row.systems and row.start < min(fleet)]
+    return results.sessions_by_uuid(before[-fleet_rounds.HISTORY_SESSIONS:], db, problems=problems)
 
 
 def _order(entry):
