@@ -108,8 +108,8 @@ def test_a_loaded_trunk_is_judged_on_what_its_flows_get_together():
                            {'intra-leaf': 5.0, 'inter-leaf': 5.0}, 0.01, 40)
         rounds = fp.confirmation_rounds([s.members[0] for s in result.suspects], fabric,
                                         [n for n in fabric.nodes if n != 'node6'])
-        again = [f for name, pairs in rounds for f in fs.simulate_flows(fabric, pairs, model, fault,
-                                                                       random.Random(seed), name)]
+        again = [{**f, 'round': r.label(k)} for r in rounds
+                 for k, f in enumerate(fs.simulate_flows(fabric, r.pairs, model, fault, random.Random(seed), r.name))]
         fl.confirm(result, again, fabric)
         assert named(result) == [suspects[0] if slowed == 'cable' else suspects[1]], slowed
         link = result.suspects[1]

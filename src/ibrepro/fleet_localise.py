@@ -24,7 +24,8 @@ Method (:func:`localise`):
    again; the suspects are those with q <= ``alpha`` and the effect.
 
 Confirmation (:func:`confirm`): the suspects' re-run flows (:func:`ibrepro.fleet_plan.confirmation_rounds`:
-node-side suspects with known-good partners, leaf-spine links loaded with as many flows as they have cables)
+leaf-spine links loaded with as many flows as they have cables, beside them node-side suspects with known-good
+partners)
 against the same reference and noise scale: a suspect is named only when its re-run flows are again slower
 (p <= ``alpha``, one pre-selected test per suspect, as :func:`ibrepro.stats.confirmation_test`; and the effect).
 A suspect cleared by its confirmation is not named.
@@ -223,11 +224,11 @@ def confirm(result, confirmation_flows, fabric):
 
     Node-side suspects: the mean residual of the flows crossing them outside the link round and through no suspect
     link (whose loss they would carry). Leaf-spine links
-    (:func:`is_link`): the flows crossing them in the round that loaded them (``confirmation-links``, as many at
-    once as the link has cables) as one aggregate, ``log(sum bw) - log(sum expected)``: a shared link's loss is
+    (:func:`is_link`): the flows that loaded them (labelled ``confirmation-links``, as many at once as the link
+    has cables) as one aggregate, ``log(sum bw) - log(sum expected)``: a shared link's loss is
     in what its flows get together, however unevenly TCP shares it; a flow's expected bandwidth is the reference
-    times the confirmed effect of a node-side suspect it crosses. Without a link round (an older night's
-    records) a link is judged like a node-side suspect."""
+    times the confirmed effect of a node-side suspect it crosses. Without loaded flows (an older night's records)
+    a link is judged like a node-side suspect."""
     method = result.method
     threshold = math.log1p(-method.min_effect)
     loaded = [f for f in confirmation_flows if f['round'] == LINK_CONFIRMATION]

@@ -348,71 +348,118 @@ def confirmation_job_needed(fabric, jobs):
 
 # -- confirmation ----------------------------------------------------------------------------------
 
-#: the confirmation rounds' names: node-side suspects with known-good partners, then the leaf-spine links loaded
-#: (flows keep their round's name, so :func:`ibrepro.fleet_localise.confirm` judges each suspect on its own round)
+#: the confirmation rounds' names (``confirmation``, ``confirmation-1``) and the label of the flows that load a
+#: suspect leaf-spine link (flows keep these labels as their ``round``, so
+#: :func:`ibrepro.fleet_localise.confirm` judges each suspect on its own flows)
 NODE_CONFIRMATION = 'confirmation'
 LINK_CONFIRMATION = 'confirmation-links'
 LINK_KINDS = ('uplink', 'downlink', 'spine')
 
 
+@dataclasses.dataclass(frozen=True)
+class ConfirmationRound:
+    """One confirmation round: its name, its pairs (disjoint in nodes) and each pair's role (the label of its two
+    flows: :data:`LINK_CONFIRMATION` for a pair loading a suspect link, else the round's name)."""
+
+    name: str
+    pairs: tuple
+    roles: tuple
+
+    def label(self, flow_index):
+        """The label of flow ``flow_index`` of the round (each pair's two directions, in :func:`flows_of` order)."""
+        return self.roles[flow_index // 2]
+
+    def as_json(self):
+        return {'name': self.name, 'pairs': [list(p) for p in self.pairs], 'roles': list(self.roles)}
+
+
 def confirmation_rounds(suspects, fabric, good):
-    """The confirmation run: ``[(round name, pairs)]``, each round disjoint in nodes. Node-side suspects
-    (:func:`confirmation_pairs`) first, in rounds named ``confirmation``, ``confirmation-1``; then one round
-    ``confirmation-links`` loading every suspect leaf-spine link (:func:`link_confirmation_pairs`)."""
+    """The confirmation run: :class:`ConfirmationRound` s, one when everything fits (a night of at most four pair
+    rounds). Round ``confirmation`` loads every suspect leaf-spine link (:func:`link_confirmation_pairs`) and, in
+    the nodes that leaves free, re-tests each node-side suspect with a good partner (:func:`confirmation_pairs`);
+    a node-side suspect that does not fit goes to round ``confirmation-1``."""
     node_side = [s for s in suspects if s.split(' ', 1)[0] not in LINK_KINDS]
     links = [s for s in suspects if s.split(' ', 1)[0] in LINK_KINDS]
-    out = [(NODE_CONFIRMATION if i == 0 else f'{NODE_CONFIRMATION}-{i}', pairs)
-           for i, pairs in enumerate(confirmation_pairs(node_side, fabric, good))]
     loaded = link_confirmation_pairs(links, fabric, good)
-    return out + ([(LINK_CONFIRMATION, loaded)] if loaded else [])
+    node_rounds = confirmation_pairs(node_side, fabric, good, taken=loaded, suspect_links=links) or [[]]
+    out = []
+    for i, pairs in enumerate(node_rounds):
+        mine = loaded if i == 0 else []
+        name = NODE_CONFIRMATION if i == 0 else f'{NODE_CONFIRMATION}-{i}'
+        if mine or pairs:
+            out.append(ConfirmationRound(name, tuple(mine) + tuple(pairs),
+                                         (LINK_CONFIRMATION,) * len(mine) + (name,) * len(pairs)))
+    return out
 
 
-def confirmation_pairs(suspects, fabric, good, *, avoid=()):
-    """Rounds of pairs re-testing node-side ``suspects`` with known-good partners.
+def confirmation_pairs(suspects, fabric, good, *, taken=(), suspect_links=()):
+    """Rounds of pairs re-testing node-side ``suspects``, each with one known-good partner: on its own leaf first
+    (the flows cross no leaf-spine link, so they speak for the node side alone), else on another leaf through no
+    suspect link and no leaf-spine link carrying more flows in the round than its trunk has cables (a healthy
+    trunk must not slow them). Round 1 already holds the pairs ``taken`` (the link round's: their nodes are busy,
+    their trunks loaded); a suspect that does not fit in a round goes to the next.
 
     ``suspects``: component names (as :meth:`Fabric.components` names them) of nodes, HCA ports and cables (a
-    leaf-spine link is :func:`link_confirmation_pairs`' job). For a component of host ``h``: ``h`` with a good node
-    on its own leaf and one on another leaf (two pairs, two rounds if both are needed at once), no leaf-spine link
-    carrying more flows in a round than its trunk has cables (a healthy trunk must not slow them). ``good``: nodes
-    not under suspicion. Returns ``[[pairs of round 1], [pairs of round 2]]`` (each round disjoint in nodes)."""
-    good = [n for n in good if n not in set(avoid)]
-    busy = [set(), set()]
-    rounds = [[], []]
-    loads = [{}, {}]         # per round: flows on each leaf-spine link (kept within its trunk's cables)
+    leaf-spine link is :func:`link_confirmation_pairs`' job). ``good``: nodes not under suspicion. Returns
+    ``[[pairs of round 1], [pairs of round 2], ...]`` without the ``taken`` pairs (each round disjoint in nodes)."""
+    suspect_links = _directed(suspect_links)
+    rounds, busy, loads = [], [], []
 
     def trunks(a, b):
         return [link for s, d in ((a, b), (b, a)) for link in fabric.directed_links(s, d)[2:]]
 
+    def new_round(pairs=()):
+        rounds.append([])
+        busy.append({n for p in pairs for n in p})
+        loads.append(link_loads(fabric, pairs) if pairs else {})
+
     def fits(a, b, r):
-        return all(loads[r].get(link, 0) < fabric.link_width(link) for link in trunks(a, b))
+        return all(loads[r].get(link, 0) < fabric.link_width(link) and link not in suspect_links
+                   for link in trunks(a, b))
 
-    def place(a, b_candidates, preferred):
-        for r in (preferred, 1 - preferred):
-            if a in busy[r]:
-                continue
-            b = next((n for n in b_candidates if n not in busy[r] and n != a and fits(a, n, r)), None)
-            if b is not None:
-                busy[r].update((a, b))
-                rounds[r].append((a, b))
-                for link in trunks(a, b):
-                    loads[r][link] = loads[r].get(link, 0) + 1
-                return
-
+    new_round(taken)
     for suspect in suspects:
         kind, _, rest = suspect.partition(' ')
         if kind not in ('node', 'port', 'cable'):
             raise ValueError(f'not a node-side component: {suspect!r}')
         host = rest.split(':')[0].split(' ')[0]
-        if not fabric.has_topology:
-            place(host, good, 0)
-            place(host, good[::-1], 1)
+        if fabric.has_topology:
+            leaf = fabric.leaf_of(host)
+            candidates = ([n for n in good if n != host and fabric.leaf_of(n) == leaf]
+                          + [n for n in good if fabric.leaf_of(n) != leaf])
+        else:
+            candidates = [n for n in good if n != host]
+        if not candidates:
             continue
-        leaf = fabric.leaf_of(host)
-        same = [n for n in good if n != host and fabric.leaf_of(n) == leaf]
-        other = [n for n in good if fabric.leaf_of(n) != leaf]
-        place(host, same, 0)
-        place(host, other, 1)
-    return [r for r in rounds if r]
+        for r in range(len(rounds) + 1):
+            if r == len(rounds):
+                new_round()
+            partner = None if host in busy[r] else next(
+                (n for n in candidates if n not in busy[r] and fits(host, n, r)), None)
+            if partner is not None:
+                rounds[r].append((host, partner))
+                busy[r].update((host, partner))
+                for link in trunks(host, partner):
+                    loads[r][link] = loads[r].get(link, 0) + 1
+                break
+        while len(rounds) > 1 and not rounds[-1]:
+            rounds.pop()                  # a new round that could not place it either: no partner fits at all
+    while rounds and not rounds[-1]:
+        rounds.pop()
+    return rounds
+
+
+def _directed(suspect_links):
+    """The directed leaf-spine links (``leaf1>spine0``, ``spine0>leaf2``) of suspect link components."""
+    out = set()
+    for s in suspect_links:
+        kind, _, rest = s.partition(' ')
+        if kind in ('uplink', 'downlink'):
+            out.add(rest)
+        elif kind == 'spine':
+            leaf, spine = rest.split(' ', 1)[-1].split('-')
+            out |= {f'{leaf}>{spine}', f'{spine}>{leaf}'}
+    return out
 
 
 def link_confirmation_pairs(links, fabric, good):

@@ -148,7 +148,11 @@ def collect(stagedir):
     again = []
     if (stagedir / DECISION).exists():
         for r in json.loads((stagedir / DECISION).read_text())['rounds']:
-            again += flow_records(stagedir / r['name'], r['name'])
+            records = flow_records(stagedir / r['name'], r['name'])
+            roles = r.get('roles') or [r['name']] * len(r['pairs'])     # a decision without roles: one each
+            for k, rec in enumerate(records):
+                rec['round'] = roles[k // 2]         # a pair's two flows carry its role (fleet_plan.flows_of)
+            again += records
     return flows, again
 
 
@@ -250,7 +254,7 @@ def from_report(report, system=None, partition=None):
 
 
 def confirmation_plan(p, flows, history=None):
-    """The confirmation rounds ``[(name, pairs)]`` for the suspects of ``flows``
+    """The confirmation rounds (:class:`ibrepro.fleet_plan.ConfirmationRound`) for the suspects of ``flows``
     (:func:`ibrepro.fleet_plan.confirmation_rounds`), and the suspects' names."""
     fabric = fabric_of(p)
     result = analyse(flows, fabric, history=history)
@@ -258,7 +262,7 @@ def confirmation_plan(p, flows, history=None):
              if m.split(' ', 1)[0] in ('node', 'port', 'cable')}
     good = [n for n in p['nodes'] if n not in hosts]
     rounds = fleet_plan.confirmation_rounds([s.members[0] for s in result.suspects], fabric, good)
-    return [(name, pairs) for name, pairs in rounds if pairs], [s.name for s in result.suspects]
+    return rounds, [s.name for s in result.suspects]
 
 
 def node_main(plan_path, log=print):
@@ -278,13 +282,12 @@ def node_main(plan_path, log=print):
             _wait_done(stagedir / f'round-{r["number"]}', len(p['nodes']), 60)
         flows = [f for r in p['rounds'] for f in flow_records(stagedir / f'round-{r["number"]}', r['number'])]
         rounds, suspects = confirmation_plan(p, flows, read_history(stagedir))
-        for name, pairs in rounds:
-            (stagedir / name).mkdir(exist_ok=True)
-            write_json(stagedir / name / 'spec.json', round_spec(p, pairs))
-        write_json(decision, {'rounds': [{'name': n, 'pairs': pairs} for n, pairs in rounds],
-                              'suspects': suspects})
+        for r in rounds:
+            (stagedir / r.name).mkdir(exist_ok=True)
+            write_json(stagedir / r.name / 'spec.json', round_spec(p, r.pairs))
+        write_json(decision, {'rounds': [r.as_json() for r in rounds], 'suspects': suspects})
         log(f'fleet rounds: suspects {suspects or "none"}; confirmation rounds '
-            f'{[f"{n}: {pairs}" for n, pairs in rounds] or "none"}')
+            f'{[f"{r.name}: {list(zip(r.roles, r.pairs))}" for r in rounds] or "none"}')
     else:
         until = time.monotonic() + DECISION_TIMEOUT
         while not decision.exists():

@@ -184,8 +184,10 @@ class IbreproHarness:
             good = [n for n in self.fabric.nodes if n not in suspect_hosts]
             confirmation_rounds = fleet_plan.confirmation_rounds([s.members[0] for s in result.suspects],
                                                                  self.fabric, good)
-            again = [f for name, pairs in confirmation_rounds
-                     for f in simulate_flows(self.fabric, pairs, model, fault, rng, name)]
+            again = []
+            for r in confirmation_rounds:
+                flows = simulate_flows(self.fabric, r.pairs, model, fault, rng, r.name)
+                again += [{**f, 'round': r.label(k)} for k, f in enumerate(flows)]
             fleet_localise.confirm(result, again, self.fabric)
         return {'named': [s.members for s in result.named],
                 'rounds': len(self.rounds) + len(confirmation_rounds),
