@@ -4,13 +4,32 @@ the evidence chain of what the newest night named, the leaf x leaf table and eac
 stored strings escaped; a night whose flows cannot be judged is said, not a crash."""
 
 import json
+import os
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 FLEET = Path(__file__).parent / 'data' / 'fleet'
 NIGHTS = ['fattree-clean', 'fattree-uplink-leaf1-spine1-25', 'fattree-downlink-spine0-leaf2-25']
+
+
+def stored_nights(db):
+    """A results database (ReFrame 4.10's schema) holding the three real nights, their reports unedited."""
+    from test_report import _script
+    with sqlite3.connect(db) as conn:
+        for sql in _script('bench_report').SCHEMA:
+            conn.execute(sql)
+        for name in NIGHTS:
+            data = json.loads((FLEET / f'{name}.report.json').read_text())
+            info = data['session_info']
+            conn.execute('INSERT INTO sessions VALUES(?, ?, ?, ?, ?)', (info['uuid'], info['time_start_unix'],
+                         info['time_end_unix'], json.dumps(data), None))
+            conn.executemany('INSERT INTO testcases VALUES(?, ?, ?, ?, ?, ?, ?)',
+                             [(c['name'], c['system'], c['partition'], c['environ'], c['job_completion_time_unix'],
+                               info['uuid'], c['uuid']) for run in data['runs'] for c in run['testcases']])
+    return db
 
 
 def report(tmp_path, *paths):
@@ -83,20 +102,7 @@ def test_nights_stored_before_the_selected_one_are_its_history_verification_and_
     """The three real nights stored in a results database (ReFrame 4.10's schema, reports unedited) and only the
     newest selected (``--last 1``): the two nights before it are that night's history, as the check read it, and
     the cables it suspected show when they were last verified (in the uplink night) instead of "never"."""
-    import sqlite3
-    from test_report import _script
-    db = tmp_path / 'results.db'
-    with sqlite3.connect(db) as conn:
-        for sql in _script('bench_report').SCHEMA:
-            conn.execute(sql)
-        for name in NIGHTS:
-            data = json.loads((FLEET / f'{name}.report.json').read_text())
-            info = data['session_info']
-            conn.execute('INSERT INTO sessions VALUES(?, ?, ?, ?, ?)', (info['uuid'], info['time_start_unix'],
-                         info['time_end_unix'], json.dumps(data), None))
-            conn.executemany('INSERT INTO testcases VALUES(?, ?, ?, ?, ?, ?, ?)',
-                             [(c['name'], c['system'], c['partition'], c['environ'], c['job_completion_time_unix'],
-                               info['uuid'], c['uuid']) for run in data['runs'] for c in run['testcases']])
+    db = stored_nights(tmp_path / 'results.db')
     done = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--db', str(db), '--last', '1',
                            '--output-dir', str(tmp_path / 'out')], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -110,3 +116,19 @@ def test_nights_stored_before_the_selected_one_are_its_history_verification_and_
     assert '<tr><td>uplink leaf1&gt;spine0</td>' in trend and '<tr><td>cable node7:fab0/1 down</td>' in trend
     verified = section[section.index('id="fleet-verified"'):].split('</table>')[0]
     assert '<tr><td>cable node7:fab0/1 down</td><td class="">20261127T081844+0000</td></tr>' in verified
+
+
+def test_fleet_analyse_of_a_stored_night_reads_the_history_it_had(tmp_path):
+    """``ibrepro fleet analyse --session``: the newest stored night judged with the two nights stored before it, as
+    its check judged it; the oldest night has none."""
+    db = stored_nights(tmp_path / 'results.db')
+    env = {**os.environ, 'RFM_SQLITE_DB_FILE': str(db), 'IBREPRO_HOME': str(tmp_path / 'home')}
+    outputs = {}
+    for uuid in ('48fb7030-761e-412e-9f37-726f69812f1a', '2aecefe9-2863-4889-9b55-5313a21ff2e8'):
+        done = subprocess.run([sys.executable, '-m', 'ibrepro', 'fleet', 'analyse', '--session', uuid],
+                              capture_output=True, text=True, timeout=300, env=env)
+        assert done.returncode in (0, 1), done.stdout + done.stderr
+        outputs[uuid] = done.stdout
+    assert 'history: 2 pair-round night(s) stored before it' in outputs['48fb7030-761e-412e-9f37-726f69812f1a']
+    assert 'NAMED uplink leaf1>spine0 = downlink spine0>leaf2' in outputs['48fb7030-761e-412e-9f37-726f69812f1a']
+    assert 'history: 0 pair-round night(s)' in outputs['2aecefe9-2863-4889-9b55-5313a21ff2e8']

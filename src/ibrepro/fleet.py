@@ -292,7 +292,8 @@ def _add_pair_round_cli(sub):
                               "'send'/'recv', bw, optional lat), {'flows': [...]} (a pair-round case's fleet.json), "
                               'or a ReFrame run report of the pair-round check')
     analyse.add_argument('--session', metavar='UUID',
-                         help="the pair-round check's session stored in ReFrame's results database")
+                         help="the pair-round check's session stored in ReFrame's results database, judged with "
+                              'the history it had (the pair-round nights stored before it)')
     analyse.add_argument('--topology', metavar='FILE',
                          help="Slurm topology.conf, or JSON {leaf: [nodes]}; without it: 'no topology: "
                               "localised to node'")
@@ -334,12 +335,16 @@ def _cli_analyse(args):
     if bool(args.flows) == bool(args.session):
         print('ibrepro fleet analyse: give a flows file or --session UUID', file=sys.stderr)
         return 2
+    history = None
     try:
         if args.session:
             reports = results.sessions_by_uuid([args.session])
             if not reports:
                 raise ValueError(f'no stored session {args.session} in {paths.results_db()}')
             data = reports[0]
+            # judged as its check judged it: with the pair-round nights stored before it
+            history, used = fleet_rounds.history_before(data)
+            print(f'history: {len(used)} pair-round night(s) stored before it')
         else:
             data = json.loads(Path(args.flows).read_text())
         if isinstance(data, dict) and 'runs' in data:         # a run report: the pair-round cases' variables
@@ -365,7 +370,7 @@ def _cli_analyse(args):
     if not flows:
         print('ibrepro fleet analyse: no flow with a bandwidth', file=sys.stderr)
         return 2
-    result = fleet_localise.localise(flows, fabric, expected=args.expected)
+    result = fleet_localise.localise(flows, fabric, expected=args.expected, history=history)
     if again:
         fleet_localise.confirm(result, again, fabric)
     if result.statement:

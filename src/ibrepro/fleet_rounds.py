@@ -206,6 +206,20 @@ def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
     return history, used
 
 
+def history_before(report, db=None):
+    """``(history, [session uuids])`` a stored pair-round night had: :func:`stored_history` over the last
+    :data:`HISTORY_SESSIONS` sessions stored before it in the results database, of its system and partition (what
+    the check read for it); ``({}, [])`` when the report has no pair-round case."""
+    case = next((c for c in results.testcases(report) if 'fleet_flows' in c), None)
+    if case is None:
+        return {}, []
+    start = float((report.get('session_info') or {}).get('time_start_unix') or 0)
+    earlier = [uuid for uuid, when, systems, _ in results.session_index(db)
+               if when < start and case.get('system') in systems]
+    reports = results.sessions_by_uuid(earlier[-HISTORY_SESSIONS:], db, problems=[])
+    return stored_history(reports, case.get('system'), case.get('partition'))
+
+
 def read_history(stagedir):
     """The history a case's stage directory holds (:data:`HISTORY`), or None."""
     path = Path(stagedir) / HISTORY
