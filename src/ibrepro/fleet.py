@@ -355,10 +355,8 @@ def _cli_analyse(args):
         flows = fleet_localise.read_flows(records)
         if args.topology:
             fabric = fleet_plan.fabric_from_leaves(*_load_topology(args.topology))
-        elif isinstance(data, dict) and data.get('leaves'):     # a pair-round case's JSON carries its fabric
-            fabric = fleet_plan.fabric_from_leaves(data['leaves'], data.get('spines', 0))
-        else:
-            fabric = fleet_plan.no_topology(sorted({n for f in flows for n in (f['src'], f['dst'])}))
+        else:                       # a pair-round case's JSON carries its fabric
+            fabric = fleet_rounds.night_fabric(data, flows)
         again = fleet_localise.read_flows(data.get('confirmation', [])) if isinstance(data, dict) else []
         if args.confirmation:
             again_data = json.loads(Path(args.confirmation).read_text())

@@ -372,6 +372,12 @@ class ConfirmationRound:
     def as_json(self):
         return {'name': self.name, 'pairs': [list(p) for p in self.pairs], 'roles': list(self.roles)}
 
+    @classmethod
+    def from_json(cls, data):
+        """A round of a stored confirmation decision (one written before pairs had roles: each its round's)."""
+        pairs = tuple(tuple(p) for p in data['pairs'])
+        return cls(data['name'], pairs, tuple(data.get('roles') or [data['name']] * len(pairs)))
+
 
 def confirmation_rounds(suspects, fabric, good):
     """The confirmation run: :class:`ConfirmationRound` s, one when everything fits (a night of at most four pair
@@ -417,6 +423,17 @@ def confirmation_pairs(suspects, fabric, good, *, taken=(), suspect_links=()):
         return all(loads[r].get(link, 0) < fabric.link_width(link) and link not in suspect_links
                    for link in trunks(a, b))
 
+    def place(host, candidates, r):
+        partner = None if host in busy[r] else next(
+            (n for n in candidates if n not in busy[r] and fits(host, n, r)), None)
+        if partner is None:
+            return False
+        rounds[r].append((host, partner))
+        busy[r].update((host, partner))
+        for link in trunks(host, partner):
+            loads[r][link] = loads[r].get(link, 0) + 1
+        return True
+
     new_round(taken)
     for suspect in suspects:
         kind, _, rest = suspect.partition(' ')
@@ -431,19 +448,10 @@ def confirmation_pairs(suspects, fabric, good, *, taken=(), suspect_links=()):
             candidates = [n for n in good if n != host]
         if not candidates:
             continue
-        for r in range(len(rounds) + 1):
-            if r == len(rounds):
-                new_round()
-            partner = None if host in busy[r] else next(
-                (n for n in candidates if n not in busy[r] and fits(host, n, r)), None)
-            if partner is not None:
-                rounds[r].append((host, partner))
-                busy[r].update((host, partner))
-                for link in trunks(host, partner):
-                    loads[r][link] = loads[r].get(link, 0) + 1
-                break
-        while len(rounds) > 1 and not rounds[-1]:
-            rounds.pop()                  # a new round that could not place it either: no partner fits at all
+        if not any(place(host, candidates, r) for r in range(len(rounds))):
+            new_round()
+            if not place(host, candidates, len(rounds) - 1):
+                rounds.pop()              # not even an empty round has a partner for it through no suspect link
     while rounds and not rounds[-1]:
         rounds.pop()
     return rounds

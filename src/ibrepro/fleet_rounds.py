@@ -147,17 +147,22 @@ def collect(stagedir):
         flows += flow_records(stagedir / f'round-{r["number"]}', r['number'])
     again = []
     if (stagedir / DECISION).exists():
-        for r in json.loads((stagedir / DECISION).read_text())['rounds']:
-            records = flow_records(stagedir / r['name'], r['name'])
-            roles = r.get('roles') or [r['name']] * len(r['pairs'])     # a decision without roles: one each
-            for k, rec in enumerate(records):
-                rec['round'] = roles[k // 2]         # a pair's two flows carry its role (fleet_plan.flows_of)
-            again += records
+        for data in json.loads((stagedir / DECISION).read_text())['rounds']:
+            r = fleet_plan.ConfirmationRound.from_json(data)
+            again += [{**rec, 'round': r.label(k)} for k, rec in enumerate(flow_records(stagedir / r.name, r.name))]
     return flows, again
 
 
 def fabric_of(p):
     return fleet_plan.fabric_from_leaves(p['leaves'], p['spines'])
+
+
+def night_fabric(data, flows):
+    """The fabric of a night (:func:`from_report`, a case's ``fleet.json``): its leaves and spines when it stored
+    them, else the nodes of its ``flows`` (read flows) without a topology."""
+    if isinstance(data, dict) and data.get('leaves'):
+        return fleet_plan.fabric_from_leaves(data['leaves'], data.get('spines', 0))
+    return fleet_plan.no_topology(sorted({n for f in flows for n in (f['src'], f['dst'])}))
 
 
 def analyse(flows, fabric, confirmation=(), expected=None, history=None):
@@ -214,10 +219,15 @@ def history_before(report, db=None):
     if case is None:
         return {}, []
     start = float((report.get('session_info') or {}).get('time_start_unix') or 0)
-    earlier = [uuid for uuid, when, systems, _ in results.session_index(db)
-               if when < start and case.get('system') in systems]
-    reports = results.sessions_by_uuid(earlier[-HISTORY_SESSIONS:], db, problems=[])
+    earlier = sessions_before([row[:3] for row in results.session_index(db)], case.get('system'), start)
+    reports = results.sessions_by_uuid(earlier, db, problems=[])
     return stored_history(reports, case.get('system'), case.get('partition'))
+
+
+def sessions_before(rows, system, start):
+    """The UUIDs of the last :data:`HISTORY_SESSIONS` sessions of ``system`` stored before ``start`` (unix time),
+    oldest first; ``rows``: ``(uuid, start, systems)`` of the stored sessions, oldest first."""
+    return [uuid for uuid, when, systems in rows if when < start and system in systems][-HISTORY_SESSIONS:]
 
 
 def read_history(stagedir):

@@ -16,7 +16,7 @@ the flows crossing it).
 import math
 import statistics
 
-from .. import fleet_localise, fleet_plan, fleet_rounds
+from .. import fleet_localise, fleet_rounds
 
 
 def _suspect(s):
@@ -52,9 +52,8 @@ def _night(report, system):
     data = fleet_rounds.from_report(report, system)
     if data is None:
         return None
-    fabric = (fleet_plan.fabric_from_leaves(data['leaves'], data['spines']) if data['leaves'] else
-              fleet_plan.no_topology(sorted({r['host'] for r in data['flows']} | {r['peer'] for r in data['flows']})))
-    return info.get('uuid'), str(info.get('time_start') or '?'), data, fabric, fleet_localise.read_flows(data['flows'])
+    flows = fleet_localise.read_flows(data['flows'])
+    return info.get('uuid'), str(info.get('time_start') or '?'), data, fleet_rounds.night_fabric(data, flows), flows
 
 
 UNJUDGED = (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError, statistics.StatisticsError)

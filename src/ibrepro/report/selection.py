@@ -92,8 +92,8 @@ def _fleet_earlier(rows, system, mine, db, problems):
     fleet = [_start(r) for r in mine if fleet_rounds.has_night(r, system)]
     if not fleet or not rows:
         return []
-    before = [row.uuid for row in rows if system in row.systems and row.start < min(fleet)]
-    return results.sessions_by_uuid(before[-fleet_rounds.HISTORY_SESSIONS:], db, problems=problems)
+    before = fleet_rounds.sessions_before([(row.uuid, row.start, row.systems) for row in rows], system, min(fleet))
+    return results.sessions_by_uuid(before, db, problems=problems)
 
 
 def _order(entry):
