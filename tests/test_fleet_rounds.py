@@ -66,6 +66,100 @@ def test_a_night_is_one_job_of_three_rounds_with_its_own_confirmation():
         assert spec['rails'] == [['netdev:fab0', None]]
 
 
+PERFTEST = ROOT / 'tests' / 'fixtures' / 'perftest' / '26.04.17-rxe'
+RAILS = [('rxe0', 1), ('rxe1', 1)]
+
+
+def _rdma_night(tmp_path):
+    fabric, rounds, jobs = fleet_rounds.night({'leaf1': ['node1', 'node2', 'node3', 'node4']})
+    plan = fleet_rounds.plan(fabric, rounds, jobs[0], seconds=3, rails=RAILS, perftest_options=['-u', '20'])
+    fleet_rounds.prepare(tmp_path, plan)
+    return plan
+
+
+def test_an_rdma_round_is_perftest_on_every_rail_then_each_pairs_latency_alone(tmp_path):
+    plan = _rdma_night(tmp_path)
+    assert plan['transport'] == 'rdma' and 'netdev' not in plan
+    for r in plan['rounds']:
+        d = tmp_path / f'round-{r["number"]}'
+        bw = pair.check_spec(json.loads((d / 'spec.json').read_text()))
+        # -D: the plan's 3 s measured, perftest's 2 s margins at both ends left out
+        assert bw['program'] == 'ib_write_bw' and bw['options'] == ['-F', '-D', '7', '-u', '20']
+        assert bw['rails'] == [list(x) for x in RAILS] and bw['pin']
+        # every pair, every rail, both directions at once; the client and server of a flow on the same rail
+        assert sorted((f['src'], f['dst'], f['client']['rail']) for f in bw['flows']) == sorted(
+            (s, t, k) for s, t in fleet_plan.flows_of(r['pairs']) for k in range(len(RAILS)))
+        assert all(f['client']['rail'] == f['server']['rail'] for f in bw['flows'])
+        assert len({f['port'] for f in bw['flows']}) == len(bw['flows'])
+        lat = pair.check_spec(json.loads((d / fleet_rounds.LATENCY / 'spec.json').read_text()))
+        assert lat['program'] == 'ib_send_lat' and lat['options'] == ['-F', '-u', '20']
+        assert sorted((f['src'], f['dst'], f['client']['rail']) for f in lat['flows']) == sorted(
+            (a, b, k) for a, b in r['pairs'] for k in range(len(RAILS)))
+
+
+def _output(path, text):
+    path.write_text(f'# client: the runner\'s command line\n# binding: any\n{text}')
+
+
+def test_flow_records_of_real_perftest_outputs(tmp_path):
+    """Each flow's output is a real perftest run's (ib_write_bw -D and ib_send_lat over soft-RoCE, the fixtures of
+    tests/fixtures/perftest/26.04.17-rxe): its average bandwidth in MB/s (10^6 bytes), its pair's and rail's typical
+    latency; a flow whose client printed a failure is a record with its error."""
+    _rdma_night(tmp_path)
+    d = tmp_path / 'round-0'
+    spec = json.loads((d / 'spec.json').read_text())
+    for f in spec['flows']:
+        _output(d / f'flow-{f["id"]}.client.out', (PERFTEST / 'ib_write_bw.duration.txt').read_text())
+    lat = json.loads((d / fleet_rounds.LATENCY / 'spec.json').read_text())
+    for f in lat['flows']:
+        _output(d / fleet_rounds.LATENCY / f'flow-{f["id"]}.client.out', (PERFTEST / 'ib_send_lat.txt').read_text())
+    _output(d / 'flow-1.client.out', (PERFTEST / 'ib_write_bw.wrongdev.txt').read_text())
+    (d / fleet_rounds.LATENCY / 'flow-0.client.out').unlink()         # that pair's latency on rail 0: nothing
+    records = fleet_rounds.flow_records(d, 0)
+    assert len(records) == len(spec['flows'])
+    for f, rec in zip(spec['flows'], records):
+        rail = RAILS[f['client']['rail']]
+        assert (rec['host'], rec['peer'], rec['device'], rec['port']) == (f['src'], f['dst'], *rail)
+        if f['id'] == 1:
+            assert 'bw' not in rec and 'flow-1.client.out' in rec['error']
+            continue
+        assert rec['bw'] == pytest.approx(13.99 * 2 ** 20 / 1e6)     # printed: BW average[MiB/sec] 13.99
+        if {f['src'], f['dst']} == {lat['flows'][0]['src'], lat['flows'][0]['dst']} and f['client']['rail'] == 0:
+            assert 'lat' not in rec
+        else:
+            assert rec['lat'] == 3993.4                                  # printed: t_typical[usec] 3993.40
+    named = fleet_localise.read_flows(records)
+    assert {f['rail'] for f in named} == set(RAILS)
+
+
+def test_a_real_rdma_round_whose_perftest_could_not_time_the_clock_says_so():
+    """Round 0 of a real night in the soft-RoCE guests (perftest 4.5, TCG): both rxe0 clients printed
+    "Correlation coefficient r^2: ... < 0.9" and 0.00 MB/s (perftest failed to estimate the CPU clock on busy
+    emulated CPUs), the rxe1 flows moved data. A zero is no measurement: each is a record with an error naming the
+    cause (the check fails naming it), never a value."""
+    records = fleet_rounds.flow_records(FIXTURES / 'rdma-round-0', 0)
+    assert [(r['host'], r['peer'], r['device']) for r in records] == [
+        ('rxnode2', 'rxnode3', 'rxe0'), ('rxnode3', 'rxnode2', 'rxe0'),
+        ('rxnode2', 'rxnode3', 'rxe1'), ('rxnode3', 'rxnode2', 'rxe1')]
+    for r in records[:2]:
+        assert 'bw' not in r and '0.0 MB/s measured' in r['error'] and 'CPU clock' in r['error']
+    assert all(r['bw'] > 0 and r['lat'] == 5882.21 for r in records[2:])    # printed: rxe1's t_typical 5882.21
+    assert len(fleet_localise.read_flows(records)) == 2
+
+
+def test_a_task_runs_from_the_copied_modules_without_numpy_or_sqlite3(tmp_path):
+    """A compute node's own interpreter (extras ``python``; the soft-RoCE guests' has no _sqlite3) runs the copy:
+    the standard library only, no database module."""
+    fleet_rounds.copy_node_modules(tmp_path)
+    code = ('import sys; sys.modules.update(numpy=None, sqlite3=None, _sqlite3=None); sys.path.insert(0, sys.argv[1]); '
+            'import ibrepro, ibrepro.fleet_rounds as r; '
+            'assert ibrepro.__file__.startswith(sys.argv[1]), ibrepro.__file__; sys.exit(r.main([]))')
+    done = subprocess.run([sys.executable, '-I', '-c', code, str(tmp_path)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 2 and 'usage: python -m ibrepro.fleet_rounds' in done.stderr, done.stderr
+    assert not (tmp_path / 'ibrepro' / 'results.py').exists()
+
+
 def test_tcp_rail_is_the_address_of_its_interface():
     assert pair.rail_address('netdev:lo', None) == ('127.0.0.1', 'network interface lo')
     address, how = pair.rail_address('netdev:nonexistent0', None)
@@ -101,6 +195,23 @@ def test_fleet_analyse_names_the_slow_link_of_a_real_night(tmp_path, name, compo
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == done.returncode, again.stdout + again.stderr
     assert again.stdout == done.stdout
+
+
+@pytest.mark.parametrize('name,component', [('cable-rxnode3-rxe1-down', 'cable rxnode3:rxe1/1 down'),
+                                            ('clean', None)])
+def test_fleet_analyse_of_a_real_rdma_night(name, component):
+    """Real RDMA nights of the check on the soft-RoCE Slurm guests (two rails, perftest 4.5): one with rxnode3's
+    rxe1 tap shaped to 4 Mbit/s inbound names that rail's cable, and only it; a night without names nothing. Each
+    flow carries its rail and its pair's latency."""
+    report = FIXTURES / f'softroce-rdma-{name}.report.json'
+    data = fleet_rounds.from_report(json.loads(report.read_text()))
+    assert {f['device'] for f in data['flows']} == {'rxe0', 'rxe1'} and all(f['lat'] > 0 for f in data['flows'])
+    done = subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'fleet', 'analyse', str(report)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == (1 if component else 0), done.stdout + done.stderr
+    assert data['named'] == ([component] if component else [])        # what the check named that night
+    if component:
+        assert component in done.stdout
 
 
 def test_fleet_analyse_refuses_a_report_without_pair_rounds(tmp_path):

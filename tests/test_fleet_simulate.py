@@ -2,10 +2,16 @@
 
 import json
 import random
+from pathlib import Path
 
 from ibrepro import fleet_plan as fp, fleet_simulate as fs
 from ibrepro.cli import main
 
+DATA = Path(__file__).parent / 'data'
+RUN_REPORTS = DATA / 'run-reports'
+#: ten real fault-free pair-round nights of the namespace fat tree, and a real night that named a link
+CLEAN = sorted((DATA / 'fleet' / 'nights').glob('fattree-clean-*.report.json'))
+FAULT = DATA / 'fleet' / 'fattree-uplink-leaf1-spine1-25.report.json'
 KEYS = {'named_exactly', 'wrong_per_night', 'wrong_per_night_upper95', 'rounds', 'jobs', 'fault_free_alarm_nights'}
 
 
@@ -46,8 +52,42 @@ def test_a_degraded_link_slows_exactly_the_flows_that_cross_it():
         assert abs(f['bw'] - model.link_capacity * (0.75 if crosses else 1.0)) < 1e-3
 
 
-def test_the_stored_reports_hold_no_repeated_bandwidth_so_the_default_is_modelled():
-    assert fs.stored_noise_cv(fs.default_report_paths()) == (None, 0)
+def _reports(paths):
+    return [json.loads(Path(p).read_text()) for p in paths]
+
+
+def test_the_noise_is_fitted_per_flow_across_the_nights_that_named_nothing():
+    # the repository's run reports: one run each, no repetition: nothing to fit, so the default stays modelled
+    assert fs.stored_noise_cv(_reports(sorted(RUN_REPORTS.glob('*.json')))) == (None, 0, 0)
+    cv, series, nights = fs.stored_noise_cv(_reports(CLEAN))
+    assert (series, nights) == (24, 10)            # a night of 8 nodes: 3 rounds x 4 pairs x 2 directions
+    assert 0 < cv < 1
+    # a night that named a component is a fault, not noise: left out
+    assert fs.stored_noise_cv(_reports(CLEAN + [FAULT])) == (cv, series, nights)
+    # fewer than three nights repeat no flow three times
+    assert fs.stored_noise_cv(_reports(CLEAN[:2])) == (None, 0, 2)
+
+
+def test_the_cli_fits_the_noise_from_the_results_database_or_reports(tmp_path, monkeypatch, capsys):
+    from test_report_fleet import stored_nights
+    cv = fs.stored_noise_cv(_reports(CLEAN))[0]
+    args = ['fleet', 'simulate', '--nodes', '16', '--nights', '2', '--fault-free-nights', '1', '--no-baselines']
+    monkeypatch.setenv('IBREPRO_HOME', str(tmp_path))
+    monkeypatch.delenv('RFM_SQLITE_DB_FILE', raising=False)
+    assert main(args + ['--noise-from']) == 2                       # no database yet: said, not modelled quietly
+    assert 'no results database' in capsys.readouterr().err
+    stored_nights(tmp_path / 'results.db', CLEAN)
+    for extra in (['--noise-from'], ['--noise-from', *map(str, CLEAN)]):
+        out = tmp_path / 'out.json'
+        assert main(args + extra + ['--json', str(out)]) == 0
+        simulation = json.loads(out.read_text())['simulation']
+        assert simulation['noise_cv'] == cv and simulation['noise_cv_source'].startswith('fitted'), extra
+    (tmp_path / 'bad.json').write_text('{"runs": 3')
+    assert main(args + ['--noise-from', str(tmp_path / 'bad.json')]) == 2
+    assert 'bad.json: not JSON' in capsys.readouterr().err
+
+
+def test_faults_and_bounds():
     assert fs.parse_fault('random:25%') == 0.25
     assert fs.poisson_upper(0, 100) < fs.poisson_upper(1, 100)
     assert abs(fs.poisson_upper(0, 1) - 3.689) < 1e-3            # Garwood: chi2(0.975, 2) / 2

@@ -15,14 +15,15 @@ FLEET = Path(__file__).parent / 'data' / 'fleet'
 NIGHTS = ['fattree-clean', 'fattree-uplink-leaf1-spine1-25', 'fattree-downlink-spine0-leaf2-25']
 
 
-def stored_nights(db):
-    """A results database (ReFrame 4.10's schema) holding the three real nights, their reports unedited."""
+def stored_nights(db, reports=None):
+    """A results database (ReFrame 4.10's schema) holding real nights' run reports, unedited: the three of
+    ``NIGHTS`` unless ``reports`` (paths) are given."""
     from test_report import _script
     with sqlite3.connect(db) as conn:
         for sql in _script('bench_report').SCHEMA:
             conn.execute(sql)
-        for name in NIGHTS:
-            data = json.loads((FLEET / f'{name}.report.json').read_text())
+        for path in reports or [FLEET / f'{name}.report.json' for name in NIGHTS]:
+            data = json.loads(Path(path).read_text())
             info = data['session_info']
             conn.execute('INSERT INTO sessions VALUES(?, ?, ?, ?, ?)', (info['uuid'], info['time_start_unix'],
                          info['time_end_unix'], json.dumps(data), None))

@@ -2,15 +2,18 @@
 
 One case per Slurm job of the night (:func:`ibrepro.fleet_plan.slurm_jobs`): its node group, one task per node
 (``--nodelist``). Inside the allocation each task runs every round of the job with the pair runner, both directions
-of each disjoint pair at once, as TCP flows (iperf3, argv flows) over the rail's network interface; when the job
-holds the whole fabric, the suspects are re-tested in the same job with known-good partners
-(:mod:`ibrepro.fleet_rounds`). The case fails naming each confirmed component; every flow (src, dst, direction,
-round, bandwidth) is the loggable variable ``fleet_flows`` of the stored session, and ``fleet.json`` in the case's
+of each disjoint pair at once: RDMA flows on every rail (``ib_write_bw -D``, then each pair's ``ib_send_lat``
+alone) or TCP flows (iperf3, argv flows) over the rail's network interface; when the job holds the whole fabric,
+the suspects are re-tested in the same job with known-good partners (:mod:`ibrepro.fleet_rounds`). The case fails
+naming each confirmed component; every flow (src, dst, direction, round, rail, bandwidth, RDMA latency) is the
+loggable variable ``fleet_flows`` of the stored session, and ``fleet.json`` in the case's
 output directory is what ``ibrepro fleet analyse`` reads.
 
 Topology: ``IBREPRO_FLEET_TOPOLOGY`` names the Slurm ``topology.conf`` (or JSON ``{leaf: [nodes]}``) the cases are
-cut from; without it the check's one case is skipped saying so. The rail's interface: the partition's extras
-``fleet_netdev`` or ``-S fleet_netdev=<if>`` (default fab0).
+cut from; without it the check's one case is skipped saying so. Transport: ``fleet_transport`` (``-S``, or the
+partition's extras), by default ``rdma`` when the partition lists ``rdma_devices`` (its rails: ``rdma_devices`` x
+``ib_ports``, perftest from the programming environment), else ``tcp`` over the interface ``fleet_netdev``
+(the partition's extras or ``-S fleet_netdev=<if>``; default fab0).
 
 History: each component's effects in the partition's last ``fleet_history_nights`` (14) pair-round nights stored
 in the results database (a night that named it left out) are its usual state: a cable that is always 3 % slow is
@@ -32,6 +35,7 @@ from reframe.core.builtins import parameter, run_after, run_before, sanity_funct
 from reframe.core.exceptions import SanityError
 
 from ibrepro import fleet_localise, fleet_rounds, results
+from ibrepro.rfm import pair_runner
 
 
 def _night():
@@ -53,10 +57,15 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
     job_index = parameter(list(range(len(_JOBS))) or [None])
     num_tasks_per_node = 1
     exclusive_access = True
+    #: a task's interpreter: this one, or the partition's extras ``python`` (the compute nodes' own, running a copy
+    #: of the modules a task needs)
     executable = shlex.quote(sys.executable)
     tags = {'system', 'fleet'}
 
-    #: the network interface of the rail the flows cross (the partition's extras ``fleet_netdev`` when it has one)
+    #: ``rdma`` (perftest on each rail) or ``tcp`` (iperf3 over ``fleet_netdev``); empty: the partition's extras
+    #: ``fleet_transport``, else ``rdma`` when the partition lists ``rdma_devices``, else ``tcp``
+    fleet_transport = variable(str, value='')
+    #: the network interface of the rail the TCP flows cross (the partition's extras ``fleet_netdev`` when it has one)
     fleet_netdev = variable(str, value='fab0')
     #: seconds per flow
     fleet_seconds = variable(int, value=fleet_rounds.SECONDS)
@@ -83,17 +92,32 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
     @run_before('run')
     def write_plan(self):
         job = _JOBS[self.job_index]
-        self.fleet_netdev = self.current_partition.extras.get('fleet_netdev', self.fleet_netdev)
-        if not all(shlex.quote(n) == n for n in job['nodes']) or not \
-                shlex.quote(self.fleet_netdev) == self.fleet_netdev:
-            raise SanityError(f'refusing node or interface names with shell syntax: {job["nodes"]}')
-        plan = fleet_rounds.plan(_FABRIC, _ROUNDS, job, netdev=self.fleet_netdev, seconds=self.fleet_seconds)
+        extras = self.current_partition.extras
+        self.fleet_netdev = extras.get('fleet_netdev', self.fleet_netdev)
+        self.fleet_transport = self.fleet_transport or extras.get('fleet_transport') or \
+            ('rdma' if extras.get('rdma_devices') else 'tcp')
+        if self.fleet_transport not in ('rdma', 'tcp'):
+            raise SanityError(f'fleet_transport {self.fleet_transport!r}: expected rdma or tcp')
+        rails = pair_runner.rails(self.current_partition) if self.fleet_transport == 'rdma' else None
+        names = [*job['nodes'], self.fleet_netdev, *(d for d, _ in rails or () if d)]
+        if not all(shlex.quote(str(n)) == str(n) for n in names):
+            raise SanityError(f'refusing node, device or interface names with shell syntax: {names}')
+        plan = fleet_rounds.plan(_FABRIC, _ROUNDS, job, netdev=self.fleet_netdev, seconds=self.fleet_seconds,
+                                 rails=rails, cpu_sharing=bool(extras.get('emulated')),
+                                 perftest_options=extras.get('perftest_options', ()))
         fleet_rounds.prepare(self.stagedir, plan)
         self.write_history()
         self.num_tasks = len(plan['nodes'])
         self.job.options += [f'--nodelist={",".join(plan["nodes"])}']
-        self.job.time_limit = 60 + 12 * (len(plan['rounds']) + 1) * self.fleet_seconds
+        # each round (and the confirmation): its flows' seconds and start-up, RDMA also its latency run
+        per_round = 12 * self.fleet_seconds + (12 * 2 * fleet_rounds.PERFTEST_MARGIN + 60 if rails else 0)
+        self.job.time_limit = 60 + per_round * (len(plan['rounds']) + 1)
         self.executable_opts = ['-m', 'ibrepro.fleet_rounds', 'node', 'plan.json']
+        if extras.get('python'):
+            # the compute nodes' own interpreter: the modules a task needs (standard library only), copied
+            fleet_rounds.copy_node_modules(Path(self.stagedir) / 'pylib')
+            self.executable = shlex.quote(extras['python'])
+            self.env_vars['PYTHONPATH'] = shlex.quote(str(Path(self.stagedir) / 'pylib'))
 
     def write_history(self):
         """Each component's effects in the partition's last pair-round nights stored in the results database

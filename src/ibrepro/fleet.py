@@ -316,11 +316,30 @@ def _add_pair_round_cli(sub):
                      help='CV of the lognormal noise of a flow (default: fitted by --noise-from, else the '
                           'modelled 0.01)')
     sim.add_argument('--noise-from', nargs='*', metavar='REPORT', default=None,
-                     help='ReFrame run reports whose repeated bw values give the noise CV')
+                     help='fit the noise CV from the pair-round nights stored in the results database, or in '
+                          'these ReFrame run reports (each flow across the nights that named nothing)')
     sim.add_argument('--linktest-min', type=float, default=0.95, help="LinkTest-like minimum, x link capacity")
     sim.add_argument('--no-baselines', action='store_true')
     sim.add_argument('--json', metavar='OUT')
     sim.set_defaults(func=_cli_simulate)
+
+
+def _noise_reports(paths):
+    """The run reports ``--noise-from`` names, or without paths the sessions stored in the results database (the
+    last :data:`ibrepro.fleet_rounds.HISTORY_SESSIONS`, as the pair-round check reads its history)."""
+    from . import fleet_rounds, results
+    if not paths:
+        return results.stored_sessions(last=fleet_rounds.HISTORY_SESSIONS, problems=[])
+    reports = []
+    for path in paths:
+        try:
+            data = json.loads(Path(path).read_text())
+        except ValueError as err:
+            raise ValueError(f'{path}: not JSON ({err})') from None
+        if not isinstance(data, dict) or not isinstance(data.get('runs'), list):
+            raise ValueError(f'{path}: not a ReFrame run report (no "runs")')
+        reports.append(data)
+    return reports
 
 
 def _load_topology(path):
@@ -378,7 +397,7 @@ def _cli_analyse(args):
         worst = sorted(s.flows, key=lambda f: f['residual'])[:3]
         print(f"{'NAMED' if s in result.named else 'suspect'} {s.name}: {s.effect:+.1%} over {len(s.flows)} "
               f"flow(s), q={s.q:.2g}, {state}; e.g. " +
-              ', '.join(f"round {f['round']} {f['src']}->{f['dst']} {f['bw']:.0f} MB/s" for f in worst))
+              ', '.join(f"round {f['round']} {f['src']}->{f['dst']} {f['bw']:.3g} MB/s" for f in worst))
     print(f'{len(flows)} flow(s), {result.hypotheses} hypotheses, noise {result.scale:.2%}, '
           f'{len(result.named)} named')
     if args.json:
@@ -387,7 +406,7 @@ def _cli_analyse(args):
 
 
 def _cli_simulate(args):
-    from . import fleet_simulate
+    from . import fleet_simulate, results
     try:
         loss = fleet_simulate.parse_fault(args.fault)
     except ValueError as err:
@@ -395,11 +414,18 @@ def _cli_simulate(args):
         return 2
     cv, source = args.noise_cv, 'given (--noise-cv)'
     if cv is None and args.noise_from is not None:
-        cv, series = fleet_simulate.stored_noise_cv(args.noise_from or fleet_simulate.default_report_paths())
-        source = f'fitted: median robust CV of {series} repeated bw series'
+        try:
+            reports = _noise_reports(args.noise_from)
+        except (OSError, ValueError, results.ResultsError) as err:
+            print(f'ibrepro fleet simulate: --noise-from: {err}', file=sys.stderr)
+            return 2
+        cv, series, nights = fleet_simulate.stored_noise_cv(reports)
+        where = f'{len(args.noise_from)} run report(s)' if args.noise_from else 'the results database'
+        source = (f'fitted: median robust CV of {series} repeated bw series ({nights} fault-free pair-round '
+                  f'night(s)) in {where}')
         if cv is None:
-            print('ibrepro fleet simulate: the reports hold no repeated bandwidth values; give --noise-cv',
-                  file=sys.stderr)
+            print(f'ibrepro fleet simulate: {where} hold(s) no bandwidth series repeated >= 3 times (pair-round '
+                  f'nights naming nothing, or a test\'s bw); give --noise-cv', file=sys.stderr)
             return 2
     if cv is None:
         cv, source = fleet_simulate.MODELLED_NOISE_CV, 'modelled (an assumption, not measured)'

@@ -365,9 +365,10 @@ class ConfirmationRound:
     pairs: tuple
     roles: tuple
 
-    def label(self, flow_index):
-        """The label of flow ``flow_index`` of the round (each pair's two directions, in :func:`flows_of` order)."""
-        return self.roles[flow_index // 2]
+    def label(self, flow_index, flows_per_pair=2):
+        """The label of flow ``flow_index`` of the round: each pair's ``flows_per_pair`` flows in a row (its two
+        directions, in :func:`flows_of` order; on each of several rails, RDMA)."""
+        return self.roles[flow_index // flows_per_pair]
 
     def as_json(self):
         return {'name': self.name, 'pairs': [list(p) for p in self.pairs], 'roles': list(self.roles)}

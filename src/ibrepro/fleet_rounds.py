@@ -13,20 +13,50 @@ and :func:`analyse` names the components (:mod:`ibrepro.fleet_localise`).
 
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
 
-from . import fleet_localise, fleet_plan, pair, results
+from . import fleet_localise, fleet_plan, pair, parsers
 
 #: seconds each flow runs; iperf3 leaves the first second (TCP's slow start) out of its figure
 SECONDS = 4
 OMIT = 1
 BASE_PORT = 5300
+#: the RDMA transport's tools (perftest), per rail: a round's bandwidth flows, each pair's two directions at once for
+#: ``seconds`` (``-D``), then each pair's latency alone (a ping-pong: one flow per pair and rail, nothing beside it)
+RDMA_BW = ('ib_write_bw', '-F', '-D')
+RDMA_LAT = ('ib_send_lat', '-F')
+#: seconds perftest's duration mode leaves out at each end of ``-D`` (its ``--margin``, default 2; its help:
+#: "duration/(duration-2*margin)"): ``-D`` is the plan's seconds plus both margins, so the plan's seconds are measured
+PERFTEST_MARGIN = 2
+#: the directory of a round's latency run, inside the round's
+LATENCY = 'lat'
 #: task 0's confirmation decision: the confirmation rounds (each a directory named as its round) and the suspects
 DECISION = 'confirmation-decision.json'
 #: how long a task waits for task 0's confirmation decision
 DECISION_TIMEOUT = 120
+
+
+#: what a task imports: standard library only, and not sqlite3 (the results database is read on the login node:
+#: :mod:`ibrepro.results` is imported where it is used), so a compute node's own interpreter (the partition's extras
+#: ``python``) runs a copy of them (:func:`copy_node_modules`) without this package installed there
+NODE_MODULES = ('__init__.py', 'fleet_rounds.py', 'fleet_localise.py', 'fleet_plan.py', 'pair.py', 'stats.py',
+                'parsers')
+
+
+def copy_node_modules(dest):
+    """Copy :data:`NODE_MODULES` to ``dest/ibrepro`` (``dest`` goes on the task's PYTHONPATH)."""
+    package = Path(__file__).resolve().parent
+    target = Path(dest) / 'ibrepro'
+    target.mkdir(parents=True, exist_ok=True)
+    for name in NODE_MODULES:
+        if (package / name).is_dir():
+            shutil.copytree(package / name, target / name, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns('__pycache__'))
+        else:
+            shutil.copy2(package / name, target / name)
 
 
 def load_topology(text):
@@ -47,21 +77,34 @@ def night(leaves, spines=0):
     return fabric, rounds, fleet_plan.slurm_jobs(fabric, rounds)
 
 
-def plan(fabric, rounds, job, *, netdev='fab0', seconds=SECONDS, tool='iperf3'):
+def plan(fabric, rounds, job, *, netdev='fab0', seconds=SECONDS, tool='iperf3', rails=None, cpu_sharing=False,
+         perftest_options=()):
     """The plan of one job: its nodes (sorted, the tasks' order), its rounds' pairs, the fabric, and whether it
-    runs the confirmation itself."""
+    runs the confirmation itself. ``rails`` (``[(device, port)]``, device None: perftest's first) makes the flows
+    RDMA (perftest over each rail, :data:`RDMA_BW` and :data:`RDMA_LAT`); without, TCP (``tool``, iperf3) over the
+    network interface ``netdev``. ``cpu_sharing``: emulated nodes, whose RDMA sides may share CPUs;
+    ``perftest_options``: options every perftest run of the partition needs (its extras')."""
     mine = set(job['nodes'])
-    return {'nodes': sorted(job['nodes']), 'netdev': netdev, 'seconds': int(seconds), 'tool': tool,
-            'leaves': fabric.leaves, 'spines': fabric.spines,
-            'rounds': [{'number': r.number, 'kind': r.kind, 'pairs': [list(p) for p in r.pairs
-                                                                      if set(p) <= mine]}
-                       for r in rounds if r.number in job['rounds']],
-            'confirm': not fleet_plan.confirmation_job_needed(fabric, [job])}
+    out = {'nodes': sorted(job['nodes']), 'seconds': int(seconds),
+           'leaves': fabric.leaves, 'spines': fabric.spines,
+           'rounds': [{'number': r.number, 'kind': r.kind, 'pairs': [list(p) for p in r.pairs if set(p) <= mine]}
+                      for r in rounds if r.number in job['rounds']],
+           'confirm': not fleet_plan.confirmation_job_needed(fabric, [job])}
+    if rails:
+        out.update(transport='rdma', rails=[[d, int(p)] for d, p in rails], cpu_sharing=bool(cpu_sharing),
+                   options=[str(o) for o in perftest_options])
+    else:
+        out.update(transport='tcp', netdev=netdev, tool=tool)
+    return out
 
 
 def round_spec(p, pairs):
-    """The pair runner's spec for one round: each pair's two directions at once, each an iperf3 client sending
-    to the iperf3 server on its destination."""
+    """The pair runner's spec for one round's bandwidth flows: each pair's two directions at once (on every rail,
+    RDMA), each a client sending to the server on its destination."""
+    if p.get('transport') == 'rdma':
+        duration = p['seconds'] + 2 * PERFTEST_MARGIN
+        return _rdma_spec(p, [(s, d, r) for a, b in pairs for r in range(len(p['rails'])) for s, d in ((a, b), (b, a))],
+                          RDMA_BW[0], [*RDMA_BW[1:], str(duration), *p['options']], 4 * duration + 60)
     index = {n: i for i, n in enumerate(p['nodes'])}
     flows = []
     for a, b in pairs:
@@ -78,6 +121,24 @@ def round_spec(p, pairs):
             'timeout': 4 * p['seconds'] + 60, 'connect_timeout': 30}
 
 
+def latency_spec(p, pairs):
+    """The pair runner's spec for one round's latency flows (RDMA only): one ping-pong per pair and rail."""
+    return _rdma_spec(p, [(a, b, r) for a, b in pairs for r in range(len(p['rails']))], RDMA_LAT[0],
+                      [*RDMA_LAT[1:], *p['options']], 120)
+
+
+def _rdma_spec(p, flows, program, options, timeout):
+    """perftest flows ``(src, dst, rail index)``: the runner adds ``-d``/``-i``/``-p`` and the server's host, and
+    pins each side near its rail's device."""
+    index = {n: i for i, n in enumerate(p['nodes'])}
+    return {'version': 2, 'program': program, 'options': options, 'rails': p['rails'], 'nodes': len(p['nodes']),
+            'distinct_hosts': True, 'sizes': None, 'pin': True, 'cpu_sharing': p.get('cpu_sharing', False),
+            'timeout': timeout, 'connect_timeout': 60,
+            'flows': [{'id': i, 'port': BASE_PORT + i, 'src': src, 'dst': dst,
+                       'server': {'node': index[dst], 'rail': r}, 'client': {'node': index[src], 'rail': r}}
+                      for i, (src, dst, r) in enumerate(flows)]}
+
+
 def write_json(path, data):
     path = Path(path)
     tmp = path.with_name(f'.{path.name}.{os.getpid()}.tmp')
@@ -86,18 +147,29 @@ def write_json(path, data):
 
 
 def prepare(stagedir, p):
-    """Write the plan and each round's spec (``round-<n>/spec.json``) into ``stagedir``."""
+    """Write the plan and each round's specs (``round-<n>/spec.json``, RDMA also ``round-<n>/lat/spec.json``) into
+    ``stagedir``."""
     stagedir = Path(stagedir)
     write_json(stagedir / 'plan.json', p)
     for r in p['rounds']:
-        d = stagedir / f'round-{r["number"]}'
-        d.mkdir(exist_ok=True)
-        write_json(d / 'spec.json', round_spec(p, r['pairs']))
+        write_round(stagedir / f'round-{r["number"]}', p, r['pairs'])
+
+
+def write_round(d, p, pairs):
+    """One round's directory: its bandwidth spec and, RDMA, its latency run's."""
+    d.mkdir(exist_ok=True)
+    write_json(d / 'spec.json', round_spec(p, pairs))
+    if p.get('transport') == 'rdma':
+        (d / LATENCY).mkdir(exist_ok=True)
+        write_json(d / LATENCY / 'spec.json', latency_spec(p, pairs))
 
 
 def _run_round(d, rank, log):
-    spec = pair.load_spec(d / 'spec.json')
-    rc = pair.run(spec, d, nodes=[rank], log=log, run_id=pair.run_id(d / 'spec.json'))
+    rc = 0
+    for run in (d, d / LATENCY):
+        if (run / 'spec.json').exists():
+            rc |= pair.run(pair.load_spec(run / 'spec.json'), run, nodes=[rank], log=log,
+                           run_id=pair.run_id(run / 'spec.json'))
     write_json(d / f'done-{rank}.json', {'rc': rc})
     return rc
 
@@ -111,30 +183,67 @@ def _wait_done(d, count, timeout):
 
 
 def flow_records(d, round_number):
-    """The flows of one round directory: ``{round, host, device, port, peer, direction: 'send', bw}`` (MB/s, what
-    the receiver got), or a record without ``bw`` and with ``error`` for a flow that measured nothing."""
+    """The flows of one round directory: ``{round, host, device, port, peer, direction: 'send', bw}`` (MB/s: TCP
+    what the receiver got, RDMA perftest's average), RDMA with ``lat`` (us, the pair's and rail's
+    ``ib_send_lat`` typical), or a record without ``bw`` and with ``error`` for a flow that measured nothing."""
     spec = json.loads((d / 'spec.json').read_text())
+    hosts = _hosts(d, spec)
+    latency = _latencies(d / LATENCY) if (d / LATENCY / 'spec.json').exists() else {}
+    out = []
+    for f in spec['flows']:
+        device, port = spec['rails'][f['client'].get('rail', 0)]
+        rec = {'round': round_number, 'host': hosts.get(f['client']['node']) or f['src'],
+               'peer': hosts.get(f['server']['node']) or f['dst'],
+               'device': (device or '').removeprefix(pair.NETDEV_RAIL), 'port': port or 1, 'direction': 'send'}
+        path = d / f'flow-{f["id"]}.client.out'
+        try:
+            text = ''.join(line for line in path.read_text().splitlines(True) if not line.startswith('#'))
+            if 'program' in spec:             # perftest: its average, in MB/s (10^6 bytes)
+                parsed = parsers.parse_text(text, path.name, tool='perftest')
+                rec['device'] = rec['device'] or parsed.meta.get('device')
+                rec['bw'] = parsed.tables[-1].rows[-1]['bw_average_si']
+                lat = latency.get((f['src'], f['dst'], f['client'].get('rail', 0))) \
+                    or latency.get((f['dst'], f['src'], f['client'].get('rail', 0)))
+                if lat is not None:
+                    rec['lat'] = lat
+            else:
+                data = json.loads(text)
+                if 'error' in data:
+                    rec['error'] = data['error']
+                else:
+                    rec['bw'] = data['end']['sum_received']['bits_per_second'] / 8e6
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as err:
+            rec.pop('bw', None)
+            rec['error'] = f'{path.name}: {err}'
+        if 'bw' in rec and not rec['bw'] > 0:      # the tool ran and printed nothing it counted: no measurement
+            why = ('perftest could not time the CPU clock: "Correlation coefficient r^2 ... < 0.9"'
+                   if 'Correlation coefficient r^2' in text else 'nothing completed in the measured window')
+            rec['error'] = f'{path.name}: {rec.pop("bw")} MB/s measured ({why})'
+        out.append(rec)
+    return out
+
+
+def _hosts(d, spec):
     hosts = {}
     for i in range(spec['nodes']):
         info = d / f'node-{i}.json'
         hosts[i] = json.loads(info.read_text()).get('host') if info.exists() else None
-    device = spec['rails'][0][0].removeprefix(pair.NETDEV_RAIL)
-    out = []
+    return hosts
+
+
+def _latencies(d):
+    """``{(src, dst, rail index): typical latency (us)}`` of a round's latency run (flows that measured nothing
+    left out: the bandwidth flow's record still holds the pair's verdict)."""
+    spec = json.loads((d / 'spec.json').read_text())
+    out = {}
     for f in spec['flows']:
-        rec = {'round': round_number, 'host': hosts.get(f['client']['node']) or f['src'],
-               'peer': hosts.get(f['server']['node']) or f['dst'], 'device': device, 'port': 1,
-               'direction': 'send'}
         path = d / f'flow-{f["id"]}.client.out'
         try:
             text = ''.join(line for line in path.read_text().splitlines(True) if not line.startswith('#'))
-            data = json.loads(text)
-            if 'error' in data:
-                rec['error'] = data['error']
-            else:
-                rec['bw'] = data['end']['sum_received']['bits_per_second'] / 8e6
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            rec['error'] = f'{path.name}: {err}'
-        out.append(rec)
+            out[(f['src'], f['dst'], f['client'].get('rail', 0))] = \
+                parsers.parse_text(text, path.name, tool='perftest').tables[-1].rows[-1]['t_typical_usec']
+        except (OSError, ValueError, KeyError, IndexError):
+            continue
     return out
 
 
@@ -146,10 +255,12 @@ def collect(stagedir):
     for r in p['rounds']:
         flows += flow_records(stagedir / f'round-{r["number"]}', r['number'])
     again = []
+    per_pair = 2 * len(p['rails']) if p.get('transport') == 'rdma' else 2      # round_spec's flows of a pair
     if (stagedir / DECISION).exists():
         for data in json.loads((stagedir / DECISION).read_text())['rounds']:
             r = fleet_plan.ConfirmationRound.from_json(data)
-            again += [{**rec, 'round': r.label(k)} for k, rec in enumerate(flow_records(stagedir / r.name, r.name))]
+            again += [{**rec, 'round': r.label(k, per_pair)}
+                      for k, rec in enumerate(flow_records(stagedir / r.name, r.name))]
     return flows, again
 
 
@@ -215,6 +326,7 @@ def history_before(report, db=None):
     """``(history, [session uuids])`` a stored pair-round night had: :func:`stored_history` over the last
     :data:`HISTORY_SESSIONS` sessions stored before it in the results database, of its system and partition (what
     the check read for it); ``({}, [])`` when the report has no pair-round case."""
+    from . import results
     case = next((c for c in results.testcases(report) if 'fleet_flows' in c), None)
     if case is None:
         return {}, []
@@ -249,6 +361,7 @@ def _stored(case, field, kind, item=None):
 
 def has_night(report, system):
     """Whether the run report has a pair-round case on ``system`` (its loggable ``fleet_flows``)."""
+    from . import results
     return any('fleet_flows' in c and c.get('system') == system for c in results.testcases(report))
 
 
@@ -259,6 +372,7 @@ def from_report(report, system=None, partition=None):
     hold, and ``partition``, the first such case's; of ``system`` (and ``partition``) when given; None when the
     report has no such case; ValueError naming the case and field when a stored variable is not of the type the
     check stores."""
+    from . import results
     out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0, 'named': set()}
     found = False
     for case in results.testcases(report):
@@ -296,19 +410,23 @@ def node_main(plan_path, log=print):
     p = json.loads(Path(plan_path).read_text())
     rank = pair.my_nodes({'nodes': len(p['nodes'])})[0]
     status = 0
+    previous = None
     for r in p['rounds']:
-        status |= _run_round(stagedir / f'round-{r["number"]}', rank, log)
+        if previous:        # rounds never overlap: a node idle in a round (odd node out) must not start the next
+            _wait_done(previous, len(p['nodes']), _round_timeout(previous))
+        previous = stagedir / f'round-{r["number"]}'
+        status |= _run_round(previous, rank, log)
     if not p.get('confirm'):
         return status
     decision = stagedir / DECISION
     if rank == 0:
         for r in p['rounds']:
-            _wait_done(stagedir / f'round-{r["number"]}', len(p['nodes']), 60)
+            d = stagedir / f'round-{r["number"]}'
+            _wait_done(d, len(p['nodes']), _round_timeout(d))
         flows = [f for r in p['rounds'] for f in flow_records(stagedir / f'round-{r["number"]}', r['number'])]
         rounds, suspects = confirmation_plan(p, flows, read_history(stagedir))
         for r in rounds:
-            (stagedir / r.name).mkdir(exist_ok=True)
-            write_json(stagedir / r.name / 'spec.json', round_spec(p, r.pairs))
+            write_round(stagedir / r.name, p, r.pairs)
         write_json(decision, {'rounds': [r.as_json() for r in rounds], 'suspects': suspects})
         log(f'fleet rounds: suspects {suspects or "none"}; confirmation rounds '
             f'{[f"{r.name}: {list(zip(r.roles, r.pairs))}" for r in rounds] or "none"}')
@@ -320,8 +438,18 @@ def node_main(plan_path, log=print):
                 return 1
             time.sleep(0.2)
     for r in json.loads(decision.read_text())['rounds']:
-        status |= _run_round(stagedir / r['name'], rank, log)
+        if previous:
+            _wait_done(previous, len(p['nodes']), _round_timeout(previous))
+        previous = stagedir / r['name']
+        status |= _run_round(previous, rank, log)
     return status
+
+
+def _round_timeout(d):
+    """How long the others may still take once this node finished round directory ``d``: its runs' time limits,
+    plus their start-up."""
+    specs = [json.loads(r.read_text()) for r in (d / 'spec.json', d / LATENCY / 'spec.json') if r.exists()]
+    return sum(spec['timeout'] + spec.get('connect_timeout', 60) for spec in specs)
 
 
 def main(argv=None):
@@ -329,7 +457,11 @@ def main(argv=None):
     if len(argv) != 2 or argv[0] != 'node':
         print('usage: python -m ibrepro.fleet_rounds node PLAN.json', file=sys.stderr)
         return 2
-    return node_main(argv[1], log=lambda m: print(m, flush=True))
+    try:
+        return node_main(argv[1], log=lambda m: print(m, flush=True))
+    except TimeoutError as err:         # a node that never finished a round: this one stops, saying which
+        print(f'fleet rounds: {err}', file=sys.stderr, flush=True)
+        return 1
 
 
 if __name__ == '__main__':

@@ -12,9 +12,11 @@ The model
 * A flow's bandwidth = min over its path's links of capacity / (flows on that link in this round), times a
   lognormal noise factor of median 1 and coefficient of variation ``noise_cv``. The CV is a parameter: the stored
   run reports (tests/data/run-reports) hold no repeated bandwidth values of one test (one run each, intra-node,
-  and their manifest calls them "not performance data"), so :func:`stored_noise_cv` finds none there and the
-  CLI's default (0.01) is **modelled**, an assumption; ``--noise-from REPORT...`` fits it from reports that do
-  have repetitions (the median robust CV of the series with >= 3 values).
+  and their manifest calls them "not performance data"), so the CLI's default (0.01) is **modelled**, an
+  assumption. ``--noise-from`` fits it (:func:`stored_noise_cv`) from the pair-round nights stored in the results
+  database, or ``--noise-from REPORT...`` from run reports: each flow's robust CV across the nights that named
+  nothing, the median over flows with >= 3 nights (what the model's noise is: one flow's scatter from night to
+  night).
 * Faults, one per fault night, chosen at random: a kind among node cable (one direction, as ``tc`` shapes one
   direction), HCA port (both directions of the node's rail), leaf uplink, leaf downlink (the last two only with
   >= 2 leaves), then an instance; its links' capacity times ``1 - loss``. Plus ``fault_free_nights`` without.
@@ -41,15 +43,13 @@ naming anything.
 """
 
 import dataclasses
-import glob
-import json
 import math
 import random
 import statistics
 
 import numpy as np
 
-from . import fleet_localise, fleet_plan, stats
+from . import fleet_localise, fleet_plan, results, stats
 
 #: Modelled default noise CV (an assumption, not a measurement: see the module doc).
 MODELLED_NOISE_CV = 0.01
@@ -59,22 +59,38 @@ CLUSTERKIT_FRACTION = 0.93
 FAULT_KINDS = ('node cable', 'HCA port', 'leaf uplink', 'leaf downlink')
 
 
-def stored_noise_cv(paths, min_values=3):
-    """``(cv, series)``: the median robust CV of the repeated bandwidth values in ReFrame run reports (per test
-    case and ``bw`` variable, series of at least ``min_values``), and how many series there were; ``(None, 0)``
-    when there are none."""
-    series = {}
-    for path in paths:
-        with open(path) as f:
-            report = json.load(f)
-        for run in report.get('runs', []):
-            for case in run.get('testcases', []):
-                for key, value in (case.get('perfvalues') or {}).items():
-                    if key.rsplit(':', 1)[-1].startswith('bw') and value and isinstance(value[0], (int, float)) \
-                            and value[0] > 0:
-                        series.setdefault((case.get('display_name') or case.get('name'), key), []).append(value[0])
+def stored_noise_cv(reports, min_values=3):
+    """``(cv, series, nights)``: the median robust CV of the repeated bandwidth series in ReFrame run reports
+    (dicts, oldest first), how many series and how many pair-round nights gave them; ``(None, 0, 0)`` when no
+    series has ``min_values`` values. A series is one flow of the pair rounds across nights (system, partition,
+    round, host, rail, peer, direction: :func:`ibrepro.fleet_rounds.from_report`), a night that named a component
+    left out (a fault is not noise), or one test case's ``bw`` performance variable across sessions."""
+    from . import fleet_rounds
+    series, nights = {}, 0
+    for report in reports:
+        for case in (c for run in report.get('runs', []) for c in run.get('testcases', [])):
+            if 'fleet_flows' in case:
+                continue                   # its flows are read per night below
+            for key, value in (case.get('perfvalues') or {}).items():
+                if key.rsplit(':', 1)[-1].startswith('bw') and value and isinstance(value[0], (int, float)) \
+                        and value[0] > 0:
+                    series.setdefault((case.get('display_name') or case.get('name'), key), []).append(value[0])
+        for system in sorted({c.get('system') for c in results.testcases(report) if 'fleet_flows' in c}):
+            try:
+                night = fleet_rounds.from_report(report, system)
+            except ValueError:
+                continue                   # stored variables not as the check stores them: no night
+            if night['named']:
+                continue
+            nights += 1
+            for f in night['flows']:
+                bw = f.get('bw')
+                if isinstance(bw, (int, float)) and bw > 0:
+                    key = ('fleet', system, night['partition'], str(f.get('round')), f.get('host'),
+                           f.get('device'), f.get('port'), f.get('peer'), f.get('direction'))
+                    series.setdefault(key, []).append(bw)
     cvs = [stats.robust_cv(v) for v in series.values() if len(v) >= min_values]
-    return (statistics.median(cvs), len(cvs)) if cvs else (None, 0)
+    return (statistics.median(cvs), len(cvs), nights) if cvs else (None, 0, nights)
 
 
 def poisson_upper(count, exposure, confidence=0.95):
@@ -352,7 +368,3 @@ def parse_fault(text):
     if not 0 < loss < 1:
         raise ValueError('--fault: the loss must be between 0 and 100 %')
     return loss
-
-
-def default_report_paths():
-    return sorted(glob.glob('tests/data/run-reports/*.json'))
