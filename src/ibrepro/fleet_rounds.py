@@ -197,7 +197,7 @@ def flow_records(d, round_number):
                'device': (device or '').removeprefix(pair.NETDEV_RAIL), 'port': port or 1, 'direction': 'send'}
         path = d / f'flow-{f["id"]}.client.out'
         try:
-            text = ''.join(line for line in path.read_text().splitlines(True) if not line.startswith('#'))
+            text = _tool_output(path)
             if 'program' in spec:             # perftest: its average, in MB/s (10^6 bytes)
                 parsed = parsers.parse_text(text, path.name, tool='perftest')
                 rec['device'] = rec['device'] or parsed.meta.get('device')
@@ -223,6 +223,11 @@ def flow_records(d, round_number):
     return out
 
 
+def _tool_output(path):
+    """What a flow's tool printed: its output file without the pair runner's ``#`` lines."""
+    return ''.join(line for line in path.read_text().splitlines(True) if not line.startswith('#'))
+
+
 def _hosts(d, spec):
     hosts = {}
     for i in range(spec['nodes']):
@@ -239,9 +244,8 @@ def _latencies(d):
     for f in spec['flows']:
         path = d / f'flow-{f["id"]}.client.out'
         try:
-            text = ''.join(line for line in path.read_text().splitlines(True) if not line.startswith('#'))
-            out[(f['src'], f['dst'], f['client'].get('rail', 0))] = \
-                parsers.parse_text(text, path.name, tool='perftest').tables[-1].rows[-1]['t_typical_usec']
+            out[(f['src'], f['dst'], f['client'].get('rail', 0))] = parsers.parse_text(
+                _tool_output(path), path.name, tool='perftest').tables[-1].rows[-1]['t_typical_usec']
         except (OSError, ValueError, KeyError, IndexError):
             continue
     return out

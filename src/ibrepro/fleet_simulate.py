@@ -68,14 +68,16 @@ def stored_noise_cv(reports, min_values=3):
     from . import fleet_rounds
     series, nights = {}, 0
     for report in reports:
-        for case in (c for run in report.get('runs', []) for c in run.get('testcases', [])):
-            if 'fleet_flows' in case:
-                continue                   # its flows are read per night below
-            for key, value in (case.get('perfvalues') or {}).items():
-                if key.rsplit(':', 1)[-1].startswith('bw') and value and isinstance(value[0], (int, float)) \
-                        and value[0] > 0:
+        cases = results.testcases(report)
+        for case in cases:
+            perfvalues = case.get('perfvalues')
+            if 'fleet_flows' in case or not isinstance(perfvalues, dict):
+                continue                   # a pair-round case's flows are read per night below
+            for key, value in perfvalues.items():
+                if str(key).rsplit(':', 1)[-1].startswith('bw') and isinstance(value, list) and value \
+                        and isinstance(value[0], (int, float)) and value[0] > 0:
                     series.setdefault((case.get('display_name') or case.get('name'), key), []).append(value[0])
-        for system in sorted({c.get('system') for c in results.testcases(report) if 'fleet_flows' in c}):
+        for system in sorted({str(c.get('system')) for c in cases if 'fleet_flows' in c}):
             try:
                 night = fleet_rounds.from_report(report, system)
             except ValueError:
