@@ -131,3 +131,56 @@ def test_fault_free_nights_name_nothing(cluster, tmp_path):
     print(f'fault-free nights: {NIGHTS}, with an alarm: {len(alarms)} {alarms}; history nights {history}')
     assert not alarms
     assert history == [min(n, fleet_rounds.HISTORY_NIGHTS) for n in range(NIGHTS)]
+
+
+#: The same eight nodes as four leaves of two (each physical leaf's halves) with at most one node per job's budget:
+#: a night of several Slurm jobs (two per leaf-shift round, round 0 in round 1's) and its confirmation job, as a
+#: fabric of more than 16 nodes runs (fleet_plan.slurm_jobs).
+SPLIT_TOPOLOGY = {'leaves': {'leaf1a': ['node1', 'node2'], 'leaf1b': ['node3', 'node4'],
+                             'leaf2a': ['node5', 'node6'], 'leaf2b': ['node7', 'node8']}, 'spines': 2}
+
+
+def several_jobs_night(tmp_path):
+    """One night of the split topology: (its test cases as the run report holds them, ReFrame's output, report)."""
+    topology = tmp_path / 'split.json'
+    topology.write_text(json.dumps(SPLIT_TOPOLOGY))
+    report = tmp_path / 'night.json'
+    done = subprocess.run(
+        [str(REFRAME), '-C', str(ROOT / 'configs' / 'fattree-cluster.py'), '-c',
+         str(ROOT / 'reframe-checks' / 'system' / 'fleet_pairs.py'), '--report-file', str(report), '-r'],
+        env=_env(IBREPRO_HOME=str(tmp_path / 'home'), IBREPRO_FLEET_TOPOLOGY=str(topology),
+                 IBREPRO_FLEET_JOB_NODES='1'), capture_output=True, text=True, timeout=1200, cwd=tmp_path)
+    print(done.stdout[-2500:])
+    data = json.loads(report.read_text())
+    cases = [c for run in data['runs'] for c in run['testcases']]
+    pairs = [c for c in cases if c['name'].startswith('FleetPairs')]
+    assert len(pairs) == 4 and all(c['result'] == 'pass' and not c['fleet_named'] for c in pairs), done.stdout
+    assert sum(len(c['fleet_flows']) for c in pairs) == 24
+    (confirmation,) = [c for c in cases if c['name'].startswith('FleetConfirmation')]
+    return confirmation, done.stdout, report
+
+
+def test_a_night_of_several_jobs_confirms_its_suspects_in_one_more_job(cluster, tmp_path):
+    """Four pair-round jobs (one case each, naming nothing themselves) and, after them all, FleetConfirmation: the
+    night's flows localised together, the suspect node cable re-tested with known-good partners in a job of its
+    own, and named there alone. The stored session, analysed again, names the same."""
+    _fabric('degrade', 'cable node3 up', '25')
+    try:
+        confirmation, out, report = several_jobs_night(tmp_path)
+    finally:
+        _fabric('restore')
+    assert confirmation['result'] == 'fail', out[-3000:]
+    assert confirmation['fleet_named'] == ['cable node3:fab0/1 up'], confirmation['fail_reason']
+    assert not confirmation['fleet_flows'] and confirmation['fleet_confirmation']
+    assert all('node3' in (f['host'], f['peer']) for f in confirmation['fleet_confirmation'])
+    again = subprocess.run([str(REFRAME.with_name('ibrepro')), 'fleet', 'analyse', str(report)],
+                           env=_env(IBREPRO_HOME=str(tmp_path / 'home')), capture_output=True, text=True, timeout=120)
+    assert 'cable node3:fab0/1 up' in again.stdout, again.stdout + again.stderr
+
+
+def test_a_fault_free_night_of_several_jobs_names_nothing(cluster, tmp_path):
+    """Nothing slowed: the confirmation job has no suspect to re-test (skipped, saying so) or clears what it
+    re-tests; nothing is named."""
+    _fabric('restore')
+    confirmation, out, _ = several_jobs_night(tmp_path)
+    assert confirmation['result'] in ('skip', 'pass') and not confirmation['fleet_named'], out[-3000:]

@@ -62,6 +62,29 @@ def test_at_most_four_rounds_and_the_job_budget_for_any_n(nodes):
     assert covered == set(fabric.nodes)
 
 
+@pytest.mark.parametrize('leaves, job_nodes', [
+    ([16] * 8, 16), ([16] * 64, 16), ([2] * 4, 1), ([16, 16, 12, 7, 16], 16), ([4, 3, 4, 3, 2, 4], 2)])
+def test_jobs_that_may_run_at_once_share_no_leaf_so_no_leaf_spine_link(leaves, job_nodes):
+    """Why the night's jobs need no ordering: each is whole leaves (a cell is a leaf pair's every node, uneven
+    leaves included), so two jobs either share a node, and exclusive allocations run one after the other, or share
+    no leaf, and no leaf-spine link carries both; every round's pairs run inside one job."""
+    names = iter(range(1, sum(leaves) + 1))
+    fabric = fp.fabric_from_leaves({f'leaf{i}': [f'n{next(names)}' for _ in range(size)]
+                                    for i, size in enumerate(leaves)}, 0)
+    rounds = fp.pair_rounds(fabric)
+    jobs = fp.slurm_jobs(fabric, rounds, job_nodes=job_nodes)
+    assert len(jobs) + fp.confirmation_job_needed(fabric, jobs) <= math.ceil(len(fabric.nodes) / job_nodes)
+    for j in jobs:
+        assert all(set(fabric.leaves[fabric.leaf_of(n)]) <= set(j['nodes']) for n in j['nodes'])
+    for a in jobs:
+        for b in jobs:
+            if a is not b and not set(a['nodes']) & set(b['nodes']):
+                assert not {fabric.leaf_of(n) for n in a['nodes']} & {fabric.leaf_of(n) for n in b['nodes']}
+    for r in rounds:
+        for pair in r.pairs:
+            assert any(set(pair) <= set(j['nodes']) and r.number in j['rounds'] for j in jobs), (r.number, pair)
+
+
 def test_without_topology_three_round_robin_rounds_and_nodes_only():
     fabric = fp.no_topology([f'c{i}' for i in range(10)])
     rounds = fp.pair_rounds(fabric)

@@ -3,12 +3,14 @@ specs of a night on the proving ground's fat tree, the topology's spines, the TC
 analyse`` on a real night of the 8-node namespace fat tree (tests/data/fleet/, MANIFEST.md)."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import output
 from ibrepro import fleet_localise, fleet_plan, fleet_rounds, pair
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -145,6 +147,37 @@ def test_a_real_rdma_round_whose_perftest_could_not_time_the_clock_says_so():
         assert 'bw' not in r and '0.0 MB/s measured' in r['error'] and 'CPU clock' in r['error']
     assert all(r['bw'] > 0 and r['lat'] == 5882.21 for r in records[2:])    # printed: rxe1's t_typical 5882.21
     assert len(fleet_localise.read_flows(records)) == 2
+
+
+@pytest.mark.parametrize('slurm_node, expected', [
+    ('{host}', '{host}'),                        # launched by Slurm: its Slurm name, whatever its hostname
+    (None, '{host}.cluster.example'),            # not launched by Slurm: its hostname
+    ('$(reboot)', '{host}.cluster.example'),     # not a node name: not taken
+])
+def test_a_flow_names_its_nodes_as_slurm_and_the_topology_do(tmp_path, slurm_node, expected):
+    """A site whose hostnames are FQDNs: the real soft-RoCE round with each node's published hostname made
+    ``<name>.cluster.example``; the flows still name the nodes as the topology (Slurm's NodeName) does, from the
+    ``SLURMD_NODENAME`` the node published, else by its hostname."""
+    shutil.copytree(FIXTURES / 'rdma-round-0', tmp_path / 'round-0')
+    hosts = {}
+    for path in sorted((tmp_path / 'round-0').glob('node-*.json')):
+        info = json.loads(path.read_text())
+        hosts[info['node']] = host = info['host']
+        info['host'] = f'{host}.cluster.example'
+        info['slurm_node'] = slurm_node and slurm_node.format(host=host)
+        path.write_text(json.dumps(info))
+    spec = json.loads((tmp_path / 'round-0' / 'spec.json').read_text())
+    records = fleet_rounds.flow_records(tmp_path / 'round-0', 0)
+    assert [(r['host'], r['peer']) for r in records] == [
+        (expected.format(host=hosts[f['client']['node']]), expected.format(host=hosts[f['server']['node']]))
+        for f in spec['flows']]
+
+
+def test_a_node_publishes_its_slurm_name(monkeypatch):
+    monkeypatch.setenv('SLURMD_NODENAME', 'cn0042')
+    assert pair.probe([])['slurm_node'] == 'cn0042'
+    monkeypatch.delenv('SLURMD_NODENAME')
+    assert pair.probe([])['slurm_node'] is None
 
 
 def test_a_task_runs_from_the_copied_modules_without_numpy_or_sqlite3(tmp_path):
@@ -307,3 +340,61 @@ def test_a_cable_always_a_little_slow_is_judged_against_its_history():
     effects = fleet_localise.component_effects(fleet_localise.read_flows(flows), fabric)
     history = {c: [e] * 3 for c, e in effects.items()}
     assert fleet_rounds.analyse(flows, fabric, history=history).named == []
+
+
+def test_a_night_s_job_gives_each_task_its_whole_node_and_the_task_binds(reframe, tmp_path):
+    """The site template's RDMA night as ReFrame generates it (--dry-run): whole nodes, one task each on the
+    topology's nodes, and a step that sees its node's CPUs (--whole, no -c, which would imply --exact: under
+    ConstrainCores one CPU, where a rail's client and server each need one near the HCA), bound by the pair
+    runner, not srun; no --kill-on-bad-exit (a node whose flow failed must not end the others' later rounds)."""
+    topology = tmp_path / 'topology.json'
+    topology.write_text(json.dumps({'leafA': ['cn01', 'cn02'], 'leafB': ['cn03', 'cn04']}))
+    done = reframe('--dry-run', '--system', 'example-cluster:hdr', '-n', 'FleetPairs',
+                   config='configs/example-cluster.py', checks='reframe-checks/system/fleet_pairs.py',
+                   env={'IBREPRO_FLEET_TOPOLOGY': str(topology)})
+    assert done.returncode == 0, output(done)
+    (script,) = [p.read_text() for p in reframe.home.rglob('rfm_job.sh')]
+    lines = script.splitlines()
+    assert {'#SBATCH --exclusive', '#SBATCH --ntasks=4', '#SBATCH --ntasks-per-node=1',
+            '#SBATCH --nodelist=cn01,cn02,cn03,cn04'} <= set(lines), script
+    step = lines[-1].split()
+    assert step[:3] == ['srun', '--whole', '--cpu-bind=none'], script
+    assert step[-4:] == ['-m', 'ibrepro.fleet_rounds', 'node', 'plan.json'], script
+    assert not [o for o in step if o.startswith(('-c', '--cpus-per-task', '--exact', '--kill-on-bad-exit'))], script
+    plan = json.loads(next(reframe.home.rglob('plan.json')).read_text())
+    assert plan['transport'] == 'rdma' and plan['rails'] == [['mlx5_0', 1], ['mlx5_1', 1]]
+    spec = json.loads(next(reframe.home.rglob('round-0/spec.json')).read_text())
+    assert spec['pin'] and not spec['cpu_sharing']       # each side on a CPU of its own near its rail's HCA
+    sides = [f[s]['node'] for f in spec['flows'] for s in ('server', 'client')]
+    assert {sides.count(n) for n in range(4)} == {2 * len(plan['rails'])}     # what each task needs of its node
+    assert not list(reframe.home.rglob('FleetConfirmation*'))      # one job holds every node: it confirms itself
+
+
+def test_a_night_of_several_jobs_has_a_confirmation_job_after_them_all(reframe, tmp_path):
+    """More nodes than a job's budget (here IBREPRO_FLEET_JOB_NODES=1 on four two-node leaves): one case per job
+    and FleetConfirmation, which ReFrame runs after every one of them (a dependency on each); in a dry run nothing
+    ran, so it has no suspects to re-test and is skipped, saying so."""
+    topology = tmp_path / 'topology.json'
+    topology.write_text(json.dumps({'leaves': {x: [f'cn{x}{i}' for i in (1, 2)] for x in 'abcd'}, 'spines': 2}))
+    done = reframe('--dry-run', '--system', 'example-cluster:hdr', '-p', 'openmpi', '-n', 'FleetConfirmation',
+                   config='configs/example-cluster.py', checks='reframe-checks/system/fleet_pairs.py',
+                   env={'IBREPRO_FLEET_TOPOLOGY': str(topology), 'IBREPRO_FLEET_JOB_NODES': '1'})
+    assert done.returncode == 0, output(done)
+    assert done.stdout.count('DRY     ') == 5 and 'FleetConfirmation' in done.stdout, output(done)
+    assert "Dependencies (actual)" not in done.stdout
+    assert 'no suspects tonight: nothing to confirm' in done.stdout, output(done)
+    plans = [json.loads(p.read_text()) for p in reframe.home.rglob('FleetPairs*/plan.json')]
+    assert sorted(len(p['nodes']) for p in plans) == [4, 4, 4, 4] and not any(p['confirm'] for p in plans)
+
+
+@pytest.mark.parametrize('topology, job_nodes, said', [
+    ('topology.json', '0; reboot', "IBREPRO_FLEET_JOB_NODES='0; reboot': expected a number of nodes"),
+    ('missing.conf', '16', 'No such file or directory'),
+])
+def test_a_night_whose_plan_cannot_be_made_fails_saying_why(reframe, tmp_path, topology, job_nodes, said):
+    """Not a check that vanishes from the run (ReFrame passes a run whose check did not load): its case fails."""
+    (tmp_path / 'topology.json').write_text(json.dumps({'leaf1': ['cn01', 'cn02']}))
+    done = reframe('--dry-run', '--system', 'example-cluster:hdr', '-p', 'openmpi', config='configs/example-cluster.py',
+                   checks='reframe-checks/system/fleet_pairs.py',
+                   env={'IBREPRO_FLEET_TOPOLOGY': str(tmp_path / topology), 'IBREPRO_FLEET_JOB_NODES': job_nodes})
+    assert done.returncode == 1 and said in done.stdout, output(done)

@@ -4,16 +4,19 @@ One case per Slurm job of the night (:func:`ibrepro.fleet_plan.slurm_jobs`): its
 (``--nodelist``). Inside the allocation each task runs every round of the job with the pair runner, both directions
 of each disjoint pair at once: RDMA flows on every rail (``ib_write_bw -D``, then each pair's ``ib_send_lat``
 alone) or TCP flows (iperf3, argv flows) over the rail's network interface; when the job holds the whole fabric,
-the suspects are re-tested in the same job with known-good partners (:mod:`ibrepro.fleet_rounds`). The case fails
-naming each confirmed component; every flow (src, dst, direction, round, rail, bandwidth, RDMA latency) is the
-loggable variable ``fleet_flows`` of the stored session, and ``fleet.json`` in the case's
-output directory is what ``ibrepro fleet analyse`` reads.
+the suspects are re-tested in the same job with known-good partners (:mod:`ibrepro.fleet_rounds`) and the case
+fails naming each confirmed component. A night of several jobs (more nodes than ``IBREPRO_FLEET_JOB_NODES``, 16)
+has one more case, ``FleetConfirmation``: after every pair-round case (ReFrame dependencies) it localises the
+night's flows together, re-tests the suspects in a job of their own and fails naming the confirmed ones (the
+pair-round cases then name nothing themselves). Every flow (src, dst, direction, round, rail, bandwidth, RDMA
+latency) is the loggable variable ``fleet_flows`` of the stored session, and ``fleet.json`` in the case's output
+directory is what ``ibrepro fleet analyse`` reads.
 
 Topology: ``IBREPRO_FLEET_TOPOLOGY`` names the Slurm ``topology.conf`` (or JSON ``{leaf: [nodes]}``) the cases are
-cut from; without it the check's one case is skipped saying so. Transport: ``fleet_transport`` (``-S``, or the
-partition's extras), by default ``rdma`` when the partition lists ``rdma_devices`` (its rails: ``rdma_devices`` x
-``ib_ports``, perftest from the programming environment), else ``tcp`` over the interface ``fleet_netdev``
-(the partition's extras or ``-S fleet_netdev=<if>``; default fab0).
+cut from; without it the check's one case is skipped saying so (and fails saying why when it cannot be read).
+Transport: ``fleet_transport`` (``-S``, or the partition's extras), by default ``rdma`` when the partition lists
+``rdma_devices`` (its rails: ``rdma_devices`` x ``ib_ports``, perftest from the programming environment), else
+``tcp`` over the interface ``fleet_netdev`` (the partition's extras or ``-S fleet_netdev=<if>``; default fab0).
 
 History: each component's effects in the partition's last ``fleet_history_nights`` (14) pair-round nights stored
 in the results database (a night that named it left out) are its usual state: a cable that is always 3 % slow is
@@ -34,29 +37,39 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from ibrepro import fleet_localise, fleet_rounds, results
-from ibrepro.rfm import pair_runner
+from ibrepro import fleet_localise, fleet_plan, fleet_rounds, results
+from ibrepro.rfm import launch, pair_runner
 
 
 def _night():
+    """``(fabric, rounds, jobs, problem)``: the night's plan, or why the environment gives none (the one case fails
+    saying so: a night must not vanish from the run because its topology could not be read)."""
     path = os.environ.get('IBREPRO_FLEET_TOPOLOGY')
     if not path:
-        return None, [], []
-    return fleet_rounds.night(*fleet_rounds.load_topology(Path(path).read_text()))
+        return None, [], [], None
+    job_nodes = os.environ.get('IBREPRO_FLEET_JOB_NODES', str(fleet_plan.JOB_NODES))
+    if not job_nodes.isdigit() or int(job_nodes) < 1:
+        return None, [], [], f'IBREPRO_FLEET_JOB_NODES={job_nodes!r}: expected a number of nodes'
+    try:
+        topology = fleet_rounds.load_topology(Path(path).read_text())
+        return (*fleet_rounds.night(*topology, job_nodes=int(job_nodes)), None)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+        return None, [], [], f'IBREPRO_FLEET_TOPOLOGY={path!r}: {err}'
 
 
-_FABRIC, _ROUNDS, _JOBS = _night()
+_FABRIC, _ROUNDS, _JOBS, _PROBLEM = _night()
+#: a night of several jobs: one more job, after them all, re-tests the night's suspects (FleetConfirmation)
+_CONFIRMATION_JOB = bool(_JOBS) and fleet_plan.confirmation_job_needed(_FABRIC, _JOBS)
 
 
-@rfm.simple_test
-class FleetPairs(rfm.RunOnlyRegressionTest):
-    descr = "the fleet's pair rounds of one Slurm job's node group: the slow component named (ibrepro fleet)"
+class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
+    """What the night's jobs share: the transport and rails, the history, the task's interpreter and launch; its
+    cases run once per partition (in its first environment), one task per node of a node group."""
     valid_systems = ['+fleet']
     valid_prog_environs = ['*']
-    #: the night's Slurm job (None: no topology given, the case is skipped saying so)
-    job_index = parameter(list(range(len(_JOBS))) or [None])
     num_tasks_per_node = 1
-    exclusive_access = True
+    #: no MPI here: the flows' rails are the plan's (each side pinned near its rail's device)
+    one_rail = False
     #: a task's interpreter: this one, or the partition's extras ``python`` (the compute nodes' own, running a copy
     #: of the modules a task needs)
     executable = shlex.quote(sys.executable)
@@ -85,13 +98,12 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
     fleet_history_problems = variable(typ.List[str], value=[], loggable=True)
 
     @run_after('setup')
-    def need_topology(self):
-        self.skip_if(self.job_index is None, 'no topology: IBREPRO_FLEET_TOPOLOGY names no Slurm topology.conf '
-                                             '(the pair rounds are cut by leaf)')
+    def once_per_partition(self):
+        first = self.current_partition.environs[0].name
+        self.skip_if(self.current_environ.name != first, f'run once per partition, in environment {first}')
 
-    @run_before('run')
-    def write_plan(self):
-        job = _JOBS[self.job_index]
+    def night_plan(self, job):
+        """The plan of ``job`` (``{'nodes', 'rounds'}``) with the partition's transport and rails."""
         extras = self.current_partition.extras
         self.fleet_netdev = extras.get('fleet_netdev', self.fleet_netdev)
         self.fleet_transport = self.fleet_transport or extras.get('fleet_transport') or \
@@ -102,16 +114,26 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
         names = [*job['nodes'], self.fleet_netdev, *(d for d, _ in rails or () if d)]
         if not all(shlex.quote(str(n)) == str(n) for n in names):
             raise SanityError(f'refusing node, device or interface names with shell syntax: {names}')
-        plan = fleet_rounds.plan(_FABRIC, _ROUNDS, job, netdev=self.fleet_netdev, seconds=self.fleet_seconds,
+        return fleet_rounds.plan(_FABRIC, _ROUNDS, job, netdev=self.fleet_netdev, seconds=self.fleet_seconds,
                                  rails=rails, cpu_sharing=bool(extras.get('emulated')),
                                  perftest_options=extras.get('perftest_options', ()))
-        fleet_rounds.prepare(self.stagedir, plan)
-        self.write_history()
+
+    def launch_plan(self, plan, rounds):
+        """One task per node of ``plan`` running ``rounds`` rounds (the confirmation's included)."""
+        extras = self.current_partition.extras
         self.num_tasks = len(plan['nodes'])
         self.job.options += [f'--nodelist={",".join(plan["nodes"])}']
-        # each round (and the confirmation): its flows' seconds and start-up, RDMA also its latency run
-        per_round = 12 * self.fleet_seconds + (12 * 2 * fleet_rounds.PERFTEST_MARGIN + 60 if rails else 0)
-        self.job.time_limit = 60 + per_round * (len(plan['rounds']) + 1)
+        # as the pair runner's steps: the task sees its node's CPUs (--whole, no -c: under ConstrainCores a step
+        # would otherwise get one CPU, and an RDMA round runs a client and a server per rail), it pins each side.
+        # No --kill-on-bad-exit: a node whose flow failed still finishes (its rounds are bounded), the others' later
+        # rounds are kept
+        if self.job.launcher.registered_name == 'srunalloc':
+            self.exclusive_access = False      # a step in the nightly's allocation: --exclusive there means --exact
+        self.apply_launch_policy(tasks_per_node=1, bind=False)
+        # each round: its flows' seconds and start-up, RDMA also its latency run
+        per_round = 12 * self.fleet_seconds + (12 * 2 * fleet_rounds.PERFTEST_MARGIN + 60
+                                               if plan.get('transport') == 'rdma' else 0)
+        self.job.time_limit = 60 + per_round * rounds
         self.executable_opts = ['-m', 'ibrepro.fleet_rounds', 'node', 'plan.json']
         if extras.get('python'):
             # the compute nodes' own interpreter: the modules a task needs (standard library only), copied
@@ -137,30 +159,111 @@ class FleetPairs(rfm.RunOnlyRegressionTest):
         self.fleet_history_from, self.fleet_history_problems = used, problems[:10]
         fleet_rounds.write_json(Path(self.stagedir) / fleet_rounds.HISTORY, history)
 
-    @run_after('setup')
-    def once_per_partition(self):
-        first = self.current_partition.environs[0].name
-        self.skip_if(self.current_environ.name != first, f'run once per partition, in environment {first}')
-
-    @sanity_function
-    def localised(self):
-        flows, again = fleet_rounds.collect(self.stagedir)
-        plan = json.loads((Path(self.stagedir) / 'plan.json').read_text())
+    def judge(self, flows, again, plan, *, name=True):
+        """Fail on flows that measured nothing; localise ``flows`` (confirmed by ``again``) and write fleet.json;
+        with ``name``, fail naming the components confirmed."""
         failed = [f for f in flows + again if 'bw' not in f]
-        self.fleet_flows, self.fleet_confirmation = flows, again
         self.fleet_fabric = {'leaves': plan['leaves'], 'spines': plan['spines']}
         if failed:
             raise SanityError(f'{len(failed)} flow(s) measured nothing: ' + '; '.join(
                 f"round {f['round']} {f['host']}->{f['peer']}: {f.get('error')}" for f in failed[:4]))
         history = fleet_rounds.read_history(self.stagedir)
         result = fleet_rounds.analyse(flows, fleet_rounds.fabric_of(plan), again, history=history)
-        self.fleet_named = [s.name for s in result.named]
+        self.fleet_named = [s.name for s in result.named] if name else []
         out = {'leaves': plan['leaves'], 'spines': plan['spines'], 'flows': flows, 'confirmation': again,
-               'history_from': self.fleet_history_from, 'result': fleet_localise.as_json(result)}
+               'history_from': self.fleet_history_from, 'result': fleet_localise.as_json(result),
+               'named_here': name}
         (Path(self.stagedir) / 'fleet.json').write_text(json.dumps(out, indent=1, default=list) + '\n')
         self.keep_files = ['fleet.json', 'plan.json', fleet_rounds.HISTORY]
-        if result.named:
+        if self.fleet_named:
             raise SanityError(f'{len(result.named)} component(s) slow: ' + '; '.join(
                 f'{s.name}: {s.effect:+.1%} over {len(s.flows)} flow(s), q={s.q:.2g}, confirmed by '
                 f'{len(s.confirmation)} flow(s)' for s in result.named))
         return True
+
+
+@rfm.simple_test
+class FleetPairs(FleetNight):
+    descr = "the fleet's pair rounds of one Slurm job's node group: the slow component named (ibrepro fleet)"
+    #: the night's Slurm job (None: no topology given, the case is skipped saying so)
+    job_index = parameter(list(range(len(_JOBS))) or [None])
+
+    @run_after('setup')
+    def need_topology(self):
+        if _PROBLEM:
+            raise SanityError(_PROBLEM)
+        self.skip_if(self.job_index is None, 'no topology: IBREPRO_FLEET_TOPOLOGY names no Slurm topology.conf '
+                                             '(the pair rounds are cut by leaf)')
+
+    @run_before('run')
+    def write_plan(self):
+        plan = self.night_plan(_JOBS[self.job_index])
+        fleet_rounds.prepare(self.stagedir, plan)
+        self.write_history()
+        self.launch_plan(plan, len(plan['rounds']) + 1)
+
+    @sanity_function
+    def localised(self):
+        flows, again = fleet_rounds.collect(self.stagedir)
+        self.fleet_flows, self.fleet_confirmation = flows, again
+        plan = json.loads((Path(self.stagedir) / 'plan.json').read_text())
+        # a job that holds every node confirmed its suspects and names them; a night of several jobs leaves that
+        # to FleetConfirmation, which sees every job's flows
+        return self.judge(flows, again, plan, name=plan['confirm'])
+
+
+class FleetConfirmation(FleetNight):
+    """The confirmation job of a night of several jobs (issue 28, item 4): after every pair-round job of the night
+    (ReFrame dependencies), the night's flows are localised together and the suspects re-tested in one job, each
+    with known-good partners (:func:`ibrepro.fleet_rounds.confirmation_plan`, as a job holding every node does
+    itself); the case fails naming the components whose re-run flows are slow again. Its ``fleet_flows`` stay
+    empty (the pair-round cases store the night's flows), its ``fleet_confirmation`` holds the re-run flows."""
+    descr = "the fleet's confirmation job: the night's suspects re-tested with known-good partners (ibrepro fleet)"
+
+    @run_after('init')
+    def after_every_job(self):
+        for i in range(len(_JOBS)):
+            self.depends_on(FleetPairs.variant_name(i))
+
+    def night_flows(self):
+        """The flows every pair-round case of the night recorded (its fleet.json)."""
+        flows = []
+        for i in range(len(_JOBS)):
+            dep = self.getdep(FleetPairs.variant_name(i))
+            found = [Path(d) / 'fleet.json' for d in (dep.stagedir, dep.outputdir) if d]
+            path = next((f for f in found if f.exists()), None)
+            if path is None and self.is_dry_run():
+                continue                  # nothing ran: the job is generated for the night without suspects
+            if path is None:
+                raise SanityError(f'{dep.display_name}: no fleet.json (its flows) in {dep.stagedir}')
+            flows += json.loads(path.read_text())['flows']
+        return flows
+
+    @run_before('run')
+    def write_plan(self):
+        flows = self.night_flows()
+        fleet_rounds.write_json(Path(self.stagedir) / 'night-flows.json', flows)
+        self.write_history()
+        whole = self.night_plan({'nodes': _FABRIC.nodes, 'rounds': []})
+        rounds, suspects = fleet_rounds.confirmation_plan(whole, flows, fleet_rounds.read_history(self.stagedir))
+        self.skip_if(not suspects, 'no suspects tonight: nothing to confirm')
+        if not rounds:
+            raise SanityError(f'{len(suspects)} suspect(s) and no known-good partner to re-test them: '
+                              + '; '.join(suspects))
+        nodes = sorted({n for r in rounds for p in r.pairs for n in p})
+        plan = {**self.night_plan({'nodes': nodes, 'rounds': []}), 'confirm': False}
+        fleet_rounds.prepare(self.stagedir, plan)
+        fleet_rounds.write_decision(self.stagedir, plan, rounds, suspects)
+        self.launch_plan(plan, len(rounds))
+
+    @sanity_function
+    def confirmed(self):
+        _, again = fleet_rounds.collect(self.stagedir)
+        self.fleet_confirmation = again
+        flows = json.loads((Path(self.stagedir) / 'night-flows.json').read_text())
+        plan = json.loads((Path(self.stagedir) / 'plan.json').read_text())
+        return self.judge(flows, again, plan)
+
+
+if _CONFIRMATION_JOB:
+    rfm.simple_test(FleetConfirmation)

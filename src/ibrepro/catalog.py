@@ -382,7 +382,7 @@ def format_not_run(table, system):
 
 
 #: Checks of the system itself (provenance, the fleet's state), not a reproduction of a paper's experiment.
-SYSTEM_CHECKS = {'RdmaTopology', 'SoftwareVersions', 'FleetSweep', 'FleetPairs'}
+SYSTEM_CHECKS = {'RdmaTopology', 'SoftwareVersions', 'FleetSweep', 'FleetPairs', 'FleetNight', 'FleetConfirmation'}
 
 
 def validate(checks_dir=paths.CHECKS_DIR, nightly=None):

@@ -21,15 +21,12 @@ the sweep says so: an unread component is never a healthy one. Components are na
 import argparse
 import collections
 import json
-import re
 import socket
 import sys
 from pathlib import Path
 
 from . import topology as ibtopology
-
-#: A plain host name (what Slurm's NodeName and NHC's $HOSTNAME are): sweep lines and verdicts accept no other.
-HOST_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,252}')
+from .fleet_plan import HOST_NAME
 
 
 def _fault(component, what, evidence):

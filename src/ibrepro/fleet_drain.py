@@ -23,7 +23,7 @@ import shlex
 import subprocess
 import time
 
-from .fleet import HOST_NAME
+from .fleet_plan import HOST_NAME
 
 #: The localiser's components that belong to one node: ``<kind> <host>`` or ``<kind> <host>:<rail> ...``.
 _NODE_KINDS = ('node', 'port', 'cable')

@@ -36,13 +36,20 @@ A *cell* is the node set of one leaf pair of one shift round (round 0 runs insid
 has ``J = ceil(N / 16)`` jobs at most: cells with the same node set share a job (two leaves: one job); then the
 cells of each shift round are cut into ``max(1, J' // 2)`` contiguous groups (``J' = J - 1`` when ``J >= 3``: one
 job is kept for the confirmation run), one job each (with 16-node leaves
-that is one job per cell). Round-2 jobs start after the round-1 jobs on their nodes (Slurm ``--dependency``).
-With ``J == 1`` everything is one job. The per-node sweep is one more job.
+that is one job per cell). The jobs need no ordering: each holds whole leaves, so two jobs either share a node
+(exclusive allocations run one after the other) or share no leaf, and then no leaf-spine link. ``J == 1``:
+everything is one job, which confirms its own suspects; otherwise the confirmation job runs after every other
+(``FleetConfirmation`` in reframe-checks/system/fleet_pairs.py: ReFrame dependencies). The per-node sweep is one
+more job. ``16`` is :data:`JOB_NODES`, the check's ``IBREPRO_FLEET_JOB_NODES``.
 """
 
 import dataclasses
 import math
 import re
+
+#: A plain host name (what Slurm's NodeName and NHC's $HOSTNAME are): sweep lines, flows' hosts and verdicts
+#: accept no other.
+HOST_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,252}')
 
 #: What the localiser can say without a topology.
 NO_TOPOLOGY = 'no topology: localised to node'
@@ -311,13 +318,13 @@ def link_loads(fabric, pairs):
 
 # -- jobs ------------------------------------------------------------------------------------------
 
-def slurm_jobs(fabric, rounds, nodes=None):
+def slurm_jobs(fabric, rounds, nodes=None, job_nodes=JOB_NODES):
     """The pair-round jobs of a night: a list of ``{'rounds': [numbers], 'nodes': [...]}`` (see the module doc for
-    the cut); at most ``ceil(N / 16)`` of them, the confirmation job included: with a budget of 3 or more one job
-    is kept for it; otherwise the rounds share one job holding every node, which runs the confirmation itself
-    (:func:`confirmation_job_needed`)."""
+    the cut); at most ``ceil(N / job_nodes)`` of them, the confirmation job included: with a budget of 3 or more
+    one job is kept for it; otherwise the rounds share one job holding every node, which runs the confirmation
+    itself (:func:`confirmation_job_needed`)."""
     all_nodes = nodes or fabric.nodes
-    budget = max(1, math.ceil(len(all_nodes) / JOB_NODES))
+    budget = max(1, math.ceil(len(all_nodes) / max(1, int(job_nodes))))
     shift = [r for r in rounds if r.kind == 'leaf-shift']
     if budget == 1 or not shift:
         return [{'rounds': [r.number for r in rounds], 'nodes': sorted(all_nodes)}]

@@ -70,11 +70,11 @@ def load_topology(text):
     return fleet_plan.parse_topology_conf(text), fleet_plan.parse_topology_spines(text)
 
 
-def night(leaves, spines=0):
-    """``(fabric, rounds, jobs)`` of a night on this topology."""
+def night(leaves, spines=0, job_nodes=fleet_plan.JOB_NODES):
+    """``(fabric, rounds, jobs)`` of a night on this topology, at most ``ceil(N / job_nodes)`` jobs."""
     fabric = fleet_plan.fabric_from_leaves(leaves, spines)
     rounds = fleet_plan.pair_rounds(fabric)
-    return fabric, rounds, fleet_plan.slurm_jobs(fabric, rounds)
+    return fabric, rounds, fleet_plan.slurm_jobs(fabric, rounds, job_nodes=job_nodes)
 
 
 def plan(fabric, rounds, job, *, netdev='fab0', seconds=SECONDS, tool='iperf3', rails=None, cpu_sharing=False,
@@ -229,10 +229,15 @@ def _tool_output(path):
 
 
 def _hosts(d, spec):
+    """``{node index: the node it ran on}``: its Slurm name (what the topology and the fabric name) when Slurm
+    launched it, else its hostname; None when it published nothing."""
     hosts = {}
     for i in range(spec['nodes']):
-        info = d / f'node-{i}.json'
-        hosts[i] = json.loads(info.read_text()).get('host') if info.exists() else None
+        path = d / f'node-{i}.json'
+        info = json.loads(path.read_text()) if path.exists() else {}
+        names = [n for n in (info.get('slurm_node'), info.get('host'))
+                 if isinstance(n, str) and fleet_plan.HOST_NAME.fullmatch(n)]
+        hosts[i] = names[0] if names else None
     return hosts
 
 
@@ -420,18 +425,18 @@ def node_main(plan_path, log=print):
             _wait_done(previous, len(p['nodes']), _round_timeout(previous))
         previous = stagedir / f'round-{r["number"]}'
         status |= _run_round(previous, rank, log)
-    if not p.get('confirm'):
-        return status
     decision = stagedir / DECISION
-    if rank == 0:
+    if not p.get('confirm'):
+        if not decision.exists():
+            return status
+        # a confirmation job's plan: no rounds of its own, the decision written before the job (FleetConfirmation)
+    elif rank == 0:
         for r in p['rounds']:
             d = stagedir / f'round-{r["number"]}'
             _wait_done(d, len(p['nodes']), _round_timeout(d))
         flows = [f for r in p['rounds'] for f in flow_records(stagedir / f'round-{r["number"]}', r['number'])]
         rounds, suspects = confirmation_plan(p, flows, read_history(stagedir))
-        for r in rounds:
-            write_round(stagedir / r.name, p, r.pairs)
-        write_json(decision, {'rounds': [r.as_json() for r in rounds], 'suspects': suspects})
+        write_decision(stagedir, p, rounds, suspects)
         log(f'fleet rounds: suspects {suspects or "none"}; confirmation rounds '
             f'{[f"{r.name}: {list(zip(r.roles, r.pairs))}" for r in rounds] or "none"}')
     else:
@@ -447,6 +452,15 @@ def node_main(plan_path, log=print):
         previous = stagedir / r['name']
         status |= _run_round(previous, rank, log)
     return status
+
+
+def write_decision(stagedir, p, rounds, suspects):
+    """The confirmation's decision (:data:`DECISION`: its rounds and the suspects they re-test) and each of its
+    rounds' directories, for the plan ``p``'s nodes."""
+    stagedir = Path(stagedir)
+    for r in rounds:
+        write_round(stagedir / r.name, p, r.pairs)
+    write_json(stagedir / DECISION, {'rounds': [r.as_json() for r in rounds], 'suspects': suspects})
 
 
 def _round_timeout(d):

@@ -348,8 +348,9 @@ def probe(rails, sysfs='/sys'):
     except (AttributeError, OSError):
         allowed = set(range(os.cpu_count() or 1))
     devices = Path(sysfs) / 'class' / 'infiniband'
-    info = {'host': socket.gethostname(), 'pid': os.getpid(), 'cpus': sorted(allowed), 'rails': [],
-            'memlock': memlock(),
+    # slurm_node: the node's name in Slurm (the topology's, the nodelist's), which need not be its hostname (FQDN)
+    info = {'host': socket.gethostname(), 'slurm_node': os.environ.get('SLURMD_NODENAME') or None,
+            'pid': os.getpid(), 'cpus': sorted(allowed), 'rails': [], 'memlock': memlock(),
             'devices': sorted(p.name for p in devices.iterdir()) if devices.is_dir() else []}
     for device, port in rails:
         address, how = rail_address(device, port, sysfs)
