@@ -4,7 +4,7 @@ exactly, a fault-free night names nothing, explain-away keeps a bad cable's upli
 import json
 import random
 
-from ibrepro import fleet_localise as fl, fleet_plan as fp, fleet_simulate as fs
+from ibrepro import fleet_localise as fl, fleet_plan as fp, fleet_rounds as fr, fleet_simulate as fs
 from ibrepro.cli import main
 
 MODEL = fs.Model(64, noise_cv=0.01)
@@ -65,6 +65,60 @@ def test_a_suspect_cleared_by_its_confirmation_is_not_named_and_a_confirmed_one_
     again = [x for r in rounds for x in fs.simulate_flows(fabric, r, MODEL, still, random.Random(5))]
     fl.confirm(result, again, fabric)
     assert result.suspects[0].confirmed is True and named(result) == ['cable n0005:mlx5_0/1 up']
+
+
+TREE8 = fp.fabric_from_leaves({'leaf1': [f'node{i}' for i in range(1, 5)], 'leaf2': [f'node{i}' for i in range(5, 9)]},
+                               2)
+
+
+def _confirmed_night(night, truth, seed):
+    """A night of the 8-node tree (``night(flows)`` makes its slowdowns) and its confirmation, planned as the check
+    plans it (fleet_rounds.confirmation_plan) and run on the fabric as it is (``truth``). Modelled flows."""
+    def records(flows):              # as the check records them (host -> peer)
+        return [{'round': f['round'], 'host': f['src'], 'peer': f['dst'], 'device': f['rail'][0],
+                 'port': f['rail'][1], 'direction': 'send', 'bw': f['bw']} for f in flows]
+    flows = night([x for r in fp.pair_rounds(TREE8)
+                   for x in fs.simulate_flows(TREE8, r.pairs, MODEL, None, random.Random(seed), r.number)])
+    plan = {'nodes': TREE8.nodes, 'leaves': TREE8.leaves, 'spines': TREE8.spines}
+    rounds, _ = fr.confirmation_plan(plan, records(flows))
+    again = [{**f, 'round': r.label(k)} for r in rounds
+             for k, f in enumerate(fs.simulate_flows(TREE8, r.pairs, MODEL, truth, random.Random(seed + 1), r.name))]
+    return fl.localise(flows, TREE8), again, rounds
+
+
+DOWNLINK = 'downlink spine0>leaf2'          # every flow to node5 and node7 from leaf1 (destination-mod-k)
+
+
+def test_a_receivers_downlink_is_re_tested_beside_it_and_named_when_it_is_the_slow_one():
+    """The downlink is 10 % slow, but TCP gave its trunk's loss to node5 alone (node7 kept its cable's rate; seen
+    in a CI night, which then suspected node5's cable, cleared it, and named nothing). node5's flows from its own
+    leaf were not slow, so the downlink is re-tested beside node5's cable: an alternative, named only when its
+    loaded re-run is slow. It is, and node5's own re-run clears its cable."""
+    def uneven(flows):
+        return [{**f, 'bw': f['bw'] * 0.8} if f['dst'] == 'node5' and f['src'] in TREE8.leaves['leaf1'] else f
+                for f in flows]
+    truth = fs.Fault('downlink', DOWNLINK, ('spine0>leaf2',), 0.10)
+    result, again, rounds = _confirmed_night(uneven, truth, 21)
+    cable, link = result.suspects
+    assert cable.name == 'cable node5:mlx5_0/1 down' and link.alternative_to == cable.name
+    assert DOWNLINK in link.members and link.singled_out == f'alternative to {cable.name}'
+    assert named(result) == [cable.name]                   # not re-tested: an alternative is no finding
+    assert any(fp.LINK_CONFIRMATION in r.roles for r in rounds)
+    fl.confirm(result, again, TREE8)
+    assert named(result) == [link.name] and cable.confirmed is False
+
+
+def test_a_receivers_cable_slow_on_its_own_leaf_too_has_no_alternative():
+    """node5's cable is slow: its flows from its own leaf were slow too, so the downlink is no alternative (no
+    link round, no fifth round); node5's re-run confirms its cable."""
+    cable = fs.Fault('cable', 'cable node5:mlx5_0/1 down', ('leaf>node5',), 0.125)
+    def slow(flows):
+        return [{**f, 'bw': f['bw'] * 0.875} if f['dst'] == 'node5' else f for f in flows]
+    result, again, rounds = _confirmed_night(slow, cable, 31)
+    assert [s.name for s in result.suspects] == ['cable node5:mlx5_0/1 down']
+    assert not any(fp.LINK_CONFIRMATION in r.roles for r in rounds) and len(rounds) == 1
+    fl.confirm(result, again, TREE8)
+    assert named(result) == ['cable node5:mlx5_0/1 down']
 
 
 def test_history_makes_a_components_usual_slowness_its_normal():

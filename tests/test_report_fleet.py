@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ibrepro import fleet_rounds, results
+
 FLEET = Path(__file__).parent / 'data' / 'fleet'
 NIGHTS = ['fattree-clean', 'fattree-uplink-leaf1-spine1-25', 'fattree-downlink-spine0-leaf2-25']
 
@@ -133,3 +135,58 @@ def test_fleet_analyse_of_a_stored_night_reads_the_history_it_had(tmp_path):
     assert 'history: 2 pair-round night(s) stored before it' in outputs['48fb7030-761e-412e-9f37-726f69812f1a']
     assert 'NAMED uplink leaf1>spine0 = downlink spine0>leaf2' in outputs['48fb7030-761e-412e-9f37-726f69812f1a']
     assert 'history: 0 pair-round night(s)' in outputs['2aecefe9-2863-4889-9b55-5313a21ff2e8']
+
+
+def test_a_nights_history_is_found_among_many_other_sessions(tmp_path):
+    """The ten real fault-free nights, the first one followed by 300 sessions of other checks (a site's nightly
+    stores many): the pair-round sessions are found by ReFrame's test case index, so the tenth night's history is
+    the nine before it however many sessions lie between, and only those sessions are read."""
+    nights = sorted((FLEET / 'nights').glob('fattree-clean-*.report.json'))
+    db = stored_nights(tmp_path / 'results.db', nights)
+    reports = [json.loads(p.read_text()) for p in nights]
+    first, second = (r['session_info']['time_start_unix'] for r in reports[:2])
+    with sqlite3.connect(db) as conn:
+        for i in range(300):
+            uuid, start = f'00000000-0000-4000-8000-{i:012d}', first + (second - first) * (i + 1) / 302
+            conn.execute('INSERT INTO sessions VALUES(?, ?, ?, ?, ?)', (uuid, start, start, '{}', None))
+            conn.execute('INSERT INTO testcases VALUES(?, ?, ?, ?, ?, ?, ?)',
+                         ('FleetPairsElsewhere %x=1', 'fattree-cluster', 'fabric', 'tcp', start, uuid, uuid))
+    system = reports[0]['runs'][0]['testcases'][0]['system']
+    uuids = [r['session_info']['uuid'] for r in reports]
+    assert results.check_sessions('FleetPairs', system, db=db) == uuids
+    assert results.check_sessions('FleetPairs', system, 'fabric', before=second, db=db) == uuids[:1]
+    assert results.check_sessions('FleetPairs', 'elsewhere', db=db) == []
+    assert results.check_sessions('Fleet%', db=db) == [] and results.check_sessions('FleetPairs_', db=db) == []
+    history, used = fleet_rounds.history_before(reports[-1], db)
+    assert used == uuids[:-1] and history
+
+
+def test_a_component_is_verified_over_more_nights_than_its_history(tmp_path):
+    """Each component's last verification reads the last 90 stored pair-round nights, not the 14 of a history:
+    twenty nights (the ten real fault-free ones, then the same again ten days later under new session UUIDs), the
+    newest selected; node8's flows are taken out of all but the oldest (drained, as it were), so its cable was last
+    verified 19 nights before: shown with that night, not left out."""
+    reports = []
+    for repeat in range(2):
+        for k, path in enumerate(sorted((FLEET / 'nights').glob('fattree-clean-*.report.json'))):
+            data = json.loads(path.read_text())
+            info = data['session_info']
+            if repeat:
+                info['uuid'] = f'10000000-0000-4000-8000-{k:012d}'
+                info['time_start_unix'] += 10 * 86400
+                info['time_start'] = f'later-{k:02d}'
+            if repeat or k:
+                case = next(c for run in data['runs'] for c in run['testcases'] if 'fleet_flows' in c)
+                case['fleet_flows'] = [f for f in case['fleet_flows'] if 'node8' not in (f['host'], f['peer'])]
+            reports.append(tmp_path / f'{repeat}-{path.name}')
+            reports[-1].write_text(json.dumps(data))
+    db = stored_nights(tmp_path / 'results.db', reports)
+    done = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--db', str(db), '--last', '1',
+                           '--output-dir', str(tmp_path / 'out')], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    html = Path(done.stdout.splitlines()[0]).read_text()
+    verified = html[html.index('id="fleet-verified"'):].split('</table>')[0]
+    oldest = json.loads(reports[0].read_text())['session_info']['time_start']
+    assert f'<tr><td>cable node8:fab0/1 up</td><td class="">{oldest}</td></tr>' in verified, verified[:3000]
+    trend = html[html.index('id="fleet-trend"'):].split('</table>')[0]
+    assert trend.count('<th>later-') == 10 and trend.count('<th>') <= 16          # the trend: the last nights

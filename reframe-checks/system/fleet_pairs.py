@@ -149,9 +149,8 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
             return
         problems = []
         try:
-            # a night's sessions hold other checks too: look back over several times as many sessions
-            reports = results.stored_sessions(last=fleet_rounds.HISTORY_SESSIONS * self.fleet_history_nights
-                                              // fleet_rounds.HISTORY_NIGHTS, problems=problems)
+            reports = fleet_rounds.night_reports(self.current_system.name, self.current_partition.name,
+                                                 last=self.fleet_history_nights, problems=problems)
         except (OSError, results.ResultsError) as err:    # no database yet: no history
             reports, problems = [], [str(err)]
         history, used = fleet_rounds.stored_history(reports, self.current_system.name,
@@ -177,7 +176,7 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         self.keep_files = ['fleet.json', 'plan.json', fleet_rounds.HISTORY]
         if self.fleet_named:
             raise SanityError(f'{len(result.named)} component(s) slow: ' + '; '.join(
-                f'{s.name}: {s.effect:+.1%} over {len(s.flows)} flow(s), q={s.q:.2g}, confirmed by '
+                f'{s.name}: {s.effect:+.1%} over {len(s.flows)} flow(s), {s.singled_out}, confirmed by '
                 f'{len(s.confirmation)} flow(s)' for s in result.named))
         return True
 

@@ -323,10 +323,10 @@ def _add_pair_round_cli(sub):
 
 def _noise_reports(paths):
     """The run reports ``--noise-from`` names, or without paths the sessions stored in the results database (the
-    last :data:`ibrepro.fleet_rounds.HISTORY_SESSIONS`, as the pair-round check reads its history)."""
-    from . import fleet_rounds, results
+    pair-round nights of the last :data:`ibrepro.fleet_rounds.STORED_NIGHTS`)."""
+    from . import fleet_rounds
     if not paths:
-        return results.stored_sessions(last=fleet_rounds.HISTORY_SESSIONS, problems=[])
+        return fleet_rounds.night_reports(last=fleet_rounds.STORED_NIGHTS, problems=[])
     reports = []
     for path in paths:
         try:
@@ -393,7 +393,7 @@ def _cli_analyse(args):
         state = {True: 'confirmed', False: 'cleared by its confirmation', None: 'not re-tested'}[s.confirmed]
         worst = sorted(s.flows, key=lambda f: f['residual'])[:3]
         print(f"{'NAMED' if s in result.named else 'suspect'} {s.name}: {s.effect:+.1%} over {len(s.flows)} "
-              f"flow(s), q={s.q:.2g}, {state}; e.g. " +
+              f"flow(s), {s.singled_out}, {state}; e.g. " +
               ', '.join(f"round {f['round']} {f['src']}->{f['dst']} {f['bw']:.3g} MB/s" for f in worst))
     print(f'{len(flows)} flow(s), {result.hypotheses} hypotheses, noise {result.scale:.2%}, '
           f'{len(result.named)} named')

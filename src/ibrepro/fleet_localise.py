@@ -22,6 +22,9 @@ Method (:func:`localise`):
    slows the flows of its uplink too, but after the cable's effect is taken out the uplink has nothing left.
 5. Final test: each chosen hypothesis is re-tested with the others' effects taken out; BH over all hypotheses
    again; the suspects are those with q <= ``alpha`` and the effect.
+6. Alternatives: beside a suspect on a node's receiving side, the downlink all its inter-leaf flows arrive
+   through (destination-mod-k) is re-tested too, and named only when its confirmation confirms it
+   (:func:`_downlink_alternatives`): a trunk shared unevenly can make its loss look like one receiver's cable.
 
 Confirmation (:func:`confirm`): the suspects' re-run flows (:func:`ibrepro.fleet_plan.confirmation_rounds`:
 leaf-spine links loaded with as many flows as they have cables, beside them node-side suspects with known-good
@@ -78,6 +81,13 @@ class Suspect:
     flows: list               # evidence: [{round, src, dst, bw, residual}]
     confirmed: bool | None = None   # None: not re-tested
     confirmation: list = dataclasses.field(default_factory=list)
+    alternative_to: str = ''  # a link re-tested beside this receiver-side suspect (:func:`localise`, 6): named only
+                              # when its confirmation confirms it
+
+    @property
+    def singled_out(self):
+        """How the night singled it out: its q, or the suspect it is re-tested beside."""
+        return f'alternative to {self.alternative_to}' if self.alternative_to else f'q={self.q:.2g}'
 
 
 @dataclasses.dataclass
@@ -91,9 +101,9 @@ class Result:
 
     @property
     def named(self):
-        """The suspects named: confirmed ones when a confirmation ran, else all."""
+        """The suspects named: confirmed ones when a confirmation ran, else all but the alternatives."""
         return [s for s in self.suspects if s.confirmed is not False and
-                (s.confirmed or all(x.confirmed is None for x in self.suspects))]
+                (s.confirmed or not s.alternative_to and all(x.confirmed is None for x in self.suspects))]
 
 
 def flow_kind(fabric, src, dst):
@@ -206,10 +216,61 @@ def localise(flows, fabric, *, expected=None, history=None, method=Method(), hyp
         qs = stats.benjamini_hochberg([p for _, p in final] + others)
         for n, (effect, p), q in zip(chosen, final, qs):
             if q <= method.alpha and effect <= threshold:
-                evidence = [{'round': flows[i]['round'], 'src': flows[i]['src'], 'dst': flows[i]['dst'],
-                             'bw': flows[i]['bw'], 'residual': residuals[i]} for i in hyps[n][1]]
-                suspects.append(Suspect(n, hyps[n][0], math.expm1(effect), p, q, evidence))
+                suspects.append(Suspect(n, hyps[n][0], math.expm1(effect), p, q,
+                                        _evidence(flows, residuals, hyps[n][1])))
+    suspects += _downlink_alternatives(suspects, fabric, hyps, flows, residuals, scale, baselines, threshold)
     return Result(suspects, refs, scale, len(names), '' if fabric.has_topology else NO_TOPOLOGY, method)
+
+
+def _evidence(flows, residuals, idx):
+    return [{'round': flows[i]['round'], 'src': flows[i]['src'], 'dst': flows[i]['dst'], 'bw': flows[i]['bw'],
+             'residual': residuals[i]} for i in idx]
+
+
+def _receiver(members, fabric):
+    """The node whose receiving side a suspect holds (its cable down, its port, the node itself), or None. Matched
+    against the fabric's nodes, not parsed out of the names (a stored name may hold anything)."""
+    for host in fabric.nodes:
+        for m in members:
+            if m == f'node {host}' or m.startswith(f'port {host}:') or (
+                    m.startswith(f'cable {host}:') and m.endswith(' down')):
+                return host
+    return None
+
+
+def _downlink_alternatives(suspects, fabric, hyps, flows, residuals, scale, baselines, threshold):
+    """Step 6: under destination-mod-k every flow to a node arrives through one downlink (its spine's), so a
+    receiver's cable and that downlink differ only in the flows to the link's other receivers, which a shared trunk
+    may slow unevenly (TCP does). Beside each receiver-side suspect the downlink's hypothesis, when it is not a
+    suspect, its night's flows were slower, it has other receivers and the suspect's flows that did not cross it
+    (from its own leaf) were not slow, is an alternative: re-tested by loading the link (:func:`confirm`), named
+    only when confirmed. (A node alone behind its downlink, as on a leaf with a spine per node, differs from it in
+    its own leaf's flows, which the night measured and its re-run repeats.)"""
+    if not fabric.has_topology or len(fabric.leaves) < 2:
+        return []
+    out, taken = [], {m for s in suspects for m in s.members}
+    for s in suspects:
+        host = _receiver(s.members, fabric)
+        if host is None:
+            continue
+        q, leaf = fabric.spine_for(host), fabric.leaf_of(host)
+        if not [n for n in fabric.leaves[leaf] if n != host and fabric.spine_for(n) == q]:
+            continue                  # the link's only receiver: tonight's flows told them apart already
+        link = f'downlink spine{q}>{leaf}'
+        name = next((n for n, (members, _) in hyps.items() if link in members), None)
+        if name is None or link in taken:
+            continue                  # no flow crossed it tonight, or it is a suspect already
+        beside = [residuals[i] for i, f in enumerate(flows)
+                  if f['dst'] == host and link not in fabric.components(f['src'], f['dst'], f['rail'])]
+        if beside and statistics.fmean(beside) <= threshold:
+            continue                  # its flows that did not cross the link were slow too: its own side is
+        effect, p = _stat(residuals, hyps[name][1], scale, baselines[name])
+        if effect >= 0:
+            continue                  # its flows were not slower tonight: nothing to take from the receiver
+        out.append(Suspect(name, hyps[name][0], math.expm1(effect), p, None,
+                           _evidence(flows, residuals, hyps[name][1]), alternative_to=s.name))
+        taken |= set(hyps[name][0])
+    return out
 
 
 def is_link(suspect):

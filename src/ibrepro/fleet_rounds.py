@@ -299,8 +299,20 @@ def analyse(flows, fabric, confirmation=(), expected=None, history=None):
 HISTORY = 'history.json'
 #: nights of a component's history
 HISTORY_NIGHTS = 14
-#: stored sessions read back to find them: a night's sessions hold other checks too
-HISTORY_SESSIONS = 20 * HISTORY_NIGHTS
+#: stored pair-round nights the report reads for each component's last verification (and the noise fit)
+STORED_NIGHTS = 90
+#: the check whose stored sessions are the pair-round nights
+NIGHT_CHECK = 'FleetPairs'
+
+
+def night_reports(system=None, partition=None, *, before=None, last=HISTORY_NIGHTS, db=None, problems=None):
+    """The run reports of the last ``last`` sessions stored with a pair-round case on ``system`` (and
+    ``partition``), started before ``before`` (unix time), oldest first; found by ReFrame's test case index
+    (:func:`ibrepro.results.check_sessions`), so only those sessions are read. Sessions that cannot be read are
+    named in ``problems`` (ResultsError without it)."""
+    from . import results
+    uuids = results.check_sessions(NIGHT_CHECK, system, partition, before, db)
+    return results.sessions_by_uuid(uuids[-last:] if last else uuids, db, problems=problems)
 
 
 def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
@@ -332,23 +344,16 @@ def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
 
 
 def history_before(report, db=None):
-    """``(history, [session uuids])`` a stored pair-round night had: :func:`stored_history` over the last
-    :data:`HISTORY_SESSIONS` sessions stored before it in the results database, of its system and partition (what
-    the check read for it); ``({}, [])`` when the report has no pair-round case."""
+    """``(history, [session uuids])`` a stored pair-round night had: :func:`stored_history` over the pair-round
+    nights of its system and partition stored before it in the results database (what the check read for it);
+    ``({}, [])`` when the report has no pair-round case."""
     from . import results
     case = next((c for c in results.testcases(report) if 'fleet_flows' in c), None)
     if case is None:
         return {}, []
     start = float((report.get('session_info') or {}).get('time_start_unix') or 0)
-    earlier = sessions_before([row[:3] for row in results.session_index(db)], case.get('system'), start)
-    reports = results.sessions_by_uuid(earlier, db, problems=[])
+    reports = night_reports(case.get('system'), case.get('partition'), before=start, db=db, problems=[])
     return stored_history(reports, case.get('system'), case.get('partition'))
-
-
-def sessions_before(rows, system, start):
-    """The UUIDs of the last :data:`HISTORY_SESSIONS` sessions of ``system`` stored before ``start`` (unix time),
-    oldest first; ``rows``: ``(uuid, start, systems)`` of the stored sessions, oldest first."""
-    return [uuid for uuid, when, systems in rows if when < start and system in systems][-HISTORY_SESSIONS:]
 
 
 def read_history(stagedir):

@@ -710,6 +710,24 @@ def session_index(db=None):
     return [(row.uuid, row.start, list(row.systems), row.run) for row, _ in rows]
 
 
+def check_sessions(check, system=None, partition=None, before=None, db=None):
+    """UUIDs of the stored sessions with a test case of ``check`` (the check's name, a variant's display name
+    ``check %param=...``) on ``system`` (and ``partition``) started before ``before`` (unix time), oldest first:
+    ReFrame's own ``testcases`` table, so a check's sessions are found without reading any run report."""
+    db = db or paths.results_db()
+    sql = ('SELECT uuid FROM sessions WHERE uuid IN (SELECT session_uuid FROM testcases WHERE '
+           "(name = ? OR name LIKE ? ESCAPE '\\')" + (' AND system = ?' if system else '')
+           + (' AND partition = ?' if partition else '') + ')' + (' AND session_start_unix < ?' if before else '')
+           + ' ORDER BY session_start_unix, uuid')
+    like = check.replace('\\', '\\\\').replace('%', '\\%').replace('_', '\\_') + ' %'
+    args = [check, like] + [a for a in (system, partition, before) if a]
+    with _connect(db) as conn:
+        try:
+            return [uuid for uuid, in conn.execute(sql, args)]
+        except sqlite3.DatabaseError as err:
+            raise ResultsError(f'{db}: cannot read its test cases: {err}') from None
+
+
 def sessions_by_uuid(uuids, db=None, problems=None):
     """The run reports of the sessions with these exact UUIDs, in the order given (missing ones left out).
 

@@ -6,11 +6,11 @@ crossed it, then its confirmation re-runs), judged again from the stored flows b
 (:func:`ibrepro.fleet_rounds.analyse`) with the history the night had: each component's effects in the pair-round
 nights stored before it (:func:`ibrepro.fleet_rounds.stored_history`, the same reading as the check's). For the
 newest night a leaf x leaf table in the topology's leaf order (the median change of the flows from one leaf to
-another against the night's reference). Over the earlier stored nights (the last
-:data:`~ibrepro.fleet_rounds.HISTORY_NIGHTS`) and the selected ones: per component the last night it was verified
-(crossed by a measured flow and not suspected; never verified first, then the oldest verifications), and the trend
-of the components the newest night suspected or that are slowest in it (each night's effect: the mean change of
-the flows crossing it).
+another against the night's reference). Over the earlier stored pair-round nights (the last
+:data:`~ibrepro.fleet_rounds.STORED_NIGHTS`) and the selected ones: per component the last night it was verified
+(crossed by a measured flow and not suspected; never verified first, then the oldest verifications); over the last
+:data:`~ibrepro.fleet_rounds.HISTORY_NIGHTS` of them and the selected ones, the trend of the components the newest
+night suspected or that are slowest in it (each night's effect: the mean change of the flows crossing it).
 """
 
 import math
@@ -24,7 +24,7 @@ def _suspect(s):
     ``change`` is its bandwidth against the night's reference (the residual ``log(bw / ref)`` as a ratio - 1)."""
     def chain(flows):
         return [{**f, 'change': math.expm1(f['residual'])} for f in flows]
-    return {'name': s.name, 'effect': s.effect, 'q': s.q, 'confirmed': s.confirmed,
+    return {'name': s.name, 'effect': s.effect, 'q': s.q, 'confirmed': s.confirmed, 'singled_out': s.singled_out,
             'evidence': chain(sorted(s.flows, key=lambda f: f['residual'])[:8]),
             'confirmation': chain(s.confirmation)}
 
@@ -66,14 +66,15 @@ def section(system, selected, earlier=()):
     nights are each selected night's history and feed the verification ages and the trend."""
     nights, verified, problems, trend = [], {}, [], []
     before = [r for r in earlier if fleet_rounds.has_night(r, system)]
-    for report in before[-fleet_rounds.HISTORY_NIGHTS:]:
+    for k, report in enumerate(before):     # each component's last verification; the last nights' trend
         try:
             uuid, when, data, fabric, flows = _night(report, system)
             result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'])
         except UNJUDGED:
             continue                      # an earlier night that cannot be judged adds nothing (it is not shown)
         _verify(verified, flows, fabric, result, when)
-        trend.append((when, fleet_localise.component_effects(flows, fabric)))
+        if k >= len(before) - fleet_rounds.HISTORY_NIGHTS:
+            trend.append((when, fleet_localise.component_effects(flows, fabric)))
     for report in selected:
         info = report.get('session_info') or {}
         try:

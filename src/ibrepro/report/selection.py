@@ -86,14 +86,14 @@ def select(*, db=None, sessions=None, last=None, since=None, report_files=None, 
 
 
 def _fleet_earlier(rows, system, mine, db, problems):
-    """The stored sessions before the oldest selected pair-round night of ``system`` (the last
-    :data:`~ibrepro.fleet_rounds.HISTORY_SESSIONS`, whole run reports): its nights' history; [] when no selected
-    session has one."""
+    """The pair-round nights of ``system`` stored before the oldest selected one (the last
+    :data:`~ibrepro.fleet_rounds.STORED_NIGHTS`, found by ReFrame's test case index): its nights' history and each
+    component's last verification; [] when no selected session has one."""
     fleet = [_start(r) for r in mine if fleet_rounds.has_night(r, system)]
     if not fleet or not rows:
         return []
-    before = fleet_rounds.sessions_before([(row.uuid, row.start, row.systems) for row in rows], system, min(fleet))
-    return results.sessions_by_uuid(before, db, problems=problems)
+    return fleet_rounds.night_reports(system, before=min(fleet), last=fleet_rounds.STORED_NIGHTS, db=db,
+                                      problems=problems)
 
 
 def _order(entry):
