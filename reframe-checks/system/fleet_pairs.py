@@ -170,8 +170,7 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         result = fleet_rounds.analyse(flows, fleet_rounds.fabric_of(plan), again, history=history)
         self.fleet_named = [s.name for s in result.named] if name else []
         out = {'leaves': plan['leaves'], 'spines': plan['spines'], 'flows': flows, 'confirmation': again,
-               'history_from': self.fleet_history_from, 'result': fleet_localise.as_json(result),
-               'named_here': name}
+               'history_from': self.fleet_history_from, 'result': fleet_localise.as_json(result)}
         (Path(self.stagedir) / 'fleet.json').write_text(json.dumps(out, indent=1, default=list) + '\n')
         self.keep_files = ['fleet.json', 'plan.json', fleet_rounds.HISTORY]
         if self.fleet_named:

@@ -227,13 +227,23 @@ def _evidence(flows, residuals, idx):
              'residual': residuals[i]} for i in idx]
 
 
+def _node_side(member, host):
+    """The component ``member`` is on ``host``'s side (the node, its port, its cable up or down)."""
+    return member == f'node {host}' or member.startswith((f'port {host}:', f'cable {host}:'))
+
+
+def suspect_hosts(suspects, fabric):
+    """The nodes whose own side a suspect holds (not good partners for a confirmation). Matched against the
+    fabric's nodes, not parsed out of the names (a stored name may hold anything)."""
+    return {host for host in fabric.nodes for s in suspects if any(_node_side(m, host) for m in s.members)}
+
+
 def _receiver(members, fabric):
     """The node whose receiving side a suspect holds (its cable down, its port, the node itself), or None. Matched
     against the fabric's nodes, not parsed out of the names (a stored name may hold anything)."""
     for host in fabric.nodes:
         for m in members:
-            if m == f'node {host}' or m.startswith(f'port {host}:') or (
-                    m.startswith(f'cable {host}:') and m.endswith(' down')):
+            if _node_side(m, host) and not m.endswith(' up'):
                 return host
     return None
 

@@ -410,8 +410,7 @@ def confirmation_plan(p, flows, history=None):
     (:func:`ibrepro.fleet_plan.confirmation_rounds`), and the suspects' names."""
     fabric = fabric_of(p)
     result = analyse(flows, fabric, history=history)
-    hosts = {m.split(' ', 1)[1].split(':')[0].split(' ')[0] for s in result.suspects for m in s.members
-             if m.split(' ', 1)[0] in ('node', 'port', 'cable')}
+    hosts = fleet_localise.suspect_hosts(result.suspects, fabric)
     good = [n for n in p['nodes'] if n not in hosts]
     rounds = fleet_plan.confirmation_rounds([s.members[0] for s in result.suspects], fabric, good)
     return rounds, [s.name for s in result.suspects]

@@ -197,8 +197,7 @@ class IbreproHarness:
         result = fleet_localise.localise(flows, self.fabric, method=self.method, hypotheses=self._hyps)
         confirmation_rounds = []
         if result.suspects:
-            suspect_hosts = {c.split(' ', 1)[1].split(':')[0] for s in result.suspects for c in s.members
-                             if c.split(' ', 1)[0] in ('node', 'port', 'cable')}
+            suspect_hosts = fleet_localise.suspect_hosts(result.suspects, self.fabric)
             good = [n for n in self.fabric.nodes if n not in suspect_hosts]
             confirmation_rounds = fleet_plan.confirmation_rounds([s.members[0] for s in result.suspects],
                                                                  self.fabric, good)
