@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from ibrepro import fleet, fleet_drain, fleet_localise as fl, fleet_plan as fp
-from test_fleet_localise import night
+from test_fleet_localise import latency_night, night
 
 NHC_CHECK = ROOT / 'scripts' / 'nhc' / 'ibrepro_fleet.nhc'
 
@@ -39,6 +39,15 @@ def test_findings_name_the_nodes_and_keep_switch_links_apart():
     assert bad['n0005'][0].startswith('cable n0005:mlx5_0/1 up: bandwidth -')
     bad, links = fleet_drain.findings(None, _uplink_analysis())
     assert bad == {} and [c for c, _ in links] == ['uplink leaf001>spine7']
+
+
+def test_a_node_named_by_latency_is_drained_saying_latency():
+    fabric = fp.fat_tree(64)
+    analysis = fl.as_json(fl.localise(latency_night(fabric, ('cable n0017:mlx5_0/1 up', ('n0017>leaf',)), 7),
+                                      fabric))
+    bad, links = fleet_drain.findings(None, analysis)
+    assert list(bad) == ['n0017'] and links == []
+    assert ': latency +' in bad['n0017'][0]
 
 
 def test_hostile_names_are_refused_and_reasons_kept_plain():

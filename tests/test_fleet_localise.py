@@ -168,3 +168,63 @@ def test_a_loaded_trunk_is_judged_on_what_its_flows_get_together():
         assert named(result) == [suspects[0] if slowed == 'cable' else suspects[1]], slowed
         link = result.suspects[1]
         assert {f['round'] for f in link.confirmation} == {fp.LINK_CONFIRMATION} and len(link.confirmation) == 2
+
+
+LATENCY_MODEL = fs.Model(64, noise_cv=0.01, latency_cv=0.02)
+NODE_17 = 'cable n0017:mlx5_0/1 down = cable n0017:mlx5_0/1 up = port n0017:mlx5_0/1 = node n0017'
+
+
+def latency_night(fabric, fault, seed, increase=0.4, model=LATENCY_MODEL, rounds=None):
+    rng = random.Random(seed)
+    f = fs.Fault('test', fault[0], fault[1], 0.0, latency=increase) if fault else None
+    return [x for r in rounds or fp.pair_rounds(fabric)
+            for x in fs.simulate_flows(fabric, r.pairs, model, f, rng, r.number)]
+
+
+def test_a_slower_pair_latency_names_its_node_side_by_latency_and_nothing_by_bandwidth():
+    fabric = fp.fat_tree(64)
+    for seed in range(3):                                  # latencies on every flow, nothing slow: nothing named
+        quiet = fl.localise(latency_night(fabric, None, seed), fabric)
+        assert named(quiet) == [] and quiet.latency_scale > 0 and set(quiet.latency_references) == {
+            'intra-leaf', 'inter-leaf'}
+    result = fl.localise(latency_night(fabric, ('cable n0017:mlx5_0/1 up', ('n0017>leaf',)), 7), fabric)
+    # a ping-pong crosses both directions: the node's cables, port and node are one latency hypothesis
+    assert named(result) == [NODE_17]
+    s = result.named[0]
+    assert s.metric == fl.LATENCY and s.effect > 0.2 and s.change.startswith('latency +')
+    assert all({'round', 'src', 'dst', 'lat', 'residual'} <= set(f) for f in s.flows)
+    assert all('n0017' in (f['src'], f['dst']) for f in s.flows)
+    assert fl.as_json(result)['named'][0]['metric'] == 'latency'
+
+
+def test_a_slower_uplink_latency_is_named_as_its_link():
+    fabric = fp.fat_tree(64)
+    result = fl.localise(latency_night(fabric, ('uplink leaf001>spine7', ('leaf001>spine7',)), 2), fabric)
+    assert len(result.named) == 1 and 'uplink leaf001>spine7' in result.named[0].members
+    assert result.named[0].metric == fl.LATENCY
+
+
+def test_a_latency_suspect_is_named_only_when_its_re_run_latency_is_slow_again():
+    fabric = fp.fat_tree(64)
+    fault = fs.Fault('test', 'cable n0017:mlx5_0/1 up', ('n0017>leaf',), 0.0, latency=0.4)
+    flows = latency_night(fabric, (fault.component, fault.links), 5)
+    good = [n for n in fabric.nodes if n != 'n0017']
+    rounds = fp.confirmation_rounds(['cable n0017:mlx5_0/1 down'], fabric, good)
+    for truth, expect in ((None, False), (fault, True)):
+        result = fl.localise(flows, fabric)
+        again = [{**x, 'round': r.label(k)} for r in rounds for k, x in enumerate(
+            fs.simulate_flows(fabric, r.pairs, LATENCY_MODEL, truth, random.Random(6), r.name))]
+        fl.confirm(result, again, fabric)
+        assert [s.confirmed for s in result.suspects] == [expect]
+        assert named(result) == ([NODE_17] if expect else [])
+        assert result.suspects[0].confirmation and all('lat' in f for f in result.suspects[0].confirmation)
+
+
+def test_latencies_that_are_not_positive_numbers_are_not_judged():
+    fabric = fp.fat_tree(64)
+    flows = latency_night(fabric, None, 1)
+    for f, bad in zip(flows, ['1.5', True, -2.0, 0, None, float('nan'), float('inf')] * len(flows)):
+        f['lat'] = bad
+    result = fl.localise(flows, fabric)
+    assert result.latency_scale is None and result.latency_references == {} and named(result) == []
+    assert fl.latency_flows(flows) == []

@@ -235,10 +235,15 @@ def test_fleet_analyse_names_the_slow_link_of_a_real_night(tmp_path, name, compo
 def test_fleet_analyse_of_a_real_rdma_night(name, component):
     """Real RDMA nights of the check on the soft-RoCE Slurm guests (two rails, perftest 4.5): one with rxnode3's
     rxe1 tap shaped to 4 Mbit/s inbound names that rail's cable, and only it; a night without names nothing. Each
-    flow carries its rail and its pair's latency."""
+    flow carries its rail and its pair's latency, judged too (one latency flow per pair and rail): a bandwidth
+    shaper does not slow a ping-pong, and neither night names anything by latency."""
     report = FIXTURES / f'softroce-rdma-{name}.report.json'
     data = fleet_rounds.from_report(json.loads(report.read_text()))
     assert {f['device'] for f in data['flows']} == {'rxe0', 'rxe1'} and all(f['lat'] > 0 for f in data['flows'])
+    flows = fleet_localise.read_flows(data['flows'])
+    result = fleet_rounds.analyse(data['flows'], fleet_rounds.night_fabric(data, flows), data['confirmation'])
+    assert len(fleet_localise.latency_flows(flows)) == len(flows) // 2 and result.latency_scale > 0
+    assert not [s for s in result.suspects if s.metric == fleet_localise.LATENCY]
     done = subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'fleet', 'analyse', str(report)],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == (1 if component else 0), done.stdout + done.stderr

@@ -4,6 +4,8 @@ import json
 import random
 from pathlib import Path
 
+import pytest
+
 from ibrepro import fleet_plan as fp, fleet_simulate as fs
 from ibrepro.cli import main
 
@@ -88,7 +90,11 @@ def test_the_cli_fits_the_noise_from_the_results_database_or_reports(tmp_path, m
 
 
 def test_faults_and_bounds():
-    assert fs.parse_fault('random:25%') == 0.25
+    assert fs.parse_fault('random:25%') == (0.25, 0.0)
+    assert fs.parse_fault('latency:30%') == (0.0, 0.30)
+    for bad in ('random:0%', 'latency:x%', 'latency:30', 'slow:10%', 'random:100%'):
+        with pytest.raises(ValueError, match='--fault'):
+            fs.parse_fault(bad)
     assert fs.poisson_upper(0, 100) < fs.poisson_upper(1, 100)
     assert abs(fs.poisson_upper(0, 1) - 3.689) < 1e-3            # Garwood: chi2(0.975, 2) / 2
     assert 4000 / 200 < fs.poisson_upper(4000, 200) < 4300 / 200  # large counts: above the rate, not underflowed

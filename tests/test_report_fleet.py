@@ -190,3 +190,15 @@ def test_a_component_is_verified_over_more_nights_than_its_history(tmp_path):
     assert f'<tr><td>cable node8:fab0/1 up</td><td class="">{oldest}</td></tr>' in verified, verified[:3000]
     trend = html[html.index('id="fleet-trend"'):].split('</table>')[0]
     assert trend.count('<th>later-') == 10 and trend.count('<th>') <= 16          # the trend: the last nights
+
+
+def test_a_latency_suspects_evidence_is_its_latencies_and_their_increase():
+    from ibrepro import fleet_localise as fl, fleet_plan as fp
+    from ibrepro.report import fleet as report_fleet
+    from test_fleet_localise import latency_night
+    fabric = fp.fat_tree(64)
+    result = fl.localise(latency_night(fabric, ('cable n0017:mlx5_0/1 up', ('n0017>leaf',)), 7), fabric)
+    shown = report_fleet._suspect(result.named[0])
+    assert shown['metric'] == 'latency' and shown['unit'] == 'us' and shown['effect'] > 0
+    slowest = shown['evidence'][0]
+    assert slowest['value'] == slowest['lat'] and slowest['change'] > 0.2    # slower = more latency, shown as +

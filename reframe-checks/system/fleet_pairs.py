@@ -5,7 +5,7 @@ One case per Slurm job of the night (:func:`ibrepro.fleet_plan.slurm_jobs`): its
 of each disjoint pair at once: RDMA flows on every rail (``ib_write_bw -D``, then each pair's ``ib_send_lat``
 alone) or TCP flows (iperf3, argv flows) over the rail's network interface; when the job holds the whole fabric,
 the suspects are re-tested in the same job with known-good partners (:mod:`ibrepro.fleet_rounds`) and the case
-fails naming each confirmed component. A night of several jobs (more nodes than ``IBREPRO_FLEET_JOB_NODES``, 16)
+fails naming each confirmed component, by bandwidth or (RDMA) by latency. A night of several jobs (more nodes than ``IBREPRO_FLEET_JOB_NODES``, 16)
 has one more case, ``FleetConfirmation``: after every pair-round case (ReFrame dependencies) it localises the
 night's flows together, re-tests the suspects in a job of their own and fails naming the confirmed ones (the
 pair-round cases then name nothing themselves). Every flow (src, dst, direction, round, rail, bandwidth, RDMA
@@ -175,7 +175,7 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         self.keep_files = ['fleet.json', 'plan.json', fleet_rounds.HISTORY]
         if self.fleet_named:
             raise SanityError(f'{len(result.named)} component(s) slow: ' + '; '.join(
-                f'{s.name}: {s.effect:+.1%} over {len(s.flows)} flow(s), {s.singled_out}, confirmed by '
+                f'{s.name}: {s.change} over {len(s.flows)} flow(s), {s.singled_out}, confirmed by '
                 f'{len(s.confirmation)} flow(s)' for s in result.named))
         return True
 

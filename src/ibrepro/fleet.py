@@ -303,7 +303,8 @@ def _add_pair_round_cli(sub):
     sim.add_argument('--nodes', type=int, required=True)
     sim.add_argument('--nights', type=int, default=200, help='nights with one injected fault (default 200)')
     sim.add_argument('--fault-free-nights', type=int, default=20)
-    sim.add_argument('--fault', default='random:10%', help='random:<loss>%% (default random:10%%)')
+    sim.add_argument('--fault', default='random:10%',
+                     help='random:<loss>%% (bandwidth, default random:10%%) or latency:<increase>%%')
     sim.add_argument('--seed', type=int, default=0)
     sim.add_argument('--leaf-size', type=int, default=16)
     sim.add_argument('--spines', type=int, default=0, help='default: the leaf size (non-blocking)')
@@ -315,6 +316,9 @@ def _add_pair_round_cli(sub):
     sim.add_argument('--noise-from', nargs='*', metavar='REPORT', default=None,
                      help='fit the noise CV from the pair-round nights stored in the results database, or in '
                           'these ReFrame run reports (each flow across the nights that named nothing)')
+    sim.add_argument('--latency-cv', type=float, default=None,
+                     help="simulate each pair's latency with this CV (default with a latency fault: the "
+                          "modelled 0.02; else none)")
     sim.add_argument('--linktest-min', type=float, default=0.95, help="LinkTest-like minimum, x link capacity")
     sim.add_argument('--no-baselines', action='store_true')
     sim.add_argument('--json', metavar='OUT')
@@ -392,9 +396,10 @@ def _cli_analyse(args):
     for s in result.suspects:
         state = {True: 'confirmed', False: 'cleared by its confirmation', None: 'not re-tested'}[s.confirmed]
         worst = sorted(s.flows, key=lambda f: f['residual'])[:3]
-        print(f"{'NAMED' if s in result.named else 'suspect'} {s.name}: {s.effect:+.1%} over {len(s.flows)} "
+        print(f"{'NAMED' if s in result.named else 'suspect'} {s.name}: {s.change} over {len(s.flows)} "
               f"flow(s), {s.singled_out}, {state}; e.g. " +
-              ', '.join(f"round {f['round']} {f['src']}->{f['dst']} {f['bw']:.3g} MB/s" for f in worst))
+              ', '.join(f"round {f['round']} {f['src']}->{f['dst']} " +
+                        (f"{f['bw']:.3g} MB/s" if 'bw' in f else f"{f['lat']:.3g} us") for f in worst))
     print(f'{len(flows)} flow(s), {result.hypotheses} hypotheses, noise {result.scale:.2%}, '
           f'{len(result.named)} named')
     if args.json:
@@ -405,7 +410,7 @@ def _cli_analyse(args):
 def _cli_simulate(args):
     from . import fleet_simulate, results
     try:
-        loss = fleet_simulate.parse_fault(args.fault)
+        loss, latency = fleet_simulate.parse_fault(args.fault)
     except ValueError as err:
         print(f'ibrepro fleet simulate: {err}', file=sys.stderr)
         return 2
@@ -426,13 +431,21 @@ def _cli_simulate(args):
             return 2
     if cv is None:
         cv, source = fleet_simulate.MODELLED_NOISE_CV, 'modelled (an assumption, not measured)'
+    latency_cv = args.latency_cv
+    if latency_cv is None and latency:
+        latency_cv = fleet_simulate.MODELLED_LATENCY_CV
     model = fleet_simulate.Model(args.nodes, cv, args.leaf_size, args.spines,
-                                 args.link_capacity or fleet_simulate.NOMINAL_LINK_MBPS, args.linktest_min)
-    result = fleet_simulate.run(model, args.nights, loss, seed=args.seed,
+                                 args.link_capacity or fleet_simulate.NOMINAL_LINK_MBPS, args.linktest_min,
+                                 latency_cv)
+    result = fleet_simulate.run(model, args.nights, loss, latency=latency, seed=args.seed,
                                 fault_free_nights=args.fault_free_nights, baselines=not args.no_baselines)
     result['simulation']['noise_cv_source'] = source
+    if latency_cv:
+        result['simulation']['latency_cv_source'] = ('given (--latency-cv)' if args.latency_cv
+                                                     else 'modelled (an assumption, not measured)')
     print(f'simulated (not measured): N={args.nodes}, {args.nights} fault nights ({args.fault}), '
-          f'{args.fault_free_nights} fault-free, noise CV {cv:g} ({source})')
+          f'{args.fault_free_nights} fault-free, noise CV {cv:g} ({source})'
+          + (f", latency CV {latency_cv:g} ({result['simulation']['latency_cv_source']})" if latency_cv else ''))
     print(f"{'harness':12} {'named exactly':>13} {'wrong/night':>11} {'upper95':>8} {'rounds':>7} {'jobs':>6} "
           f"{'fault-free alarms':>17}")
     for name in ('ibrepro', 'clusterkit', 'linktest'):

@@ -58,7 +58,8 @@ def findings(sweep=None, analysis=None):
     for named in (analysis or {}).get('named', []):
         members = named.get('members') or [named.get('name', '')]
         effect = named.get('effect')
-        why = _reason(f"{named.get('name')}: bandwidth {effect:+.1%} over {len(named.get('flows') or [])} flow(s)"
+        metric = named.get('metric') if named.get('metric') in ('bandwidth', 'latency') else 'bandwidth'
+        why = _reason(f"{named.get('name')}: {metric} {effect:+.1%} over {len(named.get('flows') or [])} flow(s)"
                       if isinstance(effect, (int, float)) else named.get('name'))
         hosts = {_host(m.split(' ', 1)[1].split(':', 1)[0]) for m in members
                  if m.split(' ', 1)[0] in _NODE_KINDS and ' ' in m}

@@ -26,6 +26,13 @@ Method (:func:`localise`):
    through (destination-mod-k) is re-tested too, and named only when its confirmation confirms it
    (:func:`_downlink_alternatives`): a trunk shared unevenly can make its loss look like one receiver's cable.
 
+Latency (RDMA nights, whose flows carry the pair's ``ib_send_lat``): the same steps 1-5 over one latency flow per
+pair, rail and round (:func:`latency_flows`), with ``r = log(reference) - log(lat)`` (negative = slower again), a
+reference per flow kind from the night's fleet median, its own noise scale and its own false discovery family,
+and ``min_latency_increase`` for the effect. A ping-pong crosses both directions' components, so a node's cables,
+port and node are one latency hypothesis, as are the two directions of a path. No history (the stored nights
+keep bandwidth effects only): a component whose latency is always above the fleet's is named every night.
+
 Confirmation (:func:`confirm`): the suspects' re-run flows (:func:`ibrepro.fleet_plan.confirmation_rounds`:
 leaf-spine links loaded with as many flows as they have cables, beside them node-side suspects with known-good
 partners)
@@ -46,6 +53,8 @@ from .fleet_plan import LINK_CONFIRMATION, LINK_KINDS, NO_TOPOLOGY
 class Method:
     alpha: float = 0.01        # false discovery rate (Benjamini-Hochberg) of the suspects
     min_effect: float = 0.05   # smallest relative bandwidth loss named
+    min_latency_increase: float = 0.20   # smallest relative latency increase named (chosen: a C-state or NUMA
+                                         # penalty is tens of %; ClusterKit flags 2.1x the best pair)
     min_cv: float = 0.005      # floor of the noise scale (relative)
     min_history: int = 3       # fewer past nights of a component: its history is not used
 
@@ -53,11 +62,12 @@ class Method:
 def read_flows(records, fabric=None):
     """Normalise flow records to dicts ``{round, src, dst, rail, bw, lat}``: each record has ``round``, ``host``,
     ``device``, ``port``, ``peer``, ``direction`` ('send' or 'recv'), ``bw`` (MB/s) and optionally ``lat`` (us).
-    Records without a positive bandwidth are skipped (a failed pair is the pair runner's verdict, not a residual)."""
+    Records without a finite positive bandwidth are skipped (a failed pair is the pair runner's verdict, not a
+    residual)."""
     flows = []
     for rec in records:
         bw = rec.get('bw')
-        if not isinstance(bw, (int, float)) or bw <= 0:
+        if not isinstance(bw, (int, float)) or isinstance(bw, bool) or not 0 < bw < math.inf:
             continue
         host, peer = rec['host'], rec['peer']
         src, dst = (host, peer) if rec.get('direction', 'send') == 'send' else (peer, host)
@@ -65,6 +75,50 @@ def read_flows(records, fabric=None):
                       'rail': (rec.get('device', 'mlx5_0'), int(rec.get('port', 1))),
                       'bw': float(bw), 'lat': rec.get('lat')})
     return flows
+
+
+BANDWIDTH, LATENCY = 'bandwidth', 'latency'
+#: a flow dict's value of each metric
+VALUE = {BANDWIDTH: 'bw', LATENCY: 'lat'}
+
+
+def latency_flows(flows):
+    """One latency flow per measured pair, rail and round: ``{round, src, dst, rail, lat, both: True}`` (the
+    pair's bandwidth flows, one per direction, carry the same ping-pong latency; a ping-pong crosses both
+    directions' components: :func:`crossed`)."""
+    out = {}
+    for f in flows:
+        lat = f.get('lat')
+        if isinstance(lat, (int, float)) and not isinstance(lat, bool) and 0 < lat < math.inf:
+            key = (f['round'], frozenset((f['src'], f['dst'])), f['rail'])
+            out.setdefault(key, {'round': f['round'], 'src': f['src'], 'dst': f['dst'], 'rail': f['rail'],
+                                 'lat': float(lat), 'both': True})
+    return list(out.values())
+
+
+def crossed(fabric, f):
+    """The components a flow crosses: its direction's (:meth:`~ibrepro.fleet_plan.Fabric.components`), a
+    ping-pong's (``both``) both directions'."""
+    out = fabric.components(f['src'], f['dst'], f['rail'])
+    if f.get('both'):
+        out = list(dict.fromkeys([*out, *fabric.components(f['dst'], f['src'], f['rail'])]))
+    return out
+
+
+def residual(metric, value, reference):
+    """The log change of a flow against its reference, negative = worse: less bandwidth, more latency."""
+    return math.log(value / reference) if metric == BANDWIDTH else math.log(reference / value)
+
+
+def change(metric, effect):
+    """The relative change of the metric an effect (log units, :func:`residual`) is: bandwidth -0.1 = 10 % less,
+    latency +0.25 = 25 % more."""
+    return math.expm1(effect) if metric == BANDWIDTH else math.expm1(-effect)
+
+
+def _threshold(metric, method):
+    """The largest effect (log units) named."""
+    return math.log1p(-method.min_effect) if metric == BANDWIDTH else -math.log1p(method.min_latency_increase)
 
 
 def _phi(z):
@@ -75,14 +129,20 @@ def _phi(z):
 class Suspect:
     name: str                 # the hypothesis: its components joined by ' = '
     members: tuple            # the components
-    effect: float             # relative bandwidth change (negative = slower)
+    effect: float             # relative change of its metric: bandwidth negative = slower, latency positive
     p: float
     q: float | None
-    flows: list               # evidence: [{round, src, dst, bw, residual}]
+    flows: list               # evidence: [{round, src, dst, bw or lat, residual}]
     confirmed: bool | None = None   # None: not re-tested
     confirmation: list = dataclasses.field(default_factory=list)
     alternative_to: str = ''  # a link re-tested beside this receiver-side suspect (:func:`localise`, 6): named only
                               # when its confirmation confirms it
+    metric: str = BANDWIDTH   # what slowed: BANDWIDTH or LATENCY
+
+    @property
+    def change(self):
+        """What slowed and by how much: 'bandwidth -10.0%', 'latency +40.0%'."""
+        return f'{self.metric} {self.effect:+.1%}'
 
     @property
     def singled_out(self):
@@ -98,6 +158,13 @@ class Result:
     hypotheses: int           # how many were tested (the BH family)
     statement: str = ''       # NO_TOPOLOGY when the fabric has none
     method: Method = Method()
+    latency_references: dict = dataclasses.field(default_factory=dict)   # flow kind -> reference latency (us)
+    latency_scale: float | None = None   # the latency residuals' noise scale; None: no flow had a latency
+
+    def reference(self, metric, kind):
+        """The reference of a flow kind for a metric (the median of the kinds' when the night had none of it)."""
+        refs = self.references if metric == BANDWIDTH else self.latency_references
+        return refs.get(kind) or statistics.median(refs.values())
 
     @property
     def named(self):
@@ -113,11 +180,12 @@ def flow_kind(fabric, src, dst):
     return 'intra-leaf' if fabric.leaf_of(src) == fabric.leaf_of(dst) else 'inter-leaf'
 
 
-def references(flows, fabric, expected=None):
-    """Reference bandwidth per flow kind: ``expected`` (the partition's, MB/s) when given, else the fleet median."""
+def references(flows, fabric, expected=None, metric=BANDWIDTH):
+    """Reference per flow kind of a metric: ``expected`` (the partition's, MB/s) when given, else the fleet
+    median."""
     kinds = {}
     for f in flows:
-        kinds.setdefault(flow_kind(fabric, f['src'], f['dst']), []).append(f['bw'])
+        kinds.setdefault(flow_kind(fabric, f['src'], f['dst']), []).append(f[VALUE[metric]])
     return {k: float(expected) if expected else statistics.median(v) for k, v in kinds.items()}
 
 
@@ -138,7 +206,7 @@ def hypotheses_of(flows, fabric):
     """{name: (members, [flow indices])}: components grouped by identical flow sets."""
     by_component = {}
     for i, f in enumerate(flows):
-        for c in fabric.components(f['src'], f['dst'], f['rail']):
+        for c in crossed(fabric, f):
             by_component.setdefault(c, []).append(i)
     by_flows = {}
     for c, idx in by_component.items():
@@ -165,65 +233,88 @@ def _stat(residuals, idx, scale, baseline=0.0):
 
 
 def localise(flows, fabric, *, expected=None, history=None, method=Method(), hypotheses=None):
-    """The night's suspects (see the module doc). ``flows`` from :func:`read_flows`; ``expected`` the partition's
-    bandwidth (MB/s) or None; ``history`` {component: [past effects, log units]} or None; ``hypotheses`` the
-    grouping of :func:`hypotheses_of` for the same flow list (src, dst, rail in the same order), to reuse it."""
-    history = history or {}
-    refs = references(flows, fabric, expected)
-    residuals = [math.log(f['bw']) - math.log(refs[flow_kind(fabric, f['src'], f['dst'])]) for f in flows]
-    scale = max(stats.MAD_TO_SIGMA * stats.mad(residuals) if len(residuals) > 1 else 0.0, method.min_cv)
-    hyps = hypotheses or hypotheses_of(flows, fabric)
-    names = list(hyps)
-    baselines = {}
-    for name, (members, _) in hyps.items():
-        past = [v for m in members for v in history.get(m, ())]
-        baselines[name] = statistics.median(past) if len(past) >= method.min_history else 0.0
-    threshold = math.log1p(-method.min_effect)
+    """The night's suspects (see the module doc): bandwidth's, then latency's when flows carry one. ``flows`` from
+    :func:`read_flows`; ``expected`` the partition's bandwidth (MB/s) or None; ``history`` {component: [past
+    bandwidth effects, log units]} or None; ``hypotheses`` {metric: the grouping of :func:`hypotheses_of`} for the
+    same flow list (and its :func:`latency_flows`), to reuse it."""
+    hypotheses = hypotheses or {}
+    bw = _Metric(BANDWIDTH, flows, fabric, method, expected, history or {}, hypotheses.get(BANDWIDTH))
+    suspects = bw.suspects()
+    suspects += _downlink_alternatives(suspects, fabric, bw)
+    lat = None
+    pings = latency_flows(flows)
+    if pings:
+        lat = _Metric(LATENCY, pings, fabric, method, None, {}, hypotheses.get(LATENCY))
+        suspects += lat.suspects()
+    return Result(suspects, bw.refs, bw.scale, len(bw.names) + (len(lat.names) if lat else 0),
+                  '' if fabric.has_topology else NO_TOPOLOGY, method,
+                  lat.refs if lat else {}, lat.scale if lat else None)
 
-    def tested(res):
-        out = [_stat(res, hyps[n][1], scale, baselines[n]) for n in names]
-        qs = stats.benjamini_hochberg([p for _, p in out])
-        return out, qs
 
-    current = list(residuals)
-    chosen, effects = [], {}
-    while True:
-        out, qs = tested(current)
-        best, gain = None, 0.0
-        for n, (effect, _), q in zip(names, out, qs):
-            if n in effects or q > method.alpha or effect > threshold:
-                continue
-            explained = len(hyps[n][1]) * effect ** 2
-            if explained > gain:
-                best, gain = n, explained
-        if best is None:
-            break
-        effect = out[names.index(best)][0]
-        effects[best] = effect
-        chosen.append(best)
-        for i in hyps[best][1]:
-            current[i] -= effect
+class _Metric:
+    """One metric's night (steps 1-5): its flows' residuals, noise scale, hypotheses and their baselines."""
 
-    suspects = []
-    if chosen:
+    def __init__(self, metric, flows, fabric, method, expected, history, hyps):
+        self.metric, self.flows, self.method = metric, flows, method
+        self.refs = references(flows, fabric, expected, metric)
+        self.residuals = [residual(metric, f[VALUE[metric]], self.refs[flow_kind(fabric, f['src'], f['dst'])])
+                          for f in flows]
+        self.scale = max(stats.MAD_TO_SIGMA * stats.mad(self.residuals) if len(flows) > 1 else 0.0, method.min_cv)
+        self.hyps = hyps or hypotheses_of(flows, fabric)
+        self.names = list(self.hyps)
+        self.baselines = {}
+        for name, (members, _) in self.hyps.items():
+            past = [v for m in members for v in history.get(m, ())]
+            self.baselines[name] = statistics.median(past) if len(past) >= method.min_history else 0.0
+        self.threshold = _threshold(metric, method)
+
+    def stat(self, res, name):
+        return _stat(res, self.hyps[name][1], self.scale, self.baselines[name])
+
+    def suspects(self):
+        """Steps 3-5: explain-away, then each chosen hypothesis re-tested with the others' effects taken out."""
+        hyps, names, alpha = self.hyps, self.names, self.method.alpha
+        current = list(self.residuals)
+        chosen, effects = [], {}
+        while True:
+            out = [self.stat(current, n) for n in names]
+            qs = stats.benjamini_hochberg([p for _, p in out])
+            best, gain = None, 0.0
+            for n, (effect, _), q in zip(names, out, qs):
+                if n in effects or q > alpha or effect > self.threshold:
+                    continue
+                explained = len(hyps[n][1]) * effect ** 2
+                if explained > gain:
+                    best, gain = n, explained
+            if best is None:
+                break
+            effect = out[names.index(best)][0]
+            effects[best] = effect
+            chosen.append(best)
+            for i in hyps[best][1]:
+                current[i] -= effect
+        if not chosen:
+            return []
         final = []
         for n in chosen:                        # each chosen one with the others' effects taken out
             res = list(current)
             for i in hyps[n][1]:
                 res[i] += effects[n]
-            final.append(_stat(res, hyps[n][1], scale, baselines[n]))
-        others = [(_stat(current, hyps[n][1], scale, baselines[n])[1]) for n in names if n not in effects]
+            final.append(self.stat(res, n))
+        others = [self.stat(current, n)[1] for n in names if n not in effects]
         qs = stats.benjamini_hochberg([p for _, p in final] + others)
-        for n, (effect, p), q in zip(chosen, final, qs):
-            if q <= method.alpha and effect <= threshold:
-                suspects.append(Suspect(n, hyps[n][0], math.expm1(effect), p, q,
-                                        _evidence(flows, residuals, hyps[n][1])))
-    suspects += _downlink_alternatives(suspects, fabric, hyps, flows, residuals, scale, baselines, threshold)
-    return Result(suspects, refs, scale, len(names), '' if fabric.has_topology else NO_TOPOLOGY, method)
+        return [self.suspect(n, effect, p, q) for n, (effect, p), q in zip(chosen, final, qs)
+                if q <= alpha and effect <= self.threshold]
+
+    def suspect(self, name, effect, p, q, **extra):
+        return Suspect(name, self.hyps[name][0], change(self.metric, effect), p, q,
+                       _evidence(self.metric, self.flows, self.residuals, self.hyps[name][1]), metric=self.metric,
+                       **extra)
 
 
-def _evidence(flows, residuals, idx):
-    return [{'round': flows[i]['round'], 'src': flows[i]['src'], 'dst': flows[i]['dst'], 'bw': flows[i]['bw'],
+def _evidence(metric, flows, residuals, idx):
+    key = VALUE[metric]
+    return [{'round': flows[i]['round'], 'src': flows[i]['src'], 'dst': flows[i]['dst'], key: flows[i][key],
              'residual': residuals[i]} for i in idx]
 
 
@@ -248,7 +339,7 @@ def _receiver(members, fabric):
     return None
 
 
-def _downlink_alternatives(suspects, fabric, hyps, flows, residuals, scale, baselines, threshold):
+def _downlink_alternatives(suspects, fabric, bw):
     """Step 6: under destination-mod-k every flow to a node arrives through one downlink (its spine's), so a
     receiver's cable and that downlink differ only in the flows to the link's other receivers, which a shared trunk
     may slow unevenly (TCP does). Beside each receiver-side suspect the downlink's hypothesis, when it is not a
@@ -258,6 +349,7 @@ def _downlink_alternatives(suspects, fabric, hyps, flows, residuals, scale, base
     its own leaf's flows, which the night measured and its re-run repeats.)"""
     if not fabric.has_topology or len(fabric.leaves) < 2:
         return []
+    hyps, flows, residuals = bw.hyps, bw.flows, bw.residuals
     out, taken = [], {m for s in suspects for m in s.members}
     for s in suspects:
         host = _receiver(s.members, fabric)
@@ -272,13 +364,12 @@ def _downlink_alternatives(suspects, fabric, hyps, flows, residuals, scale, base
             continue                  # no flow crossed it tonight, or it is a suspect already
         beside = [residuals[i] for i, f in enumerate(flows)
                   if f['dst'] == host and link not in fabric.components(f['src'], f['dst'], f['rail'])]
-        if beside and statistics.fmean(beside) <= threshold:
+        if beside and statistics.fmean(beside) <= bw.threshold:
             continue                  # its flows that did not cross the link were slow too: its own side is
-        effect, p = _stat(residuals, hyps[name][1], scale, baselines[name])
+        effect, p = bw.stat(residuals, name)
         if effect >= 0:
             continue                  # its flows were not slower tonight: nothing to take from the receiver
-        out.append(Suspect(name, hyps[name][0], math.expm1(effect), p, None,
-                           _evidence(flows, residuals, hyps[name][1]), alternative_to=s.name))
+        out.append(bw.suspect(name, effect, p, None, alternative_to=s.name))
         taken |= set(hyps[name][0])
     return out
 
@@ -290,54 +381,61 @@ def is_link(suspect):
 
 def confirm(result, confirmation_flows, fabric):
     """Mark each suspect of ``result`` confirmed or cleared by its re-run flows (in place; returns ``result``),
-    against the night's reference and noise scale; confirmed when p <= alpha and the loss is at least min_effect.
-    A suspect without re-run flows stays not re-tested.
+    against the night's reference and noise scale of its metric; confirmed when p <= alpha and the effect is at
+    least the method's. A suspect without re-run flows stays not re-tested.
 
-    Node-side suspects: the mean residual of the flows crossing them outside the link round and through no suspect
-    link (whose loss they would carry). Leaf-spine links
+    Node-side bandwidth suspects: the mean residual of the flows crossing them outside the link round and through
+    no suspect link (whose loss they would carry). Leaf-spine links
     (:func:`is_link`): the flows that loaded them (labelled ``confirmation-links``, as many at once as the link
     has cables) as one aggregate, ``log(sum bw) - log(sum expected)``: a shared link's loss is
     in what its flows get together, however unevenly TCP shares it; a flow's expected bandwidth is the reference
     times the confirmed effect of a node-side suspect it crosses. Without loaded flows (an older night's records)
-    a link is judged like a node-side suspect."""
+    a link is judged like a node-side suspect. Latency suspects: the mean residual of every re-run pair's latency
+    crossing them (a round's latency runs after its bandwidth flows, unloaded)."""
     method = result.method
-    threshold = math.log1p(-method.min_effect)
     loaded = [f for f in confirmation_flows if f['round'] == LINK_CONFIRMATION]
     unloaded = [f for f in confirmation_flows if f['round'] != LINK_CONFIRMATION]
 
-    def reference(f):
-        return result.references.get(flow_kind(fabric, f['src'], f['dst'])) or statistics.median(
-            result.references.values())
+    def reference(f, metric=BANDWIDTH):
+        return result.reference(metric, flow_kind(fabric, f['src'], f['dst']))
 
-    def residual(f):
-        return math.log(f['bw']) - math.log(reference(f))
+    def res(f, metric=BANDWIDTH):
+        return residual(metric, f[VALUE[metric]], reference(f, metric))
 
     def crossing(s, flows):
-        return [f for f in flows if set(s.members) & set(fabric.components(f['src'], f['dst'], f['rail']))]
+        return [f for f in flows if set(s.members) & set(crossed(fabric, f))]
 
     def judge(s, flows, effect):
-        s.confirmed = _phi(effect * math.sqrt(len(flows)) / result.scale) <= method.alpha and effect <= threshold
-        s.confirmation = [{'round': f['round'], 'src': f['src'], 'dst': f['dst'], 'bw': f['bw'],
-                           'residual': residual(f)} for f in flows]
+        scale = result.scale if s.metric == BANDWIDTH else result.latency_scale
+        s.confirmed = _phi(effect * math.sqrt(len(flows)) / scale) <= method.alpha \
+            and effect <= _threshold(s.metric, method)
+        key = VALUE[s.metric]
+        s.confirmation = [{'round': f['round'], 'src': f['src'], 'dst': f['dst'], key: f[key],
+                           'residual': res(f, s.metric)} for f in flows]
 
+    bandwidth = [s for s in result.suspects if s.metric == BANDWIDTH]
     # a node-side suspect's flows through a suspect link would carry that link's loss: left out of its judgement
-    links = {m for s in result.suspects if is_link(s) for m in s.members} if loaded else set()
-    clear = [f for f in unloaded if not links & set(fabric.components(f['src'], f['dst'], f['rail']))]
+    links = {m for s in bandwidth if is_link(s) for m in s.members} if loaded else set()
+    clear = [f for f in unloaded if not links & set(crossed(fabric, f))]
     taken = []         # (members, effect in log units) of confirmed node-side suspects
-    for s in [s for s in result.suspects if not is_link(s) or not loaded]:
+    for s in [s for s in bandwidth if not is_link(s) or not loaded]:
         flows = crossing(s, unloaded if is_link(s) else clear)
         if flows:
-            effect = statistics.fmean(residual(f) for f in flows)
+            effect = statistics.fmean(res(f) for f in flows)
             judge(s, flows, effect)
             if s.confirmed and not is_link(s):
                 taken.append((set(s.members), effect))
-    for s in [s for s in result.suspects if is_link(s) and loaded]:
+    for s in [s for s in bandwidth if is_link(s) and loaded]:
         flows = crossing(s, loaded)
         if flows:
             expected = sum(reference(f) * math.exp(sum(
-                e for members, e in taken if members & set(fabric.components(f['src'], f['dst'], f['rail']))))
-                for f in flows)
+                e for members, e in taken if members & set(crossed(fabric, f)))) for f in flows)
             judge(s, flows, math.log(sum(f['bw'] for f in flows)) - math.log(expected))
+    pings = latency_flows(confirmation_flows)
+    for s in [s for s in result.suspects if s.metric == LATENCY]:
+        flows = crossing(s, pings)
+        if flows:
+            judge(s, flows, statistics.fmean(res(f, LATENCY) for f in flows))
     return result
 
 
@@ -346,4 +444,5 @@ def as_json(result):
     return {'named': [dataclasses.asdict(s) for s in result.named],
             'suspects': [dataclasses.asdict(s) for s in result.suspects],
             'references': result.references, 'noise_scale': result.scale, 'hypotheses': result.hypotheses,
+            'latency_references': result.latency_references, 'latency_noise_scale': result.latency_scale,
             'statement': result.statement}

@@ -20,6 +20,11 @@ The model
 * Faults, one per fault night, chosen at random: a kind among node cable (one direction, as ``tc`` shapes one
   direction), HCA port (both directions of the node's rail), leaf uplink, leaf downlink (the last two only with
   >= 2 leaves), then an instance; its links' capacity times ``1 - loss``. Plus ``fault_free_nights`` without.
+* Latency (``latency_cv`` given, as an RDMA night's ``ib_send_lat`` per pair; ``--fault latency:<increase>%``):
+  every measured pair's latency is 1 (relative units: the localiser judges each flow kind against its own
+  median, so a hop count would cancel) times a lognormal noise factor of CV ``latency_cv``, times ``1 + increase``
+  when either direction's path crosses the faulted links (a latency fault leaves bandwidth alone). The default
+  CV (0.02) is **modelled**, an assumption: no stored night holds repeated latencies.
 
 The harnesses
 -------------
@@ -27,7 +32,8 @@ The harnesses
   then for the suspects one confirmation run (:func:`ibrepro.fleet_plan.confirmation_rounds`, simulated with the
   fault still there and fresh noise, contention counted) and :func:`ibrepro.fleet_localise.confirm`.
 * ClusterKit-like: all N-1 round-robin rounds of pairs, both directions; a pair is bad when either direction is
-  below 93 % of the best pair's; a node is named when most of its pairs are bad. (The halving re-test rounds are
+  below 93 % of the best pair's (or, with latencies, its latency above 2.1x the best pair's); a node is named
+  when most of its pairs are bad. (The halving re-test rounds are
   not modelled.)
 * LinkTest-like: the same N-1 rounds of N/2 pairs; the slowest pairs below a fixed minimum bandwidth
   (``linktest_min`` x the link capacity; LinkTest has no default, the admin sets one) are re-tested serially (at
@@ -55,7 +61,10 @@ from . import fleet_localise, fleet_plan, results, stats
 MODELLED_NOISE_CV = 0.01
 #: Nominal 4x HDR signalling rate in MB/s (200 Gb/s / 8): a nominal value, not a measurement.
 NOMINAL_LINK_MBPS = 25000.0
+#: Modelled default latency noise CV when latencies are simulated (an assumption, not a measurement).
+MODELLED_LATENCY_CV = 0.02
 CLUSTERKIT_FRACTION = 0.93
+CLUSTERKIT_LATENCY = 2.1
 FAULT_KINDS = ('node cable', 'HCA port', 'leaf uplink', 'leaf downlink')
 
 
@@ -122,10 +131,15 @@ class Model:
     spines: int = 0
     link_capacity: float = NOMINAL_LINK_MBPS
     linktest_min: float = 0.95
+    latency_cv: float | None = None    # None: flows without latency (TCP nights)
 
     @property
     def sigma(self):
         return math.sqrt(math.log1p(self.noise_cv ** 2))
+
+    @property
+    def latency_sigma(self):
+        return math.sqrt(math.log1p(self.latency_cv ** 2))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,8 +147,9 @@ class Fault:
     kind: str
     component: str       # as fleet_plan.Fabric.components names it
     links: tuple         # directed links whose capacity it lowers
-    loss: float
+    loss: float               # its links' lost fraction of capacity
     host: str | None = None
+    latency: float = 0.0      # the relative latency increase of a pair crossing its links (either direction)
 
 
 def fault_choices(fabric):
@@ -153,15 +168,16 @@ def fault_choices(fabric):
     return {k: v for k, v in out.items() if v}
 
 
-def random_fault(fabric, loss, rng):
+def random_fault(fabric, loss, rng, latency=0.0):
     choices = fault_choices(fabric)
     kind = rng.choice(sorted(choices))
     component, links, host = rng.choice(choices[kind])
-    return Fault(kind, component, links, loss, host)
+    return Fault(kind, component, links, loss, host, latency)
 
 
 def simulate_flows(fabric, pairs, model, fault, rng, round_number=0):
-    """The directed flows of one round of ``pairs`` (both directions at once) as flow dicts with bandwidths."""
+    """The directed flows of one round of ``pairs`` (both directions at once) as flow dicts with bandwidths, and
+    with the pair's latency when the model has a latency CV."""
     flows = fleet_plan.flows_of(pairs)
     paths = [fabric.directed_links(s, d) for s, d in flows]
     loads = {}
@@ -173,11 +189,17 @@ def simulate_flows(fabric, pairs, model, fault, rng, round_number=0):
     def capacity(link):             # a leaf-spine link is a trunk of several cables (Fabric.link_width)
         return model.link_capacity * fabric.link_width(link) * ((1 - fault.loss) if link in slow else 1.0)
 
+    latency = {}
+    if model.latency_cv:
+        for a, b in pairs:
+            crossed = set(fabric.directed_links(a, b)) | set(fabric.directed_links(b, a))
+            latency[frozenset((a, b))] = math.exp(rng.gauss(0.0, model.latency_sigma)) * (
+                1 + fault.latency if fault and fault.latency and crossed & slow else 1.0)
     out = []
     for (s, d), path in zip(flows, paths):
         share = min(capacity(link) / loads[link] for link in path)
         out.append({'round': round_number, 'src': s, 'dst': d, 'rail': fabric.rails[0],
-                    'bw': share * math.exp(rng.gauss(0.0, model.sigma)), 'lat': None})
+                    'bw': share * math.exp(rng.gauss(0.0, model.sigma)), 'lat': latency.get(frozenset((s, d)))})
     return out
 
 
@@ -193,7 +215,9 @@ class IbreproHarness:
     def night(self, model, fault, rng):
         flows = [f for r in self.rounds for f in simulate_flows(self.fabric, r.pairs, model, fault, rng, r.number)]
         if self._hyps is None:
-            self._hyps = fleet_localise.hypotheses_of(flows, self.fabric)
+            self._hyps = {fleet_localise.BANDWIDTH: fleet_localise.hypotheses_of(flows, self.fabric),
+                          fleet_localise.LATENCY: fleet_localise.hypotheses_of(
+                              fleet_localise.latency_flows(flows), self.fabric)}
         result = fleet_localise.localise(flows, self.fabric, method=self.method, hypotheses=self._hyps)
         confirmation_rounds = []
         if result.suspects:
@@ -252,12 +276,30 @@ def _all_pairs_matrix(fabric, model, fault, nprng):
     return m
 
 
+def _all_pairs_latency(fabric, model, fault, nprng):
+    """Latency of every pair (symmetric, relative units), each measured alone, diagonal NaN."""
+    n = len(fabric.nodes)
+    m = np.exp(nprng.standard_normal((n, n), dtype=np.float32) * np.float32(model.latency_sigma))
+    m = np.triu(m, 1) + np.triu(m, 1).T
+    if fault and fault.latency:
+        hit = np.zeros((n, n), bool)
+        for r, c in _fault_mask(fabric, fault, n):
+            hit[np.ix_(r, c)] = True
+        m[hit | hit.T] *= np.float32(1 + fault.latency)
+    np.fill_diagonal(m, np.nan)
+    return m
+
+
 def clusterkit_night(fabric, model, fault, nprng):
-    """ClusterKit-like: pairs below 93 % of the best pair are bad; a node with most pairs bad is named."""
+    """ClusterKit-like: pairs below 93 % of the best pair's bandwidth (or above 2.1x its latency) are bad; a node
+    with most pairs bad is named."""
     m = _all_pairs_matrix(fabric, model, fault, nprng)
     pair = np.fmin(m, m.T)
     best = np.nanmax(pair)
     bad = pair < CLUSTERKIT_FRACTION * best
+    if model.latency_cv:
+        lat = _all_pairs_latency(fabric, model, fault, nprng)
+        bad |= lat > CLUSTERKIT_LATENCY * np.nanmin(lat)
     n = len(fabric.nodes)
     flagged = np.nonzero(bad.sum(axis=1) > (n - 1) / 2)[0]
     return {'named': [(f'node {fabric.nodes[i]}',) for i in flagged], 'rounds': n - 1 if n % 2 == 0 else n,
@@ -301,9 +343,10 @@ def _score(injected, named):
     return len(named) == 1 and len(right) == 1, len(named) - len(right)
 
 
-def run(model, nights, loss, *, seed=0, fault_free_nights=20, baselines=True, method=fleet_localise.Method(),
-        progress=None):
-    """Simulate ``nights`` fault nights and ``fault_free_nights`` fault-free ones; the scores per harness."""
+def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, baselines=True,
+        method=fleet_localise.Method(), progress=None):
+    """Simulate ``nights`` fault nights (each fault losing ``loss`` of its capacity, or adding ``latency`` to its
+    pairs' latency) and ``fault_free_nights`` fault-free ones; the scores per harness."""
     fabric = fleet_plan.fat_tree(model.nodes, model.leaf_size, model.spines or None)
     rng = random.Random(seed)
     nprng = np.random.default_rng(seed)
@@ -313,7 +356,7 @@ def run(model, nights, loss, *, seed=0, fault_free_nights=20, baselines=True, me
         harnesses['linktest'] = lambda mod, f, r: linktest_night(fabric, mod, f, nprng)
     tallies = {name: {'exact': 0, 'wrong': 0, 'rounds': 0, 'jobs': 0, 'alarms': 0, 'retests': 0,
                       'by_kind': {}} for name in harnesses}
-    schedule = [random_fault(fabric, loss, rng) for _ in range(nights)] + [None] * fault_free_nights
+    schedule = [random_fault(fabric, loss, rng, latency) for _ in range(nights)] + [None] * fault_free_nights
     for night, fault in enumerate(schedule):
         for name, harness in harnesses.items():
             out = harness(model, fault, rng)
@@ -351,8 +394,9 @@ def run(model, nights, loss, *, seed=0, fault_free_nights=20, baselines=True, me
             results[name]['serial_retests_per_night'] = t['retests'] / total
     results['simulation'] = {
         'nodes': model.nodes, 'leaf_size': model.leaf_size, 'leaves': len(fabric.leaves), 'spines': fabric.spines,
-        'fault_nights': nights, 'fault_free_nights': fault_free_nights, 'loss': loss, 'seed': seed,
-        'noise_cv': model.noise_cv, 'link_capacity_MBps': model.link_capacity,
+        'fault_nights': nights, 'fault_free_nights': fault_free_nights, 'loss': loss, 'latency_increase': latency,
+        'seed': seed, 'noise_cv': model.noise_cv, 'latency_cv': model.latency_cv,
+        'min_latency_increase': method.min_latency_increase, 'link_capacity_MBps': model.link_capacity,
         'linktest_min_fraction': model.linktest_min, 'alpha': method.alpha, 'min_effect': method.min_effect,
         'upper95': 'exact Poisson (Garwood), two-sided 95 %, per night; named_exactly_ci95: Clopper-Pearson',
         'note': 'simulated (flow-level model), not measured on hardware',
@@ -361,11 +405,19 @@ def run(model, nights, loss, *, seed=0, fault_free_nights=20, baselines=True, me
 
 
 def parse_fault(text):
-    """``random:10%`` -> 0.10 (the loss of the injected component's capacity)."""
+    """``(loss, latency increase)`` of a fault: ``random:10%`` -> (0.10, 0.0), a bandwidth fault;
+    ``latency:30%`` -> (0.0, 0.30), a latency fault (pairs crossing it 30 % slower)."""
     kind, _, amount = text.partition(':')
-    if kind != 'random' or not amount.endswith('%'):
-        raise ValueError(f'--fault: expected random:<loss>%, not {text!r}')
-    loss = float(amount[:-1]) / 100
-    if not 0 < loss < 1:
-        raise ValueError('--fault: the loss must be between 0 and 100 %')
-    return loss
+    if kind not in ('random', 'latency') or not amount.endswith('%'):
+        raise ValueError(f'--fault: expected random:<loss>% or latency:<increase>%, not {text!r}')
+    try:
+        value = float(amount[:-1]) / 100
+    except ValueError:
+        raise ValueError(f'--fault: {amount!r} is not a percentage') from None
+    if kind == 'random':
+        if not 0 < value < 1:
+            raise ValueError('--fault: the loss must be between 0 and 100 %')
+        return value, 0.0
+    if not 0 < value <= 10:
+        raise ValueError('--fault: the latency increase must be above 0 and at most 1000 %')
+    return 0.0, value

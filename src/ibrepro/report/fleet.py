@@ -21,10 +21,14 @@ from .. import fleet_localise, fleet_rounds
 
 def _suspect(s):
     """A suspect with its evidence chain: its slowest flows of the night (8 at most), then its re-runs; each flow's
-    ``change`` is its bandwidth against the night's reference (the residual ``log(bw / ref)`` as a ratio - 1)."""
+    ``value`` what it measured (MB/s, or us for a latency suspect) and ``change`` that against the night's
+    reference (:func:`ibrepro.fleet_localise.change` of its residual)."""
+    key, unit = ('bw', 'MB/s') if s.metric == fleet_localise.BANDWIDTH else ('lat', 'us')
+
     def chain(flows):
-        return [{**f, 'change': math.expm1(f['residual'])} for f in flows]
-    return {'name': s.name, 'effect': s.effect, 'q': s.q, 'confirmed': s.confirmed, 'singled_out': s.singled_out,
+        return [{**f, 'value': f.get(key), 'change': fleet_localise.change(s.metric, f['residual'])} for f in flows]
+    return {'name': s.name, 'metric': s.metric, 'unit': unit, 'effect': s.effect, 'q': s.q, 'confirmed': s.confirmed,
+            'singled_out': s.singled_out,
             'evidence': chain(sorted(s.flows, key=lambda f: f['residual'])[:8]),
             'confirmation': chain(s.confirmation)}
 
