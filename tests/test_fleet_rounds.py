@@ -286,6 +286,20 @@ def test_a_flow_that_measured_nothing_is_named(tmp_path):
     assert fleet_rounds.flow_records(d, 1)[3]['error'] == 'unable to connect to server'
 
 
+def test_a_job_whose_tasks_never_reached_the_stage_directory_says_so(tmp_path):
+    """A stage directory the nodes do not share (ReFrame's --prefix on a login node's /tmp, as happened by hand on
+    the soft-RoCE cluster): every flow measured nothing, and the check says why instead of listing missing files."""
+    d = tmp_path / 'round-1'
+    d.mkdir()
+    for f in (FIXTURES / 'round-1').iterdir():
+        if not f.name.startswith(('node-', 'flow-')):
+            (d / f.name).write_bytes(f.read_bytes())
+    assert all('error' in f for f in fleet_rounds.flow_records(d, 1))
+    assert 'must be on a filesystem the nodes share' in fleet_rounds.no_task_ran(tmp_path)
+    (d / 'node-0.json').write_bytes((FIXTURES / 'round-1' / 'node-0.json').read_bytes())
+    assert fleet_rounds.no_task_ran(tmp_path) == ''
+
+
 def test_a_real_night_with_an_unevenly_shared_trunk_clears_the_node_it_suspected(tmp_path):
     """leaf1>spine1 at -25 %: TCP shared the slowed trunk unevenly, so node6's cable was suspected too (as in the CI
     night that named nothing when node6 was kept out of the trunk's re-run). The link round loaded the trunk with

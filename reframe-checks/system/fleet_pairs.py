@@ -5,12 +5,12 @@ One case per Slurm job of the night (:func:`ibrepro.fleet_plan.slurm_jobs`): its
 of each disjoint pair at once: RDMA flows on every rail (``ib_write_bw -D``, then each pair's ``ib_send_lat``
 alone) or TCP flows (iperf3, argv flows) over the rail's network interface; when the job holds the whole fabric,
 the suspects are re-tested in the same job with known-good partners (:mod:`ibrepro.fleet_rounds`) and the case
-fails naming each confirmed component, by bandwidth or (RDMA) by latency. A night of several jobs (more nodes than ``IBREPRO_FLEET_JOB_NODES``, 16)
-has one more case, ``FleetConfirmation``: after every pair-round case (ReFrame dependencies) it localises the
-night's flows together, re-tests the suspects in a job of their own and fails naming the confirmed ones (the
-pair-round cases then name nothing themselves). Every flow (src, dst, direction, round, rail, bandwidth, RDMA
-latency) is the loggable variable ``fleet_flows`` of the stored session, and ``fleet.json`` in the case's output
-directory is what ``ibrepro fleet analyse`` reads.
+fails naming each confirmed component, by bandwidth or (RDMA) by latency. A night of several jobs (more nodes than
+``IBREPRO_FLEET_JOB_NODES``, 16) has one more case, ``FleetConfirmation``: after every pair-round case (ReFrame
+dependencies) it localises the night's flows together, re-tests the suspects in a job of their own and fails
+naming the confirmed ones (the pair-round cases then name nothing themselves). Every flow (src, dst, direction,
+round, rail, bandwidth, RDMA latency) is the loggable variable ``fleet_flows`` of the stored session, and
+``fleet.json`` in the case's output directory is what ``ibrepro fleet analyse`` reads.
 
 Topology: ``IBREPRO_FLEET_TOPOLOGY`` names the Slurm ``topology.conf`` (or JSON ``{leaf: [nodes]}``) the cases are
 cut from; without it the check's one case is skipped saying so (and fails saying why when it cannot be read).
@@ -163,6 +163,8 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         with ``name``, fail naming the components confirmed."""
         failed = [f for f in flows + again if 'bw' not in f]
         self.fleet_fabric = {'leaves': plan['leaves'], 'spines': plan['spines']}
+        if failed and fleet_rounds.no_task_ran(self.stagedir):
+            raise SanityError(fleet_rounds.no_task_ran(self.stagedir))
         if failed:
             raise SanityError(f'{len(failed)} flow(s) measured nothing: ' + '; '.join(
                 f"round {f['round']} {f['host']}->{f['peer']}: {f.get('error')}" for f in failed[:4]))

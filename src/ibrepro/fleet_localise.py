@@ -155,7 +155,7 @@ class Result:
     suspects: list            # Suspect, most evidence first
     references: dict          # flow kind -> reference bandwidth (MB/s)
     scale: float              # noise scale, log units
-    hypotheses: int           # how many were tested (the BH family)
+    hypotheses: int           # how many were tested (bandwidth's BH family, and latency's)
     statement: str = ''       # NO_TOPOLOGY when the fabric has none
     method: Method = Method()
     latency_references: dict = dataclasses.field(default_factory=dict)   # flow kind -> reference latency (us)

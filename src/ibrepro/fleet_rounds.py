@@ -273,6 +273,17 @@ def collect(stagedir):
     return flows, again
 
 
+def no_task_ran(stagedir):
+    """Why no flow of the job could have measured anything, or '': no task published itself in any round
+    (``node-<i>.json``), so the tasks never reached the stage directory (one the nodes do not share) or never ran."""
+    stagedir = Path(stagedir)
+    if any(stagedir.glob('*/node-*.json')):
+        return ''
+    return (f'no task of the job ran a round (no round directory of {stagedir} holds a node-<i>.json): the stage '
+            'directory must be on a filesystem the nodes share (ReFrame --prefix or --stage), and the job must '
+            "have started there: see the job's output (rfm_job.out, rfm_job.err) and the scheduler's record")
+
+
 def fabric_of(p):
     return fleet_plan.fabric_from_leaves(p['leaves'], p['spines'])
 
