@@ -400,7 +400,8 @@ def _cli_analyse(args):
               f"flow(s), {s.singled_out}, {state}; e.g. " +
               ', '.join(f"round {f['round']} {f['src']}->{f['dst']} " +
                         (f"{f['bw']:.3g} MB/s" if 'bw' in f else f"{f['lat']:.3g} us") for f in worst))
-    print(f'{len(flows)} flow(s), {result.hypotheses} hypotheses, noise {result.scale:.2%}, '
+    latency = '' if result.latency_scale is None else f', latency noise {result.latency_scale:.2%}'
+    print(f'{len(flows)} flow(s), {result.hypotheses} hypotheses, noise {result.scale:.2%}{latency}, '
           f'{len(result.named)} named')
     if args.json:
         Path(args.json).write_text(json.dumps(fleet_localise.as_json(result), indent=1, default=list) + '\n')
