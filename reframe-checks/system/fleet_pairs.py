@@ -163,9 +163,9 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         with ``name``, fail naming the components confirmed."""
         failed = [f for f in flows + again if 'bw' not in f]
         self.fleet_fabric = {'leaves': plan['leaves'], 'spines': plan['spines']}
-        if failed and fleet_rounds.no_task_ran(self.stagedir):
-            raise SanityError(fleet_rounds.no_task_ran(self.stagedir))
         if failed:
+            if why := fleet_rounds.no_task_ran(self.stagedir):
+                raise SanityError(why)
             raise SanityError(f'{len(failed)} flow(s) measured nothing: ' + '; '.join(
                 f"round {f['round']} {f['host']}->{f['peer']}: {f.get('error')}" for f in failed[:4]))
         history = fleet_rounds.read_history(self.stagedir)

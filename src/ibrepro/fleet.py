@@ -398,8 +398,8 @@ def _cli_analyse(args):
         worst = sorted(s.flows, key=lambda f: f['residual'])[:3]
         print(f"{'NAMED' if s in result.named else 'suspect'} {s.name}: {s.change} over {len(s.flows)} "
               f"flow(s), {s.singled_out}, {state}; e.g. " +
-              ', '.join(f"round {f['round']} {f['src']}->{f['dst']} " +
-                        (f"{f['bw']:.3g} MB/s" if 'bw' in f else f"{f['lat']:.3g} us") for f in worst))
+              ', '.join(f"round {f['round']} {f['src']}->{f['dst']} {f[fleet_localise.VALUE[s.metric]]:.3g} "
+                        f"{fleet_localise.UNIT[s.metric]}" for f in worst))
     latency = '' if result.latency_scale is None else f', latency noise {result.latency_scale:.2%}'
     print(f'{len(flows)} flow(s), {result.hypotheses} hypotheses, noise {result.scale:.2%}{latency}, '
           f'{len(result.named)} named')

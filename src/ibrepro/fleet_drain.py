@@ -23,6 +23,7 @@ import shlex
 import subprocess
 import time
 
+from . import fleet_localise
 from .fleet_plan import HOST_NAME
 
 #: The localiser's components that belong to one node: ``<kind> <host>`` or ``<kind> <host>:<rail> ...``.
@@ -58,7 +59,7 @@ def findings(sweep=None, analysis=None):
     for named in (analysis or {}).get('named', []):
         members = named.get('members') or [named.get('name', '')]
         effect = named.get('effect')
-        metric = named.get('metric') if named.get('metric') in ('bandwidth', 'latency') else 'bandwidth'
+        metric = named.get('metric') if named.get('metric') in fleet_localise.VALUE else fleet_localise.BANDWIDTH
         why = _reason(f"{named.get('name')}: {metric} {effect:+.1%} over {len(named.get('flows') or [])} flow(s)"
                       if isinstance(effect, (int, float)) else named.get('name'))
         hosts = {_host(m.split(' ', 1)[1].split(':', 1)[0]) for m in members

@@ -67,7 +67,7 @@ def read_flows(records, fabric=None):
     flows = []
     for rec in records:
         bw = rec.get('bw')
-        if not isinstance(bw, (int, float)) or isinstance(bw, bool) or not 0 < bw < math.inf:
+        if not _measured(bw):
             continue
         host, peer = rec['host'], rec['peer']
         src, dst = (host, peer) if rec.get('direction', 'send') == 'send' else (peer, host)
@@ -77,9 +77,15 @@ def read_flows(records, fabric=None):
     return flows
 
 
+def _measured(value):
+    """A value a flow measured: a finite positive number (a stored record may hold anything)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf
+
+
 BANDWIDTH, LATENCY = 'bandwidth', 'latency'
-#: a flow dict's value of each metric
+#: a flow dict's value of each metric, and its unit
 VALUE = {BANDWIDTH: 'bw', LATENCY: 'lat'}
+UNIT = {BANDWIDTH: 'MB/s', LATENCY: 'us'}
 
 
 def latency_flows(flows):
@@ -89,7 +95,7 @@ def latency_flows(flows):
     out = {}
     for f in flows:
         lat = f.get('lat')
-        if isinstance(lat, (int, float)) and not isinstance(lat, bool) and 0 < lat < math.inf:
+        if _measured(lat):
             key = (f['round'], frozenset((f['src'], f['dst'])), f['rail'])
             out.setdefault(key, {'round': f['round'], 'src': f['src'], 'dst': f['dst'], 'rail': f['rail'],
                                  'lat': float(lat), 'both': True})
@@ -195,7 +201,7 @@ def component_effects(flows, fabric, expected=None):
     refs = references(flows, fabric, expected)
     sums = {}
     for f in flows:
-        r = math.log(f['bw']) - math.log(refs[flow_kind(fabric, f['src'], f['dst'])])
+        r = residual(BANDWIDTH, f['bw'], refs[flow_kind(fabric, f['src'], f['dst'])])
         for c in fabric.components(f['src'], f['dst'], f['rail']):
             total, n = sums.get(c, (0.0, 0))
             sums[c] = (total + r, n + 1)
@@ -308,14 +314,13 @@ class _Metric:
 
     def suspect(self, name, effect, p, q, **extra):
         return Suspect(name, self.hyps[name][0], change(self.metric, effect), p, q,
-                       _evidence(self.metric, self.flows, self.residuals, self.hyps[name][1]), metric=self.metric,
-                       **extra)
+                       [evidence(self.metric, self.flows[i], self.residuals[i]) for i in self.hyps[name][1]],
+                       metric=self.metric, **extra)
 
 
-def _evidence(metric, flows, residuals, idx):
-    key = VALUE[metric]
-    return [{'round': flows[i]['round'], 'src': flows[i]['src'], 'dst': flows[i]['dst'], key: flows[i][key],
-             'residual': residuals[i]} for i in idx]
+def evidence(metric, f, res):
+    """A flow as a suspect's evidence (its night's flows, its confirmation's): what it measured and its residual."""
+    return {'round': f['round'], 'src': f['src'], 'dst': f['dst'], VALUE[metric]: f[VALUE[metric]], 'residual': res}
 
 
 def _node_side(member, host):
@@ -409,9 +414,7 @@ def confirm(result, confirmation_flows, fabric):
         scale = result.scale if s.metric == BANDWIDTH else result.latency_scale
         s.confirmed = _phi(effect * math.sqrt(len(flows)) / scale) <= method.alpha \
             and effect <= _threshold(s.metric, method)
-        key = VALUE[s.metric]
-        s.confirmation = [{'round': f['round'], 'src': f['src'], 'dst': f['dst'], key: f[key],
-                           'residual': res(f, s.metric)} for f in flows]
+        s.confirmation = [evidence(s.metric, f, res(f, s.metric)) for f in flows]
 
     bandwidth = [s for s in result.suspects if s.metric == BANDWIDTH]
     # a node-side suspect's flows through a suspect link would carry that link's loss: left out of its judgement

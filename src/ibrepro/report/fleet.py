@@ -23,12 +23,11 @@ def _suspect(s):
     """A suspect with its evidence chain: its slowest flows of the night (8 at most), then its re-runs; each flow's
     ``value`` what it measured (MB/s, or us for a latency suspect) and ``change`` that against the night's
     reference (:func:`ibrepro.fleet_localise.change` of its residual)."""
-    key, unit = ('bw', 'MB/s') if s.metric == fleet_localise.BANDWIDTH else ('lat', 'us')
-
     def chain(flows):
-        return [{**f, 'value': f.get(key), 'change': fleet_localise.change(s.metric, f['residual'])} for f in flows]
-    return {'name': s.name, 'metric': s.metric, 'unit': unit, 'effect': s.effect, 'q': s.q, 'confirmed': s.confirmed,
-            'singled_out': s.singled_out,
+        return [{**f, 'value': f.get(fleet_localise.VALUE[s.metric]),
+                 'change': fleet_localise.change(s.metric, f['residual'])} for f in flows]
+    return {'name': s.name, 'metric': s.metric, 'unit': fleet_localise.UNIT[s.metric], 'effect': s.effect, 'q': s.q,
+            'confirmed': s.confirmed, 'singled_out': s.singled_out,
             'evidence': chain(sorted(s.flows, key=lambda f: f['residual'])[:8]),
             'confirmation': chain(s.confirmation)}
 
