@@ -306,6 +306,24 @@ def test_two_guests_through_softroce_run(tmp_path):
                      r'203\.0\.113\.2\n', job)
 
 
+def test_a_boot_that_never_comes_up_is_tried_again_then_fails_clearly(tmp_path):
+    """A guest that misses its boot time limit: every guest is stopped and booted once more, the first
+    boot's console logs are kept, and when the second boot misses too `up` fails saying so, nothing left
+    running. (No guest reaches its agent within a second under TCG.)"""
+    env = _env(tmp_path)
+    run_dir = tmp_path / 'softroce' / 'run'
+    out = _ibrepro(env, 'up', '--nodes', '2', '--timeout', '1', timeout=300, check=False)
+    assert out.returncode != 0
+    assert 'softroce: boot 1 of 2 failed (its console logs are kept as <name>.boot1.console.log)' in out.stderr
+    assert out.stderr.count('softroce: started n1') == 2
+    assert 'did not come up in 1 s' in out.stderr and '(boot 2 of 2;' in out.stderr
+    assert {p.name for p in run_dir.glob('*.console.log')} == {
+        'n0.console.log', 'n1.console.log', 'n0.boot1.console.log', 'n1.boot1.console.log'}
+    assert not (run_dir / 'state.json').exists()
+    pids = {int(m) for m in re.findall(r'QEMU pid (\d+)', out.stderr)}
+    assert len(pids) == 4 and not [p for p in pids if _alive(p)]
+
+
 def test_softroce_run_killed_stops_its_guest(tmp_path):
     env = _env(tmp_path)
     run_dir = tmp_path / 'softroce' / 'run'
