@@ -126,7 +126,8 @@ def test_history_makes_a_components_usual_slowness_its_normal():
     flows = night(fabric, ('cable', ('n0005>leaf',)), 3, loss=0.08)
     assert named(fl.localise(flows, fabric)) == ['cable n0005:mlx5_0/1 up']
     usual = {'cable n0005:mlx5_0/1 up': [-0.085, -0.08, -0.09, -0.082]}
-    assert named(fl.localise(flows, fabric, history=usual)) == []
+    assert named(fl.localise(flows, fabric, history={fl.BANDWIDTH: usual})) == []
+    assert named(fl.localise(flows, fabric, history={fl.LATENCY: usual})) == ['cable n0005:mlx5_0/1 up']
 
 
 def test_the_cli_analyses_flow_records_with_and_without_topology(tmp_path, capsys):
@@ -195,6 +196,25 @@ def test_a_slower_pair_latency_names_its_node_side_by_latency_and_nothing_by_ban
     assert all({'round', 'src', 'dst', 'lat', 'residual'} <= set(f) for f in s.flows)
     assert all('n0017' in (f['src'], f['dst']) for f in s.flows)
     assert fl.as_json(result)['named'][0]['metric'] == 'latency'
+
+
+def test_history_makes_a_components_usual_latency_its_normal():
+    """A node whose ping-pongs are always 40 % slower (a longer cable, a deeper C-state) is named without history;
+    with three past nights where it was as slow (its latency effects, both directions of each ping-pong), it is its
+    normal. A bandwidth history does not mute latency, and a night 40 % slower than its usual is named again."""
+    fabric = fp.fat_tree(64)
+    fault = ('cable n0017:mlx5_0/1 up', ('n0017>leaf',))
+    flows = latency_night(fabric, fault, 7)
+    assert named(fl.localise(flows, fabric)) == [NODE_17]
+    effects = fl.component_effects(flows, fabric, metric=fl.LATENCY)
+    assert set(effects) >= set(NODE_17.split(' = ')) and effects['node n0017'] < -0.2
+    assert fl.component_effects(flows, fabric)['node n0017'] > -0.05      # its bandwidth is its fleet's
+    past = {c: [e] * 3 for c, e in effects.items()}
+    assert named(fl.localise(flows, fabric, history={fl.LATENCY: past})) == []
+    node_side = {c: past[c] for c in NODE_17.split(' = ')}
+    assert named(fl.localise(flows, fabric, history={fl.BANDWIDTH: node_side})) == [NODE_17]
+    worse = latency_night(fabric, fault, 8, increase=1.4 * 1.4 - 1)       # 1.4 x its usual 1.4
+    assert named(fl.localise(worse, fabric, history={fl.LATENCY: past})) == [NODE_17]
 
 
 def test_a_slower_uplink_latency_is_named_as_its_link():

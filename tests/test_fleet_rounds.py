@@ -3,6 +3,7 @@ specs of a night on the proving ground's fat tree, the topology's spines, the TC
 analyse`` on a real night of the 8-node namespace fat tree (tests/data/fleet/, MANIFEST.md)."""
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -336,8 +337,10 @@ def test_a_components_history_comes_from_the_stored_nights_it_was_not_named_in()
     night); another partition's nights are not this one's."""
     reports = [json.loads((FIXTURES / f'fattree-{n}.report.json').read_text())
                for n in ('clean', 'uplink-leaf1-spine1-25', 'downlink-spine0-leaf2-25')]
-    history, used = fleet_rounds.stored_history(reports, 'fattree-cluster', 'fabric')
+    both, used = fleet_rounds.stored_history(reports, 'fattree-cluster', 'fabric')
     assert used == [r['session_info']['uuid'] for r in reports]
+    assert set(both) == {fleet_localise.BANDWIDTH}                       # TCP nights measure no latency
+    history = both[fleet_localise.BANDWIDTH]
     assert len(history['cable node1:fab0/1 up']) == 3
     downlink_night = json.loads((FIXTURES / 'fattree-downlink-spine0-leaf2-25.fleet.json').read_text())
     named = {m for s in downlink_night['result']['named'] for m in s['name'].split(' = ')}
@@ -349,6 +352,21 @@ def test_a_components_history_comes_from_the_stored_nights_it_was_not_named_in()
     assert fleet_rounds.stored_history(reports, 'fattree-cluster', 'fabric', nights=1)[1] == used[-1:]
 
 
+def test_real_rdma_nights_give_each_component_a_latency_history_too():
+    """The two real RDMA nights: each component gets a bandwidth and a latency effect per night; a ping-pong crosses
+    both directions, so rxnode1's cable down has latency effects as its cable up does; the cable the second night
+    named misses that night in both."""
+    reports = [json.loads((FIXTURES / f'softroce-rdma-{n}.report.json').read_text())
+               for n in ('clean', 'cable-rxnode3-rxe1-down')]
+    both, used = fleet_rounds.stored_history(reports, 'softroce-slurm', 'rxe')
+    assert used == [r['session_info']['uuid'] for r in reports]
+    bw, lat = both[fleet_localise.BANDWIDTH], both[fleet_localise.LATENCY]
+    assert len(lat['cable rxnode1:rxe0/1 down']) == len(lat['cable rxnode1:rxe0/1 up']) == 2
+    assert len(bw['node rxnode2']) == len(lat['node rxnode2']) == 2
+    assert len(bw['cable rxnode3:rxe1/1 down']) == len(lat['cable rxnode3:rxe1/1 down']) == 1
+    assert all(math.isfinite(e) for effects in lat.values() for e in effects)
+
+
 def test_a_cable_always_a_little_slow_is_judged_against_its_history():
     """The clean real night with node2's cable up 8 % slower in every flow (scaled from the real values): named
     without history; with three past nights where it was as slow, it is its normal."""
@@ -357,7 +375,7 @@ def test_a_cable_always_a_little_slow_is_judged_against_its_history():
     fabric = fleet_rounds.fabric_of(data)
     assert [s.name for s in fleet_rounds.analyse(flows, fabric).named] == ['cable node2:fab0/1 up']
     effects = fleet_localise.component_effects(fleet_localise.read_flows(flows), fabric)
-    history = {c: [e] * 3 for c, e in effects.items()}
+    history = {fleet_localise.BANDWIDTH: {c: [e] * 3 for c, e in effects.items()}}
     assert fleet_rounds.analyse(flows, fabric, history=history).named == []
 
 

@@ -30,8 +30,8 @@ Latency (RDMA nights, whose flows carry the pair's ``ib_send_lat``): the same st
 pair, rail and round (:func:`latency_flows`), with ``r = log(reference) - log(lat)`` (negative = slower again), a
 reference per flow kind from the night's fleet median, its own noise scale and its own false discovery family,
 and ``min_latency_increase`` for the effect. A ping-pong crosses both directions' components, so a node's cables,
-port and node are one latency hypothesis, as are the two directions of a path. No history (the stored nights
-keep bandwidth effects only): a component whose latency is always above the fleet's is named every night.
+port and node are one latency hypothesis, as are the two directions of a path. Latency has its own history, as
+bandwidth's (a component's past latency effects): a node whose ping-pongs are always slower is its normal.
 
 Confirmation (:func:`confirm`): the suspects' re-run flows (:func:`ibrepro.fleet_plan.confirmation_rounds`:
 leaf-spine links loaded with as many flows as they have cables, beside them node-side suspects with known-good
@@ -195,17 +195,28 @@ def references(flows, fabric, expected=None, metric=BANDWIDTH):
     return {k: float(expected) if expected else statistics.median(v) for k, v in kinds.items()}
 
 
-def component_effects(flows, fabric, expected=None):
-    """{component: the mean residual (log units) of the night's flows crossing it}: what a night adds to each
-    component's history (:func:`localise`'s ``history``)."""
-    refs = references(flows, fabric, expected)
+def component_effects(flows, fabric, expected=None, metric=BANDWIDTH):
+    """{component: the mean residual (log units) of the night's ``metric`` flows crossing it}: what a night adds to
+    each component's history of that metric (:func:`localise`'s ``history``). Latency: one flow per ping-pong
+    (:func:`latency_flows`, both directions' components) against the night's fleet median."""
+    if metric == LATENCY:
+        flows, expected = latency_flows(flows), None
+    refs = references(flows, fabric, expected, metric)
     sums = {}
     for f in flows:
-        r = residual(BANDWIDTH, f['bw'], refs[flow_kind(fabric, f['src'], f['dst'])])
-        for c in fabric.components(f['src'], f['dst'], f['rail']):
+        r = residual(metric, f[VALUE[metric]], refs[flow_kind(fabric, f['src'], f['dst'])])
+        for c in crossed(fabric, f):
             total, n = sums.get(c, (0.0, 0))
             sums[c] = (total + r, n + 1)
     return {c: total / n for c, (total, n) in sums.items()}
+
+
+def night_effects(flows, fabric):
+    """{metric: :func:`component_effects`} of a night, for each metric its flows measured."""
+    out = {BANDWIDTH: component_effects(flows, fabric)}
+    if latency_flows(flows):
+        out[LATENCY] = component_effects(flows, fabric, metric=LATENCY)
+    return out
 
 
 def hypotheses_of(flows, fabric):
@@ -240,17 +251,17 @@ def _stat(residuals, idx, scale, baseline=0.0):
 
 def localise(flows, fabric, *, expected=None, history=None, method=Method(), hypotheses=None):
     """The night's suspects (see the module doc): bandwidth's, then latency's when flows carry one. ``flows`` from
-    :func:`read_flows`; ``expected`` the partition's bandwidth (MB/s) or None; ``history`` {component: [past
-    bandwidth effects, log units]} or None; ``hypotheses`` {metric: the grouping of :func:`hypotheses_of`} for the
-    same flow list (and its :func:`latency_flows`), to reuse it."""
-    hypotheses = hypotheses or {}
-    bw = _Metric(BANDWIDTH, flows, fabric, method, expected, history or {}, hypotheses.get(BANDWIDTH))
+    :func:`read_flows`; ``expected`` the partition's bandwidth (MB/s) or None; ``history`` {metric: {component:
+    [past effects, log units]}} (:func:`night_effects` of past nights) or None; ``hypotheses`` {metric: the
+    grouping of :func:`hypotheses_of`} for the same flow list (and its :func:`latency_flows`), to reuse it."""
+    hypotheses, history = hypotheses or {}, history or {}
+    bw = _Metric(BANDWIDTH, flows, fabric, method, expected, history.get(BANDWIDTH, {}), hypotheses.get(BANDWIDTH))
     suspects = bw.suspects()
     suspects += _downlink_alternatives(suspects, fabric, bw)
     lat = None
     pings = latency_flows(flows)
     if pings:
-        lat = _Metric(LATENCY, pings, fabric, method, None, {}, hypotheses.get(LATENCY))
+        lat = _Metric(LATENCY, pings, fabric, method, None, history.get(LATENCY, {}), hypotheses.get(LATENCY))
         suspects += lat.suspects()
     return Result(suspects, bw.refs, bw.scale, len(bw.names) + (len(lat.names) if lat else 0),
                   '' if fabric.has_topology else NO_TOPOLOGY, method,

@@ -306,7 +306,7 @@ def analyse(flows, fabric, confirmation=(), expected=None, history=None):
     return result
 
 
-#: the history file of a case's stage directory: {component: [past effects]} (:func:`stored_history`)
+#: the history file of a case's stage directory: {metric: {component: [past effects]}} (:func:`stored_history`)
 HISTORY = 'history.json'
 #: nights of a component's history
 HISTORY_NIGHTS = 14
@@ -327,8 +327,9 @@ def night_reports(system=None, partition=None, *, before=None, last=HISTORY_NIGH
 
 
 def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
-    """``({component: [effects, oldest first]}, [session uuids])``: each component's effect (mean residual, log
-    units: :func:`ibrepro.fleet_localise.component_effects`) in the last ``nights`` pair-round nights of
+    """``({metric: {component: [effects, oldest first]}}, [session uuids])``: each component's effect per metric
+    (mean residual, log units: :func:`ibrepro.fleet_localise.night_effects`; latency from RDMA nights) in the last
+    ``nights`` pair-round nights of
     ``system:partition`` among ``reports`` (run reports, oldest first). A night that named a component is left out
     of that component's history: a fault must not become its normal (:func:`ibrepro.fleet_localise.localise` takes
     a component's usual slowness, the median of its history, as its zero)."""
@@ -344,13 +345,14 @@ def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
     for uuid, data in found[-nights:]:
         try:
             fabric = fleet_plan.fabric_from_leaves(data['leaves'], data['spines'])
-            effects = fleet_localise.component_effects(fleet_localise.read_flows(data['flows']), fabric)
+            effects = fleet_localise.night_effects(fleet_localise.read_flows(data['flows']), fabric)
         except (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError):
             continue                       # a night that cannot be judged adds nothing
         used.append(uuid)
-        for c, e in effects.items():
-            if c not in data['named']:
-                history.setdefault(c, []).append(e)
+        for metric, by_component in effects.items():
+            for c, e in by_component.items():
+                if c not in data['named']:     # named by either metric: the fault is no normal of either
+                    history.setdefault(metric, {}).setdefault(c, []).append(e)
     return history, used
 
 
