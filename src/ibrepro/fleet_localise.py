@@ -213,10 +213,7 @@ def component_effects(flows, fabric, expected=None, metric=BANDWIDTH):
 
 def night_effects(flows, fabric):
     """{metric: :func:`component_effects`} of a night, for each metric its flows measured."""
-    out = {BANDWIDTH: component_effects(flows, fabric)}
-    if latency_flows(flows):
-        out[LATENCY] = component_effects(flows, fabric, metric=LATENCY)
-    return out
+    return {m: effects for m in (BANDWIDTH, LATENCY) if (effects := component_effects(flows, fabric, metric=m))}
 
 
 def hypotheses_of(flows, fabric):

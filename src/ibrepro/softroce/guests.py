@@ -317,7 +317,7 @@ def up(image, run_dir, share, nodes=1, smp=4, memory='1G', timeout=240, log=prin
             return _boot(image, run_dir, share, nodes, smp, memory, timeout, log, slurm, fw_cfg)
         except BootFailed as err:
             if attempt == BOOT_ATTEMPTS:
-                raise BootFailed(f'{err}\n(boot {attempt} of {attempt}; the console logs of the earlier '
+                raise BootFailed(f'{err}\n(boot {attempt} of {BOOT_ATTEMPTS}; the console logs of the earlier '
                                  f'boots are {run_dir}/<name>.boot<k>.console.log)') from None
             log(f'softroce: boot {attempt} of {BOOT_ATTEMPTS} failed (its console logs are kept as '
                 f'<name>.boot{attempt}.console.log); booting every guest again: {err}')
