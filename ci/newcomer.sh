@@ -5,7 +5,8 @@
 # machine's tools but no system MPI and no perftest (whatever this machine has installed): `make setup`,
 # `make test` and `make run` must pass, in that order, and `make run` ends with the "not run here, and why"
 # table. Needs root (it creates the unprivileged user, $IBREPRO_NEWCOMER or ibrepro-newcomer) and what a
-# newcomer is told to have: Python >= 3.10 with venv, a C compiler, make, git.
+# newcomer is told to have: Python >= 3.10 with venv, a C compiler, make, git. With IBREPRO_NEWCOMER_PASSED set,
+# the ids of the tests its `make test` passed are written to that file (.ci/run does not run them again).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 user=${IBREPRO_NEWCOMER:-ibrepro-newcomer}
@@ -36,6 +37,10 @@ chown -R "$user": "$base"
 home=$(getent passwd "$user" | cut -d: -f6)
 echo "newcomer: $user in '$checkout', PATH without MPI or perftest"
 started=$(date +%s)
-runuser -u "$user" -- env -i HOME="$home" PATH="$bin" LANG=C.UTF-8 TERM=dumb \
+runuser -u "$user" -- env -i HOME="$home" PATH="$bin" LANG=C.UTF-8 TERM=dumb IBREPRO_PASSED_LIST="$base/passed" \
     bash -c 'set -e; cd "$1"; make setup; make test; make run' newcomer "$checkout"
+if [ -n "${IBREPRO_NEWCOMER_PASSED:-}" ]; then
+    cp "$base/passed" "$IBREPRO_NEWCOMER_PASSED"
+    echo "newcomer: the $(wc -l < "$IBREPRO_NEWCOMER_PASSED") tests make test passed are listed in $IBREPRO_NEWCOMER_PASSED"
+fi
 echo "newcomer: make setup, make test, make run passed in $(( $(date +%s) - started )) s"

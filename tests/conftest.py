@@ -53,3 +53,30 @@ def reframe(tmp_path):
 def output(proc):
     """stdout and stderr of a finished process, for assertion messages."""
     return f'exit {proc.returncode}\n--- stdout\n{proc.stdout[-6000:]}\n--- stderr\n{proc.stderr[-3000:]}'
+
+
+# CI (.ci/run) runs the suite twice on one commit: as a newcomer (ci/newcomer.sh), then as root with the system
+# packages installed. The second run leaves out, by exact id, what the first passed: it runs what the first skipped.
+
+def pytest_runtest_logreport(report):
+    """With IBREPRO_PASSED_LIST set, append the id of every test that passed to that file."""
+    listing = os.environ.get('IBREPRO_PASSED_LIST')
+    if listing and report.when == 'call' and report.passed:
+        with open(listing, 'a', encoding='utf-8') as out:
+            out.write(report.nodeid + '\n')
+
+
+def pytest_collection_modifyitems(config, items):
+    """With IBREPRO_ALREADY_PASSED set, deselect the tests that file lists (pytest's --deselect matches prefixes:
+    test_a would take test_a_as_root with it)."""
+    listing = os.environ.get('IBREPRO_ALREADY_PASSED')
+    if not listing:
+        return
+    try:
+        passed = set(Path(listing).read_text(encoding='utf-8').splitlines())
+    except OSError as err:
+        raise pytest.UsageError(f'IBREPRO_ALREADY_PASSED: cannot read the tests to leave out: {err}') from err
+    left_out = [item for item in items if item.nodeid in passed]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if item.nodeid not in passed]
