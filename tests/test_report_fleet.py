@@ -202,3 +202,80 @@ def test_a_latency_suspects_evidence_is_its_latencies_and_their_increase():
     assert shown['metric'] == 'latency' and shown['unit'] == 'us' and shown['effect'] > 0
     slowest = shown['evidence'][0]
     assert slowest['value'] == slowest['lat'] and slowest['change'] > 0.2    # slower = more latency, shown as +
+
+
+def split_night(path, out_dir, night):
+    """A real night's run report as a CI child pipeline stores a night of two jobs: two sessions (the second a
+    minute later, its own UUID), each one pair-round case (``job_index`` 0 and 1) with its half of the night's flows
+    in their order, both with the session extra ``nightly``; the confirmation and what the night named go with the
+    second. Returns the two files."""
+    data = json.loads(Path(path).read_text())
+    case = next(c for run in data['runs'] for c in run['testcases'] if 'fleet_flows' in c)
+    half = len(case['fleet_flows']) // 2
+    parts = []
+    for k, flows in enumerate((case['fleet_flows'][:half], case['fleet_flows'][half:])):
+        part = json.loads(json.dumps(data))
+        info = part['session_info']
+        info['nightly'] = night
+        info['uuid'] = f'{k}{info["uuid"][1:]}'
+        info['time_start_unix'] += 60 * k
+        info['time_end_unix'] += 60 * k
+        mine = next(c for run in part['runs'] for c in run['testcases'] if 'fleet_flows' in c)
+        mine.update(name=f'FleetPairs %job_index={k}', uuid=f'{info["uuid"]}:0', fleet_flows=flows)
+        if not k:
+            mine.update(fleet_confirmation=[], fleet_named=[])
+        parts.append(out_dir / f'{night}-{k}.report.json')
+        parts[-1].write_text(json.dumps(part))
+    return parts
+
+
+def test_a_night_stored_as_several_sessions_is_one_night(tmp_path):
+    """The three real nights, each stored as a CI child pipeline stores a night of two jobs (two sessions sharing
+    their ``nightly`` extra): each is one night of history with every flow of its two sessions, as the same nights
+    stored whole are, in the library (its first session named), in ``fleet analyse`` of a night's second session
+    (its own first session is no history of it) and in the report's fleet section."""
+    whole = [json.loads((FLEET / f'{name}.report.json').read_text()) for name in NIGHTS]
+    files = [p for name in NIGHTS for p in split_night(FLEET / f'{name}.report.json', tmp_path, f'night-{name}')]
+    split = [json.loads(p.read_text()) for p in files]
+    expected, _ = fleet_rounds.stored_history(whole, 'fattree-cluster', 'fabric')
+    history, used = fleet_rounds.stored_history(split, 'fattree-cluster', 'fabric')
+    assert history == expected and used == [r['session_info']['uuid'] for r in split[::2]]
+    # read as six nights, every component would have six effects of half a night
+    apart = [{**r, 'session_info': {**r['session_info'], 'nightly': None}} for r in split]
+    assert len(fleet_rounds.stored_history(apart, 'fattree-cluster', 'fabric')[1]) == 6
+
+    db = stored_nights(tmp_path / 'results.db', files)
+    nights = fleet_rounds.night_reports('fattree-cluster', 'fabric', last=2, db=db)
+    assert [n['session_info']['sessions'] for n in nights] == [
+        [r['session_info']['uuid'] for r in split[k:k + 2]] for k in (2, 4)]
+    assert len(fleet_rounds.night_reports(last=2, db=db, exclude={'night-fattree-clean'})) == 2
+    assert len(fleet_rounds.night_reports(last=5, db=db, exclude={'night-fattree-clean'})) == 2
+
+    env = {**os.environ, 'RFM_SQLITE_DB_FILE': str(db), 'IBREPRO_HOME': str(tmp_path / 'home')}
+    done = subprocess.run([sys.executable, '-m', 'ibrepro', 'fleet', 'analyse', '--session',
+                           split[-1]['session_info']['uuid']], capture_output=True, text=True, timeout=300, env=env)
+    assert 'history: 2 pair-round night(s) stored before it' in done.stdout, done.stdout + done.stderr
+
+    done = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--db', str(db), '--last', '1',
+                           '--output-dir', str(tmp_path / 'out')], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    html = Path(done.stdout.splitlines()[0]).read_text()
+    section = html[html.index('<h2 id="fleet">'):html.index('<h2 id="provenance">')]
+    rows = section[section.index('id="fleet-nights"'):].split('</table>')[0].split('<tr>')[2:]
+    assert len(rows) == 1 and split[-2]['session_info']['uuid'][:8] in rows[0], rows
+    assert rows[0].split('</td>')[2] == f'<td class="n">{len(whole[-1]["runs"][0]["testcases"][0]["fleet_flows"])}'
+    assert rows[0].split('</td>')[3] == '<td class="n">2'                     # history: the two nights before
+    assert 'uplink leaf1&gt;spine0 = downlink spine0&gt;leaf2' in rows[0]
+
+
+def test_stored_run_ids_of_the_wrong_type_are_no_run():
+    """A stored session whose ``nightly`` or ``session_info`` or ``runs`` is not what ReFrame stores: a night of its
+    own (by its UUID, or its place), never merged with another by a value that is not an id, never a crash."""
+    real = json.loads((FLEET / 'fattree-clean.report.json').read_text())
+    odd = [{**real, 'session_info': {**real['session_info'], 'nightly': ['x']}},
+           {**real, 'session_info': {**real['session_info'], 'uuid': 'b', 'nightly': {'x': 1}}},
+           {**real, 'session_info': 'x', 'runs': {'testcases': []}}, {'session_info': None, 'runs': 'x'}]
+    assert [results.run_id(r) for r in odd] == [real['session_info']['uuid'], 'b', None, None]
+    nights = fleet_rounds.nights_of(odd)
+    assert len(nights) == 4 and [len(n['runs']) for n in nights] == [1, 1, 0, 0]
+    assert fleet_rounds.stored_history(odd, 'fattree-cluster', 'fabric')[1] == [real['session_info']['uuid'], 'b']

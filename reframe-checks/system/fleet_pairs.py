@@ -92,7 +92,7 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
     fleet_named = variable(typ.List[str], value=[], loggable=True)
     #: past pair-round nights of this partition that give each component its history (0: none)
     fleet_history_nights = variable(int, value=fleet_rounds.HISTORY_NIGHTS)
-    #: the stored sessions (UUIDs) the components' history came from
+    #: the stored nights the components' history came from, each its first session's UUID
     fleet_history_from = variable(typ.List[str], value=[], loggable=True)
     #: why the stored history could not be read (sessions left out), for the record
     fleet_history_problems = variable(typ.List[str], value=[], loggable=True)
@@ -149,8 +149,10 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
             return
         problems = []
         try:
+            # a night stored as several sessions (a CI child pipeline's): its sessions stored so far are no history
             reports = fleet_rounds.night_reports(self.current_system.name, self.current_partition.name,
-                                                 last=self.fleet_history_nights, problems=problems)
+                                                 last=self.fleet_history_nights, problems=problems,
+                                                 exclude={os.environ.get('IBREPRO_NIGHTLY')})
         except (OSError, results.ResultsError) as err:    # no database yet: no history
             reports, problems = [], [str(err)]
         history, used = fleet_rounds.stored_history(reports, self.current_system.name,

@@ -316,31 +316,65 @@ STORED_NIGHTS = 90
 NIGHT_CHECK = 'FleetPairs'
 
 
-def night_reports(system=None, partition=None, *, before=None, last=HISTORY_NIGHTS, db=None, problems=None):
-    """The run reports of the last ``last`` sessions stored with a pair-round case on ``system`` (and
-    ``partition``), started before ``before`` (unix time), oldest first; found by ReFrame's test case index
-    (:func:`ibrepro.results.check_sessions`), so only those sessions are read. Sessions that cannot be read are
-    named in ``problems`` (ResultsError without it)."""
+def night_reports(system=None, partition=None, *, before=None, last=HISTORY_NIGHTS, db=None, problems=None,
+                  exclude=()):
+    """The pair-round nights of the last ``last`` runs stored with a pair-round case on ``system`` (and
+    ``partition``), started before ``before`` (unix time), oldest first, each one run report (:func:`nights_of`: a
+    run stored as several sessions is one night); runs in ``exclude`` (run ids, :func:`ibrepro.results.run_id`)
+    left out. Found by ReFrame's test case index (:func:`ibrepro.results.check_sessions`) and read from the newest
+    back, so only those sessions are read. Sessions that cannot be read are named in ``problems`` (ResultsError
+    without it)."""
     from . import results
     uuids = results.check_sessions(NIGHT_CHECK, system, partition, before, db)
-    return results.sessions_by_uuid(uuids[-last:] if last else uuids, db, problems=problems)
+
+    def kept(reports):
+        return [n for n in nights_of(reports) if results.run_id(n) not in exclude]
+    if not last:
+        return kept(results.sessions_by_uuid(uuids, db, problems=problems))
+    reports, nights, end = [], [], len(uuids)
+    while end > 0:
+        start = max(0, end - last)
+        reports = results.sessions_by_uuid(uuids[start:end], db, problems=problems) + reports
+        nights, end = kept(reports), start
+        if len(nights) > last:            # one more than asked: the oldest night asked for has all its sessions
+            break
+    return nights[-last:]
+
+
+def nights_of(reports):
+    """Run reports (oldest first) as nights: the sessions of one run (:func:`ibrepro.results.run_id`, their
+    ``nightly`` extra: a CI child pipeline stores one session per test case) merged into one run report, in the
+    place of its first session, with that session's ``session_info`` plus ``sessions``, every session's UUID; a
+    case stored twice in a run (a confirmation re-run) is its last (:func:`ibrepro.results.testcases`)."""
+    from . import results
+    nights = {}
+    for k, report in enumerate(reports):
+        run = results.run_id(report) or f'unnamed session {k}'
+        info, runs = report.get('session_info'), report.get('runs')
+        info = info if isinstance(info, dict) else {}
+        if run not in nights:
+            nights[run] = {**report, 'session_info': {**info, 'sessions': []}, 'runs': []}
+        nights[run]['session_info']['sessions'].append(info.get('uuid'))
+        nights[run]['runs'] += [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+    return list(nights.values())
 
 
 def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
-    """``({metric: {component: [effects, oldest first]}}, [session uuids])``: each component's effect per metric
-    (mean residual, log units: :func:`ibrepro.fleet_localise.night_effects`; latency from RDMA nights) in the last
-    ``nights`` pair-round nights of
-    ``system:partition`` among ``reports`` (run reports, oldest first). A night that named a component is left out
-    of that component's history: a fault must not become its normal (:func:`ibrepro.fleet_localise.localise` takes
-    a component's usual slowness, the median of its history, as its zero)."""
+    """``({metric: {component: [effects, oldest first]}}, [the first session UUID of each night used])``: each
+    component's effect per metric (mean residual, log units: :func:`ibrepro.fleet_localise.night_effects`; latency
+    from RDMA nights) in the last ``nights`` pair-round nights of ``system:partition`` among ``reports`` (run
+    reports, oldest first; the sessions of one run are one night, :func:`nights_of`). A night that named a
+    component is left out of that component's history: a fault must not become its normal
+    (:func:`ibrepro.fleet_localise.localise` takes a component's usual slowness, the median of its history, as
+    its zero)."""
     found = []
-    for report in reports:
+    for report in nights_of(reports):
         try:
             data = from_report(report, system, partition)
         except ValueError:
             continue                       # a night whose stored variables are not what the check stores
         if data and data['flows'] and data['leaves']:
-            found.append(((report.get('session_info') or {}).get('uuid'), data))
+            found.append((report['session_info'].get('uuid'), data))
     history, used = {}, []
     for uuid, data in found[-nights:]:
         try:
@@ -365,7 +399,8 @@ def history_before(report, db=None):
     if case is None:
         return {}, []
     start = float((report.get('session_info') or {}).get('time_start_unix') or 0)
-    reports = night_reports(case.get('system'), case.get('partition'), before=start, db=db, problems=[])
+    reports = night_reports(case.get('system'), case.get('partition'), before=start, db=db, problems=[],
+                            exclude={results.run_id(report)})     # an earlier session of its own run is no history
     return stored_history(reports, case.get('system'), case.get('partition'))
 
 

@@ -710,6 +710,15 @@ def session_index(db=None):
     return [(row.uuid, row.start, list(row.systems), row.run) for row, _ in rows]
 
 
+def run_id(report):
+    """The run a stored session belongs to: its ``nightly`` extra (``--session-extras nightly=<id>``; a CI child
+    pipeline stores one session per test case, all with the pipeline's id), else the session's own UUID; None when
+    the report names neither as a string."""
+    info = report.get('session_info') if isinstance(report, dict) else None
+    info = info if isinstance(info, dict) else {}
+    return next((v for v in (info.get('nightly'), info.get('uuid')) if isinstance(v, str) and v), None)
+
+
 def check_sessions(check, system=None, partition=None, before=None, db=None):
     """UUIDs of the stored sessions with a test case of ``check`` (the check's name, a variant's display name
     ``check %param=...``) on ``system`` (and ``partition``) started before ``before`` (unix time), oldest first:

@@ -30,10 +30,11 @@ suspects a confirmation cleared; test cases too noisy to judge) and exits with i
 ``ibrepro nightly`` runs the checks, this test, the confirmation of the suspects, and this test again.
 """
 
+from ..results import run_id
 from .model import build
 from .provenance import LABEL_EMULATED, LABEL_LOCAL
 from .render import write
-from .selection import DEFAULT_HISTORY, Inputs, ReportError, parse_since, run_id, select
+from .selection import DEFAULT_HISTORY, Inputs, ReportError, parse_since, select
 
 # the package's API; render (HTML and Markdown of a model) is the submodule ibrepro.report.render
 __all__ = ['DEFAULT_HISTORY', 'LABEL_EMULATED', 'LABEL_LOCAL', 'Inputs', 'ReportError', 'build', 'parse_since',

@@ -1,5 +1,6 @@
 """The report's fleet section: the pair-round nights among the selected sessions (test cases with the loggable
-``fleet_flows``: ``reframe-checks/system/fleet_pairs.py``, :mod:`ibrepro.fleet_rounds`).
+``fleet_flows``: ``reframe-checks/system/fleet_pairs.py``, :mod:`ibrepro.fleet_rounds`; the sessions of one run
+are one night, :func:`ibrepro.fleet_rounds.nights_of`).
 
 Per night, the components named and the suspects cleared, each with its evidence chain (the night's flows that
 crossed it, then its confirmation re-runs), judged again from the stored flows by the localiser
@@ -16,7 +17,7 @@ night suspected or that are slowest in it (each night's effect: the mean change 
 import math
 import statistics
 
-from .. import fleet_localise, fleet_rounds
+from .. import fleet_localise, fleet_rounds, results
 
 
 def _suspect(s):
@@ -68,7 +69,8 @@ def section(system, selected, earlier=()):
     run reports, oldest first; ``earlier``: the run reports stored before them (oldest first), whose pair-round
     nights are each selected night's history and feed the verification ages and the trend."""
     nights, verified, problems, trend = [], {}, [], []
-    before = [r for r in earlier if fleet_rounds.has_night(r, system)]
+    # the sessions of one run (a CI child pipeline stores one per case) are one night
+    before = fleet_rounds.nights_of([r for r in earlier if fleet_rounds.has_night(r, system)])
     for k, report in enumerate(before):     # each component's last verification; the last nights' trend
         try:
             uuid, when, data, fabric, flows = _night(report, system)
@@ -78,14 +80,15 @@ def section(system, selected, earlier=()):
         _verify(verified, flows, fabric, result, when)
         if k >= len(before) - fleet_rounds.HISTORY_NIGHTS:
             trend.append((when, fleet_localise.component_effects(flows, fabric)))
-    for report in selected:
+    for report in fleet_rounds.nights_of(selected):
         info = report.get('session_info') or {}
         try:
             night = _night(report, system)
             if night is None:
                 continue
             uuid, when, data, fabric, flows = night
-            history, used = fleet_rounds.stored_history(before, system, data['partition'])
+            history, used = fleet_rounds.stored_history(
+                [b for b in before if results.run_id(b) != results.run_id(report)], system, data['partition'])
             result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'], history=history)
             effects = fleet_localise.component_effects(flows, fabric)
         except UNJUDGED as err:

@@ -10,7 +10,7 @@ import statistics
 from .. import parsers, results, stats, verdict
 from ..simulated import table as simulated_table
 from . import fleet, papers, provenance, regressions
-from .selection import run_id
+from ..results import run_id
 
 
 def _when(start):

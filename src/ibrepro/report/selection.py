@@ -136,12 +136,6 @@ def _select(inputs, db, rows, sessions, last, since, report_files, night=None):
     inputs.selected = results.sessions_by_uuid(chosen, db, problems=inputs.problems)
 
 
-def run_id(report):
-    """The run a session belongs to: its ``nightly`` extra, else the session itself."""
-    info = report['session_info']
-    return info.get('nightly') or info.get('uuid')
-
-
 def _last_runs(rows, count):
     """The session rows of the last ``count`` runs (sessions sharing a ``nightly`` extra are one run)."""
     runs = list(dict.fromkeys(row.night for row in rows))
