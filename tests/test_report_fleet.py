@@ -35,6 +35,15 @@ def stored_nights(db, reports=None):
     return db
 
 
+def newest_night_section(tmp_path, db):
+    """The fleet section of ``ibrepro report --last 1`` on the results database ``db`` (HTML)."""
+    done = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--db', str(db), '--last', '1',
+                           '--output-dir', str(tmp_path / 'out')], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    html = Path(done.stdout.splitlines()[0]).read_text()
+    return html[html.index('<h2 id="fleet">'):html.index('<h2 id="provenance">')]
+
+
 def report(tmp_path, *paths):
     done = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--report', *map(str, paths),
                            '--output-dir', str(tmp_path / 'out')], capture_output=True, text=True, timeout=300)
@@ -105,12 +114,7 @@ def test_nights_stored_before_the_selected_one_are_its_history_verification_and_
     """The three real nights stored in a results database (ReFrame 4.10's schema, reports unedited) and only the
     newest selected (``--last 1``): the two nights before it are that night's history, as the check read it, and
     the cables it suspected show when they were last verified (in the uplink night) instead of "never"."""
-    db = stored_nights(tmp_path / 'results.db')
-    done = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--db', str(db), '--last', '1',
-                           '--output-dir', str(tmp_path / 'out')], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    html = Path(done.stdout.splitlines()[0]).read_text()
-    section = html[html.index('<h2 id="fleet">'):html.index('<h2 id="provenance">')]
+    section = newest_night_section(tmp_path, stored_nights(tmp_path / 'results.db'))
     nights = section[section.index('id="fleet-nights"'):].split('</table>')[0].split('<tr>')[2:]
     assert len(nights) == 1 and '48fb7030' in nights[0]
     assert nights[0].split('</td>')[3] == '<td class="n">2'                     # history: the two nights before
@@ -256,11 +260,7 @@ def test_a_night_stored_as_several_sessions_is_one_night(tmp_path):
                            split[-1]['session_info']['uuid']], capture_output=True, text=True, timeout=300, env=env)
     assert 'history: 2 pair-round night(s) stored before it' in done.stdout, done.stdout + done.stderr
 
-    done = subprocess.run([sys.executable, '-m', 'ibrepro', 'report', '--db', str(db), '--last', '1',
-                           '--output-dir', str(tmp_path / 'out')], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
-    html = Path(done.stdout.splitlines()[0]).read_text()
-    section = html[html.index('<h2 id="fleet">'):html.index('<h2 id="provenance">')]
+    section = newest_night_section(tmp_path, db)
     rows = section[section.index('id="fleet-nights"'):].split('</table>')[0].split('<tr>')[2:]
     assert len(rows) == 1 and split[-2]['session_info']['uuid'][:8] in rows[0], rows
     assert rows[0].split('</td>')[2] == f'<td class="n">{len(whole[-1]["runs"][0]["testcases"][0]["fleet_flows"])}'

@@ -354,7 +354,9 @@ def nights_of(reports):
         info = info if isinstance(info, dict) else {}
         if run not in nights:
             nights[run] = {**report, 'session_info': {**info, 'sessions': []}, 'runs': []}
-        nights[run]['session_info']['sessions'].append(info.get('uuid'))
+        # a night merged before keeps its sessions (the report merges, then stored_history reads the nights)
+        sessions = info.get('sessions')
+        nights[run]['session_info']['sessions'] += sessions if isinstance(sessions, list) else [info.get('uuid')]
         nights[run]['runs'] += [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
     return list(nights.values())
 
