@@ -15,7 +15,10 @@ For each test case (``--cases``: ReFrame ``-n`` patterns, one test case each), i
    always the one measured.
 3. **Nights**: ``--nights`` N injected nights per level and as many clean nights (``--clean-nights``), interleaved in
    a shuffled order (``--seed``), each one ``ibrepro nightly`` (run, judge, re-run the suspects, judge): detected =
-   exit 1, inconclusive = exit 3 (never a detection), could not judge = exit 2. An injected night's sessions (the
+   exit 1, inconclusive = exit 3 (never a detection), could not judge = exit 2; a night whose check failed in
+   ReFrame or that measured nothing (a refused knob, a broken run) is *check failed*, whatever the exit status (a
+   failed check exits 1): never a detection nor a false alarm, counted and shown, and a miss in the detection
+   rate (:func:`outcome`). An injected night's sessions (the
    night and its confirmation) are deleted after its verdict, so that the history stays clean, as it would after a
    regression was fixed; clean nights stay and grow the history, as at a site.
 4. **Change points** (``--otava``): Apache Otava (E-Divisive means, ``apache-otava`` in its own virtual environment
@@ -159,6 +162,31 @@ def calibrate(args, home, level, center, logfile):
     return (best[0], best[1], trace) if best else (amount, None, trace)
 
 
+#: ``ibrepro nightly``'s exit status -> what a night that ran and measured says.
+_BY_STATUS = {verdict.EXIT_REGRESSION: 'detected', verdict.EXIT_CLEAN: 'missed',
+              verdict.EXIT_INCONCLUSIVE: 'inconclusive', verdict.EXIT_UNJUDGED: 'unjudged'}
+
+
+def outcome(status, measured, check_failed):
+    """What one night of the harness says: 'detected' (exit 1; on a clean night, a false alarm), 'missed' (exit 0),
+    'inconclusive' (exit 3), 'unjudged' (exit 2 or anything else), or 'failed': its check failed in ReFrame or it
+    measured nothing (``measured`` None: no slowdown was made, so none can be detected), whatever the exit status
+    (``ibrepro nightly`` exits 1 on a failed check). A failed night is never a detection."""
+    if check_failed or measured is None:
+        return 'failed'
+    return _BY_STATUS.get(status, 'unjudged')
+
+
+def night_failed(reports):
+    """Whether the night's own session (``reports[0]``, see sessions_of) is missing or has a failed test case."""
+    return not reports or any(c.get('result') == 'fail' for c in results.testcases(reports[0]))
+
+
+def _outcome(o):
+    """The outcome of a saved night (nights.json before outcomes were saved: from its status and slowdown)."""
+    return o.get('outcome') or outcome(o['status'], o['slowdown'], False)
+
+
 def rate(count, trials):
     low, high = stats.clopper_pearson(count, trials)
     return {'rate': count / trials if trials else None, 'low95': low, 'high95': high}
@@ -214,8 +242,10 @@ def run_case(args, case, results_out):
         added = next(iter(results.testcases(reports[0])), {}).get('inject_added') if reports else None
         outcomes.append({'night': night, 'level': level, 'status': status, 'wall_s': round(wall, 1),
                          'slowdown': measured, 'confirmation': confirmed,
+                         'outcome': outcome(status, measured, night_failed(reports)),
                          'inject_overshoot': (added or {}).get('overshoot') if level else None})
-        log(f'  {night}: exit {status}' + (f', slowdown {measured:+.1%}' if measured is not None else '')
+        log(f'  {night}: exit {status} ({outcomes[-1]["outcome"]})'
+            + (f', slowdown {measured:+.1%}' if measured is not None else '')
             + (', confirmation re-run' if confirmed else '') + f', {wall:.0f} s')
         (home / 'nights.json').write_text(json.dumps({'history_series': series[:args.history],
                                                       'injections': injections, 'nights': outcomes}, indent=1))
@@ -232,9 +262,10 @@ def summarise(args, case, center, injections, outcomes, series, history_wall):
     clean = [o for o in outcomes if o['level'] is None]
     entry = {'case': case, 'environ': args.environ, 'history': args.history, 'variables': len(center),
              'clean_nights': len(clean),
-             'false_alarms': sum(o['status'] == verdict.EXIT_REGRESSION for o in clean),
-             'clean_inconclusive': sum(o['status'] == verdict.EXIT_INCONCLUSIVE for o in clean),
-             'clean_unjudged': sum(o['status'] == verdict.EXIT_UNJUDGED for o in clean),
+             'false_alarms': sum(_outcome(o) == 'detected' for o in clean),
+             'clean_inconclusive': sum(_outcome(o) == 'inconclusive' for o in clean),
+             'clean_unjudged': sum(_outcome(o) == 'unjudged' for o in clean),
+             'clean_failed': sum(_outcome(o) == 'failed' for o in clean),
              'clean_confirmations': sum(o['confirmation'] for o in clean),
              'night_wall_s': _median([o['wall_s'] for o in clean]),
              'history_night_wall_s': round(history_wall, 1) if history_wall else None,
@@ -249,9 +280,10 @@ def summarise(args, case, center, injections, outcomes, series, history_wall):
                'injected_ratio': round(1 + statistics.median(measured), 4) if measured else None,
                'inject_overshoot': _median([o['inject_overshoot'] for o in mine
                                             if o['inject_overshoot'] is not None], 4),
-               'nights': len(mine), 'detected': sum(o['status'] == verdict.EXIT_REGRESSION for o in mine),
-               'inconclusive': sum(o['status'] == verdict.EXIT_INCONCLUSIVE for o in mine),
-               'unjudged': sum(o['status'] == verdict.EXIT_UNJUDGED for o in mine),
+               'nights': len(mine), 'detected': sum(_outcome(o) == 'detected' for o in mine),
+               'inconclusive': sum(_outcome(o) == 'inconclusive' for o in mine),
+               'unjudged': sum(_outcome(o) == 'unjudged' for o in mine),
+               'failed': sum(_outcome(o) == 'failed' for o in mine),   # a miss in the rate, shown on its own
                'clean_nights': len(clean), 'false_alarms': entry['false_alarms'],
                'night_wall_s': _median([o['wall_s'] for o in mine])}
         row['detection_rate'] = rate(row['detected'], len(mine))
@@ -387,6 +419,7 @@ def combined_levels(cases, levels):
         rows.append({'level': level, 'injected_ratio': round(statistics.median(ratios), 4) if ratios else None,
                      'nights': nights, 'detected': detected, 'detection': rate(detected, nights),
                      'inconclusive': sum(r['inconclusive'] for r in mine),
+                     'failed': sum(r.get('failed', 0) for r in mine),
                      'clean_nights': clean, 'false_alarms': alarms, 'false_alarm': rate(alarms, clean),
                      'night_wall_s': round(sum(c['night_wall_s'] or 0 for c in cases), 1),
                      'per_case': [{'case': c['case'], **{k: r[k] for k in ('injected_ratio', 'detected', 'nights',
@@ -399,11 +432,12 @@ def combined_levels(cases, levels):
 def print_table(output):
     def pct(r):
         return '-' if r['rate'] is None else f'{r["rate"]:.0%} [{r["low95"]:.0%}, {r["high95"]:.0%}]'
-    print('\nlevel | injected | detected | inconclusive | false alarms (clean nights) | night wall')
+    print('\nlevel | injected | detected | inconclusive | check failed (a miss) | false alarms (clean nights) | '
+          'night wall')
     for row in output['levels']:
         print(f'{row["level"]} % | {row["injected_ratio"]} | {row["detected"]}/{row["nights"]} {pct(row["detection"])}'
-              f' | {row["inconclusive"]} | {row["false_alarms"]}/{row["clean_nights"]} {pct(row["false_alarm"])}'
-              f' | {row["night_wall_s"]} s')
+              f' | {row["inconclusive"]} | {row["failed"]} | {row["false_alarms"]}/{row["clean_nights"]} '
+              f'{pct(row["false_alarm"])} | {row["night_wall_s"]} s')
 
 
 if __name__ == '__main__':

@@ -13,7 +13,9 @@
 
 Exit status: the verdict's (0 clean, 1 regression, 2 could not judge, 3 inconclusive: ``ibrepro report --help``);
 a check that failed in ReFrame (sanity, references; with ``--no-run``: a failed test case of the night's stored
-sessions) makes it 1 unless it is worse, and a night whose session was not stored 2.
+sessions) makes it 1 unless it is worse, and a night whose session was not stored 2; with ``--no-run``, a missing
+or unreadable database, or a night none of whose sessions can be read, 2 (other unreadable sessions: named, left
+out).
 """
 
 import argparse
@@ -25,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import paths, verdict
+from . import paths, results, verdict
 
 RUN_CHECKS = paths.REPO_ROOT / 'scripts' / 'run-checks.sh'
 
@@ -80,6 +82,53 @@ def failed_cases(night):
             for c in results.readable_cases(report, []) if c.get('result') == 'fail']
 
 
+def stored_night_problems(night, db=None):
+    """``(why the night cannot be judged or None, [unreadable sessions of it])`` from the values index: no
+    database, a database that cannot be read, or no readable session of ``night`` (its ``nightly`` extra) is the
+    first; a stored session that cannot be read and names the night in its raw text (a truncated report) is
+    part of the night that cannot be read. Unreadable sessions of other nights are the report's warnings."""
+    from . import results
+    try:
+        with results.open_index(db) as index:
+            rows, unreadable = index.sessions()
+            raw = _unreadable_text(index.db, [row for row in unreadable])
+    except results.ResultsError as err:
+        return str(err), []
+    mine = [row for row, _ in rows if row.night == night]
+    named = [reason for reason, text in raw if _names_night(text, night)]
+    if not any(not row.confirms for row in mine):
+        return ('no readable session of it is stored'
+                + (f' ({len(named)} unreadable: {"; ".join(named)})' if named else '')), []
+    return None, named
+
+
+def _unreadable_text(db, reasons):
+    """``[(reason, the stored text's first 4096 characters)]`` of the unreadable sessions named in ``reasons``
+    (``session <uuid>: ...``)."""
+    import re
+    import sqlite3
+    found = []
+    uuids = {m.group(1): reason for reason in reasons if (m := re.match(r'session (\S+?):', reason))}
+    if not uuids:
+        return found
+    try:
+        conn = sqlite3.connect(f'file:{db}?mode=ro', uri=True, timeout=30)
+        try:
+            for uuid, text in conn.execute(f'SELECT uuid, substr(json_blob, 1, 4096) FROM sessions WHERE uuid IN '
+                                           f'({",".join("?" * len(uuids))})', list(uuids)):
+                found.append((uuids[uuid], text if isinstance(text, str) else ''))
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        pass
+    return found
+
+
+def _names_night(text, night):
+    import re
+    return re.search(r'"nightly"\s*:\s*' + re.escape(json.dumps(night)), text or '') is not None
+
+
 def _report(argv):
     from . import cli
     return cli.main(['report', *argv])
@@ -107,9 +156,16 @@ def main(args):
             print('ibrepro nightly: the night\'s session was not stored: nothing to judge', file=sys.stderr)
             return verdict.EXIT_UNJUDGED
 
+    # --no-run: the night must be stored and readable (a missing or broken database is "could not judge", never a
+    # regression); other unreadable sessions are named and left out by the report
+    night_problem, unreadable_part = stored_night_problems(night)
+    if night_problem:
+        print(f'ibrepro nightly: could not judge night {night}: {night_problem}', file=sys.stderr)
+        return verdict.EXIT_UNJUDGED
+
     # this night, not the newest stored one (a night judged again later, or another night stored since)
     report_options = [f'--alpha={NIGHT_ALPHA}', *args.report_options, '--nightly', '--night', night]
-    confirmed = []
+    confirmed, not_confirmed = [], []
     if not args.no_confirm:
         with tempfile.TemporaryDirectory(prefix='ibrepro-nightly-') as tmp:
             suspects_file = Path(tmp) / 'suspects.json'
@@ -129,17 +185,30 @@ def main(args):
             status = run_checks(args.config, options, env)
             confirmed.append(status)
             if status == NOT_STORED:
-                print('ibrepro nightly: the confirmation was not stored: its suspects stay unconfirmed',
+                print('ibrepro nightly: the confirmation was not stored: its suspects are not confirmed, not cleared',
                       file=sys.stderr)
+                not_confirmed.append(f'its confirmation on {system}:{partition}+{environ} ran but its ReFrame '
+                                     'session was not stored: it measured nothing')
         unnamed = [s['name'] for s in suspects if not s.get('hashcode')]
         if unnamed:
-            print(f'ibrepro nightly: no ReFrame hash recorded for {", ".join(unnamed)}: not confirmed',
+            print(f'ibrepro nightly: no ReFrame hash recorded for {", ".join(unnamed)}: not confirmed, not cleared',
                   file=sys.stderr)
+            not_confirmed.append('no ReFrame hash was recorded to re-run it: its confirmation measured nothing')
+        if not_confirmed:
+            report_options.append(f'--confirmation-problem={"; ".join(not_confirmed)}')
 
     print(f'\n== ibrepro nightly {night}: the verdict')
     status = _report([*report_options, *(['--output-dir', args.output_dir] if args.output_dir else [])])
     # --no-run: the night's cases ran elsewhere (GitLab child jobs); their failures are in the stored sessions
-    failed = failed_cases(night) if args.no_run else []
+    try:
+        failed = failed_cases(night) if args.no_run else []
+    except results.ResultsError as err:
+        print(f'ibrepro nightly: could not judge night {night}: {err}', file=sys.stderr)
+        return verdict.EXIT_UNJUDGED
+    if unreadable_part:
+        print(f'ibrepro nightly: part of night {night} cannot be read ({"; ".join(unreadable_part)}): '
+              'it was not judged', file=sys.stderr)
+        status = verdict.combine([status, verdict.EXIT_UNJUDGED])
     if (ran or failed) and status in (verdict.EXIT_CLEAN, verdict.EXIT_INCONCLUSIVE):
         print(f'ibrepro nightly: a check failed in ReFrame ({", ".join(failed) or "above"}): the night fails',
               file=sys.stderr)

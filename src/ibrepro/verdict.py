@@ -10,6 +10,10 @@ A night is judged in two stages (``ibrepro nightly`` runs both; docs/reports.md 
    second ReFrame session of the same night with the session extra ``confirms=<night>``). The re-run is tested
    against the same baseline (:func:`ibrepro.stats.confirmation_test`); only a suspect whose re-run regressed
    too raises the alarm. A passing transient slowdown does not survive the second run; a real one does.
+   A confirmation that measured nothing (its case failed, was skipped, stored no value, or its session was not
+   stored) neither confirms nor clears: the suspect is *unverified*, an alarm when the night alone crosses the
+   one-night alarm limit (:data:`ALARM_ALPHA`), else "could not judge". Only a confirmation stored after its
+   night's sessions and of the same night counts (a reused night id must not clear a night).
 
 **The noise guard.** A night is too noisy to judge when its own repetitions (``-S repetitions=R``) disagree by
 more than ``max_noise`` (the standard deviation of the case's index over them), or when some task of the node
@@ -24,10 +28,14 @@ severe of its cases'.
 
 import dataclasses
 
+from . import stats
+
 #: What a night says of one test case.
 VERDICTS = {
     'regression': 'regressed, and its confirmation regressed too',
     'unconfirmed': 'regressed; no confirmation was run (ibrepro nightly runs one)',
+    'unverified': 'flagged; its confirmation measured nothing (failed, skipped, no value, not stored): '
+                  'not confirmed, not cleared',
     'cleared': 'flagged, and its confirmation did not regress: not an alarm',
     'inconclusive': 'too noisy to judge this night',
     'ok': 'no regression',
@@ -36,8 +44,15 @@ VERDICTS = {
 
 #: Exit status of ``ibrepro report --nightly``, ``ibrepro nightly``, ``make nightly`` and ``ci/nightly.sh``.
 EXIT_CLEAN = 0          # judged, no regression
-EXIT_REGRESSION = 1     # a test case regressed (confirmed, or unconfirmed where no confirmation ran)
-EXIT_UNJUDGED = 2       # could not judge: unreadable references or data, a crash, 3 inconclusive nights in a row
+EXIT_REGRESSION = 1     # a test case regressed (confirmed, or unconfirmed where no confirmation ran, or unverified
+                        # where its night alone crosses ALARM_ALPHA)
+EXIT_UNJUDGED = 2       # could not judge: unreadable references or data, a crash, 3 inconclusive nights in a row,
+                        # a suspect whose confirmation measured nothing and whose night alone is below the alarm
+
+#: The one-night alarm: a suspect whose confirmation measured nothing is an alarm when its night's test-case q is at
+#: most this (the report's own false discovery rate, stats.Method().alpha; ``ibrepro nightly`` screens the night at
+#: the looser nightly.NIGHT_ALPHA) and its change at least min_effect (what flagged it).
+ALARM_ALPHA = stats.Method().alpha
 EXIT_INCONCLUSIVE = 3   # this night was too noisy to judge some test case, and nothing regressed
 
 #: Inconclusive nights in a row that fail (exit EXIT_UNJUDGED).
@@ -85,6 +100,8 @@ class CaseVerdict:
     confirmation: object = None    # stats.Shift of the confirmation's index (None: no confirmation)
     noise: str | None = None       # why the night was too noisy (None: quiet enough)
     confirmation_noise: str | None = None
+    reason: str | None = None      # unverified: why its confirmation judged nothing
+    alarm: bool = False            # unverified: the night alone crosses the one-night alarm limit (ALARM_ALPHA)
 
     @property
     def needs_confirmation(self):
@@ -92,10 +109,18 @@ class CaseVerdict:
         return self.confirmation is None and self.verdict in ('unconfirmed', 'inconclusive')
 
 
-def judge(night, noise=None, confirmation=None, confirmation_noise=None):
+def judge(night, noise=None, confirmation=None, confirmation_noise=None, alarm_alpha=ALARM_ALPHA):
     """The verdict of one test case from its night's test (a stats.Shift or None), the night's noise problem,
-    and the confirmation's test and noise problem (None when no confirmation ran)."""
+    and the confirmation's test and noise problem (None when no confirmation ran; a Shift whose verdict is
+    'untested' when one ran and measured nothing: its ``reason`` says why)."""
     flagged = night is not None and night.alarm
+    if confirmation is not None and confirmation.verdict == 'untested':   # measured nothing: judges nothing
+        reason = confirmation.reason or 'its confirmation measured nothing'
+        if flagged:
+            crosses = night.q is not None and night.q <= alarm_alpha
+            return CaseVerdict('unverified', night, confirmation, noise, None, reason, crosses)
+        verdict = 'inconclusive' if noise else 'untested' if night is None or night.verdict == 'untested' else 'ok'
+        return CaseVerdict(verdict, night, confirmation, noise, None, reason)
     if confirmation is not None:
         if confirmation.verdict == 'regression' and (flagged or noise):
             verdict = 'regression'
@@ -120,8 +145,10 @@ def exit_status(verdicts, inconclusive_run=0):
     """The night's exit status from its cases' verdicts; ``inconclusive_run``: inconclusive nights in a row
     before this one."""
     kinds = {v.verdict for v in verdicts}
-    if kinds & {'regression', 'unconfirmed'}:
+    if kinds & {'regression', 'unconfirmed'} or any(v.verdict == 'unverified' and v.alarm for v in verdicts):
         return EXIT_REGRESSION
+    if 'unverified' in kinds:   # flagged, not confirmed, not cleared, and the night alone is not an alarm
+        return EXIT_UNJUDGED
     if 'inconclusive' in kinds:
         return EXIT_UNJUDGED if inconclusive_run + 1 >= INCONCLUSIVE_LIMIT else EXIT_INCONCLUSIVE
     return EXIT_CLEAN

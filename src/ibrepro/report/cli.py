@@ -99,6 +99,9 @@ def add_cli(subparsers):
     p.add_argument('--nightly', action='store_true',
                    help="print the night's verdict and exit with its status: 0 clean, 1 regression, 2 could not judge, "
                         '3 inconclusive (see above)')
+    p.add_argument('--confirmation-problem', metavar='WHY',
+                   help='with --nightly: the confirmation ibrepro nightly ran stored nothing (WHY): the suspects '
+                        'without one are unverified (not confirmed, not cleared), not unconfirmed')
     p.add_argument('--suspects', metavar='FILE',
                    help='with --nightly: write the test cases to re-run as JSON to FILE (what ibrepro nightly '
                         'confirms)')
@@ -165,7 +168,7 @@ def _report(args, method, inputs):
     for system in systems:
         selected = [r for r in inputs.selected if system in systems_of(r)]
         model = build(system, selected, inputs.history[system], method, args.config, guard,
-                      inputs.fleet_earlier.get(system, ()))
+                      inputs.fleet_earlier.get(system, ()), getattr(args, 'confirmation_problem', None))
         model['problems'] = inputs.problems + model['problems']
         target = write(model, args.output_dir)
         print(f'{target / "index.html"}\n{target / "summary.md"}')
@@ -213,6 +216,9 @@ def _nightly_verdict(system, model, method, inputs, guard):
     kinds = collections.Counter(v['verdict'] for v in model['case_verdicts'])
     if model['group_alarms'] or model['alarms']:
         print(f'{system}: {len(model["group_alarms"])} test case(s) regressed, {len(model["alarms"])} count(s) changed')
+    elif model['unverified']:
+        print(f'{system}: {len(model["unverified"])} test case(s) flagged and not confirmed: their confirmation '
+              'measured nothing (not cleared)')
     elif not model['tested']:
         print(f'{system}: nothing tested: the history has fewer than {method.min_history} earlier '
               f'runs ({model["runs"]} in all); no regression can be detected yet')
@@ -223,7 +229,7 @@ def _nightly_verdict(system, model, method, inputs, guard):
           + (f'; confirmation session(s) {", ".join(c["uuid"] for c in model["confirmations"])}'
              if model['confirmations'] else ''))
     alarmed = {(g['partition'], g['environ'], g['name'])
-               for g in model['group_alarms'] + model['cleared'] + model['inconclusive']}
+               for g in model['group_alarms'] + model['cleared'] + model['inconclusive'] + model['unverified']}
     moved = [r for r in model['flagged'] if r['shift'].verdict == 'regression'
              and (r['partition'], r['environ'], r['name']) not in alarmed]
     if moved:
@@ -234,7 +240,10 @@ def _nightly_verdict(system, model, method, inputs, guard):
     for f in model['flaky']:
         print(f"  FLAKY test case {f['name']} @{f['partition']}+{f['environ']}: passed only on a retry, after "
               + '; '.join(f['earlier']))
-    if status == verdict.EXIT_UNJUDGED:
+    if status == verdict.EXIT_UNJUDGED and model['unverified']:
+        print(f'{system}: could not judge: {len(model["unverified"])} suspect(s) whose confirmation measured nothing, '
+              f'and the night alone is below the alarm limit (q <= {verdict.ALARM_ALPHA:g})')
+    elif status == verdict.EXIT_UNJUDGED:
         print(f'{system}: {verdict.INCONCLUSIVE_LIMIT} inconclusive nights in a row: the nightly test has not judged '
               'this system since; find what disturbs the runs (another job, a noisy node)')
     elif status == verdict.EXIT_INCONCLUSIVE and model['inconclusive']:

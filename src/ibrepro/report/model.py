@@ -25,20 +25,22 @@ class Runs:
     run_of: list          # per session (position in the history): its run, None for a confirmation session
     count: int            # runs
     confirming: set       # positions of the sessions that confirm the newest night
+    ignored: list = dataclasses.field(default_factory=list)   # (uuid, why) of confirmations of it that do not count
 
     @classmethod
     def of(cls, history, night):
-        runs, run_of, confirming = {}, [], set()
+        runs, run_of, claims = {}, [], []
         for position, row in enumerate(history.sessions):
             if row.confirms:
                 run_of.append(None)
                 if row.confirms == night:
-                    confirming.add(position)
+                    claims.append(position)
             else:
                 run_of.append(runs.setdefault(row.run or row.uuid, len(runs)))
         keys = {series: (series.system, series.partition, series.environ, series.check, _params(series),
                          series.variable) for series in history.first}
-        return cls(keys, run_of, len(runs), confirming)
+        confirming, ignored = _counted_confirmations(history.sessions, night, claims)
+        return cls(keys, run_of, len(runs), confirming, ignored)
 
     def aligned(self, values, first_run=0):
         """{series key: one value per run from ``first_run`` (the median of the run's sessions), None if none}."""
@@ -54,6 +56,28 @@ class Runs:
             for j, xs in per.items():
                 row[j - first_run] = xs[0] if len(xs) == 1 else statistics.median(xs)
         return found
+
+
+def _counted_confirmations(sessions, night, claims):
+    """``(positions, [(uuid, why)])``: which of the sessions at ``claims`` (their ``confirms`` extra names
+    ``night``) count as its confirmation: a re-run of this night (its ``nightly`` extra is the night too) started
+    at or after the night's newest session. A session stored before the night with a reused night id (a re-run
+    CI workflow's), or of another run, confirms nothing: it is named, never read."""
+    starts = [row.start for row in sessions if not row.confirms and (row.run or row.uuid) == night]
+    newest = max(starts) if starts else None
+    counted, ignored = set(), []
+    for position in claims:
+        row = sessions[position]
+        if row.run != night:
+            ignored.append((row.uuid, f'its nightly extra is {row.run!r}, not {night!r}: not a re-run of this night'))
+        elif newest is None:
+            ignored.append((row.uuid, f'no session of night {night} is stored: nothing to confirm'))
+        elif row.start < newest:
+            ignored.append((row.uuid, f'started {_when(row.start):%Y-%m-%d %H:%M:%S} UTC, before the night\'s own '
+                                      f'session ({_when(newest):%Y-%m-%d %H:%M:%S} UTC): not a re-run of this night'))
+        else:
+            counted.add(position)
+    return counted, ignored
 
 
 @dataclasses.dataclass
@@ -83,7 +107,7 @@ def _every_run(runs, history, wanted):
 
 
 def build(system, selected, history, method=stats.Method(), platforms_config=None, guard=verdict.Guard(),
-          earlier=()):
+          earlier=(), confirmation_problem=None):
     """Everything the templates show for one system (a dict).
 
     ``selected``: the checked run reports the report is about (their test cases are shown); ``history``: the
@@ -92,6 +116,8 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     not run; without it, the platforms the sessions recorded. Confirmation sessions (``confirms`` extra: the re-run
     of a night's suspects, :mod:`ibrepro.verdict`) are no point of the history: they judge their night only.
     ``earlier``: the run reports stored before the selected ones, whose pair-round nights the fleet section reads.
+    ``confirmation_problem``: why a confirmation ``ibrepro nightly`` ran stored nothing (its session was not stored,
+    a suspect had no ReFrame hash): the night's suspects without a confirmation are unverified, not unconfirmed.
     """
     problems = list(history.problems)
     sessions = history.sessions
@@ -112,6 +138,7 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     latest = {}                              # series key -> the PerfValue of the newest selected session
     cases_now = {}                           # (partition, environ, name) -> NightCase
     confirmed_cases = {}                     # (partition, environ, name) -> the confirmation's test case
+    counted = {sessions[p].uuid for p in runs.confirming}
     for report in selected:
         info = report['session_info']
         for case in results.readable_cases(report, []):   # what is unreadable is in the history's problems
@@ -119,7 +146,7 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
                 continue
             group = (case['partition'], case['environ'], case['name'])
             if info.get('confirms'):
-                if info['confirms'] == night:
+                if info.get('uuid') in counted:
                     confirmed_cases[group] = case
                 continue
             slot = cases_now.setdefault(group, NightCase(case))
@@ -139,8 +166,10 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
                (meta[key].partition, meta[key].environ, meta[key].name)) for key in meta}, method)
 
     current = {key: (c.case, {v: statistics.median(xs) for v, xs in c.values.items()}) for key, c in cases_now.items()}
+    missing = confirmation_problem or (
+        'its confirmation session(s) did not run it (skipped)' if runs.confirming else None)
     verdicts = _verdicts(result, {k: c.case for k, c in cases_now.items()}, confirmed_cases,
-                         _confirmation_values(history, runs.keys, runs.confirming), guard)
+                         _confirmation_values(history, runs.keys, runs.confirming), guard, missing)
     info = newest['session_info']
     model = {
         'system': system,
@@ -168,6 +197,8 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     model['runs'] = runs.count
     model['night'] = night
     model['confirmations'] = [_session_row(sessions[p], True) for p in sorted(runs.confirming)]
+    model['ignored_confirmations'] = [{'uuid': uuid, 'why': why} for uuid, why in runs.ignored]
+    model['alarm_alpha'] = verdict.ALARM_ALPHA
     every_run = functools.partial(_every_run, runs, history)
     dates = [starts[j] for j in range(runs.count)]
     model.update(regressions.section(every_run, meta, latest, result, dates, method))
@@ -188,25 +219,44 @@ def _confirmation_values(history, keys, positions):
     return {key: statistics.median(xs) for key, xs in found.items()}
 
 
-def _verdicts(result, night_cases, confirmed_cases, confirmation_values, guard):
-    """{test case (partition, environ, name): verdict.CaseVerdict} of the newest night."""
+def _verdicts(result, night_cases, confirmed_cases, confirmation_values, guard, missing=None):
+    """{test case (partition, environ, name): verdict.CaseVerdict} of the newest night. ``missing``: why a case
+    without a confirmation had none though one ran (None: no confirmation ran, e.g. ``--no-confirm``)."""
     verdicts = {}
     for group in sorted(set(result.groups) | set(night_cases)):
         again = confirmed_cases.get(group)
         shift = (stats.confirmation_test(result, group, confirmation_values, alpha=guard.confirmation_alpha)
                  if again is not None else None)
-        if again is not None and shift is None:   # the re-run measured nothing of this case (it failed)
-            shift = stats.Shift('untested', 'lower', 0, reason='the confirmation measured nothing')
-        verdicts[group] = verdict.judge(result.groups.get(group), verdict.noise_problem(night_cases.get(group), guard),
-                                        shift, verdict.noise_problem(again, guard))
+        if again is not None and (shift is None or shift.verdict == 'untested'):
+            # the re-run measured nothing of this case: it neither confirms nor clears (verdict.judge)
+            shift = stats.Shift('untested', 'lower', 0, reason=_measured_nothing(again, shift))
+        night, noise = result.groups.get(group), verdict.noise_problem(night_cases.get(group), guard)
+        if again is None and missing and ((night is not None and night.alarm) or noise):   # a suspect, not re-run
+            shift = stats.Shift('untested', 'lower', 0, reason=missing)
+        verdicts[group] = verdict.judge(night, noise, shift, verdict.noise_problem(again, guard))
     return verdicts
+
+
+def _measured_nothing(case, shift):
+    """Why a confirmation's test case judged nothing."""
+    def first_line(text):
+        return ' '.join((str(text or '').strip().splitlines() or ['no reason given'])[0].split())[:160]
+    if case.get('result') == 'skip' or case.get('skip_reason'):
+        return f'its confirmation was skipped ({first_line(case.get("skip_reason"))})'
+    if case.get('result') == 'fail':
+        return (f'its confirmation failed in ReFrame ({case.get("fail_phase") or "?"}: '
+                f'{first_line(case.get("fail_reason"))}): it measured nothing')
+    if shift is not None and shift.reason:
+        return f'its confirmation could not be tested ({shift.reason})'
+    return 'its confirmation stored no value of this test case: it measured nothing'
 
 
 def _verdict_lists(verdicts, groups):
     """The verdict of every test case, and the test cases the night's alarm is about."""
     rows = [{'partition': g[0], 'environ': g[1], 'name': g[2], 'verdict': v.verdict, 'shift': v.night,
              'confirmation': v.confirmation, 'noise': v.noise, 'confirmation_noise': v.confirmation_noise,
-             'meaning': verdict.VERDICTS[v.verdict], 'needs_confirmation': v.needs_confirmation}
+             'meaning': verdict.VERDICTS[v.verdict], 'needs_confirmation': v.needs_confirmation,
+             'reason': v.reason, 'alarm': v.alarm}
             for g, v in verdicts.items()]
     for g in groups:   # the table of test cases shows each one's verdict
         v = verdicts.get((g['partition'], g['environ'], g['name']))
@@ -217,6 +267,7 @@ def _verdict_lists(verdicts, groups):
     return {'case_verdicts': rows, 'verdict_objects': list(verdicts.values()),
             'group_alarms': by_kind['regression'] + by_kind['unconfirmed'],
             'cleared': by_kind['cleared'], 'inconclusive': by_kind['inconclusive'],
+            'unverified': by_kind['unverified'],
             'suspects': [r for r in rows if r['needs_confirmation']]}
 
 

@@ -104,10 +104,24 @@ def nightly_lines(model):
         lines.append(f"cleared: test case {g['name']} @{g['partition']}+{g['environ']} moved {pct(s.change)} "
                      f"(q = {s.q:.2g}); its confirmation re-run moved {pct(again.change)}"
                      + (f" (p = {again.p:.2g})" if again.p is not None else '') + ': not an alarm')
+    for g in model.get('unverified', []):
+        lines.append(unverified_line(g, model.get('alarm_alpha')))
+    for c in model.get('ignored_confirmations', []):
+        lines.append(f"ignored confirmation session {c['uuid']}: {c['why']}")
     for g in model.get('inconclusive', []):
         lines.append(f"INCONCLUSIVE test case {g['name']} @{g['partition']}+{g['environ']}: "
                      f"{g['confirmation_noise'] or g['noise']}")
     return lines
+
+
+def unverified_line(g, alarm_alpha):
+    """A suspect whose confirmation measured nothing: not confirmed, not cleared, and what the night alone says."""
+    s = g['shift']
+    alone = (f"the night alone crosses the alarm limit (q <= {alarm_alpha:g}): an alarm" if g['alarm'] else
+             f"the night alone is below the alarm limit (q > {alarm_alpha:g}): could not judge")
+    return (f"NOT CONFIRMED test case {g['name']} @{g['partition']}+{g['environ']}: moved {pct(s.change)}"
+            + (f" (q = {s.q:.2g})" if s.q is not None else '') + f"; {g['reason']}: not confirmed, not cleared; "
+            + alone)
 
 
 def _variable_line(r):
