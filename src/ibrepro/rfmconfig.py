@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import paths, topology
+from . import bands, paths, topology
 
 #: Tool feature -> executables whose presence proves it.
 TOOL_BINARIES = {
@@ -370,11 +370,6 @@ def local_system(environments=None):
     }
 
 
-#: Repetitions per check family in the nightly mode (``-S <family>.repetitions=R``): chosen from the power and cost
-#: the detection harness measured (docs/reports.md, "What the nightly catches"); families not listed run once.
-NIGHTLY_REPETITIONS = {'IMBPointToPoint': 2}
-
-
 #: Slurm schedulers of ReFrame: a partition using one submits jobs with sbatch (or the site's job command).
 SLURM_SCHEDULERS = ('slurm', 'squeue')
 
@@ -475,8 +470,7 @@ def site_configuration(systems, environments, *, modes=(), nightly_subset=False,
             {'name': 'nightly', 'options': ['--exec-policy=serial', '--max-retries=1', '--performance-report',
                                             f'--session-extras=nightly={night}',
                                             *(['--tag=nightly'] if nightly_subset else []),
-                                            *[f'-S{family}.repetitions={r}'
-                                              for family, r in NIGHTLY_REPETITIONS.items()]]},
+                                            *bands.night_options()]},
             *modes,
         ],
         'logging': [{

@@ -46,7 +46,8 @@ REFERENCES_FILE = 'references.yaml'
 DEFAULT_TIME_LIMIT = '20m'
 
 #: Test variables that name a program or a directory (they reach job scripts): see ``_refuse_unsafe_names``.
-NAME_VARIABLES = ('imb_binary', 'osu_bin_dir', 'npb_bin_dir', 'npb_binary', 'osu_benchmark', 'program', 'test')
+NAME_VARIABLES = ('imb_binary', 'osu_bin_dir', 'npb_bin_dir', 'npb_binary', 'osu_benchmark', 'program', 'test',
+                  'control_program')
 #: Knobs that reach an environment variable (the injector's): no shell syntax, which ReFrame would expand.
 ENV_VARIABLES = ('inject_library', 'inject_sizes')
 #: Numeric knobs: the range each must be in (finite); a value outside is refused, named (an infinite

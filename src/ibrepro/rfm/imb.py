@@ -1,15 +1,21 @@
 """Intel MPI Benchmarks (the Pallas PMB the papers used) driven by ReFrame.
 
-The common knobs: ``message_sizes`` (powers of two, given to IMB as ``-msglog``; IMB always adds size 0),
+The common knobs: ``message_sizes`` (consecutive powers of two are given to IMB as ``-msglog``, where IMB always adds
+size 0; any other list as a ``-msglen`` file of exactly those sizes, written to the stage directory),
 ``iterations`` (``-iter``). IMB fixes its warm-up (and Uniband/Biband's window) inside the benchmark: ``warmup``
 cannot be applied, and a case given one fails at setup, saying so.
 """
+
+import os
 
 from reframe.core.builtins import run_after, run_before, variable
 
 from . import expand_sizes
 from .layout import parse_layout
 from .mpi import MPIRun
+
+#: The ``-msglen`` file in the stage directory (sizes that are not a -msglog sweep).
+MSGLEN_FILE = 'msglen.txt'
 
 #: IMB benchmarks whose message sizes start at sizeof(float): IMB sends at least one reduction element.
 REDUCTIONS = {'Allreduce', 'Reduce', 'Reduce_scatter', 'Reduce_scatter_block'}
@@ -55,15 +61,23 @@ class IMBBenchmark(MPIRun):
         self.num_nodes, self.ranks_per_node = parse_layout(self.layout)
 
     def imb_msglog(self):
-        """IMB's ``-msglog lo:hi`` for ``message_sizes`` (or the deprecated ``msglog``)."""
+        """IMB's ``-msglog lo:hi`` for ``message_sizes`` (or the deprecated ``msglog``); None when the sizes are no
+        such sweep (:meth:`imb_msglen` lists them)."""
         if not self.message_sizes:
             return self.msglog
         sizes = [s for s in expand_sizes(self.message_sizes) if s]
         logs = [s.bit_length() - 1 for s in sizes]
-        if any(1 << k != s for k, s in zip(logs, sizes)) or logs != list(range(logs[0], logs[-1] + 1)):
-            raise ValueError(f'message_sizes {self.message_sizes!r}: IMB sweeps consecutive powers of two '
-                             '(-msglog); give MIN:MAX')
+        if not sizes or any(1 << k != s for k, s in zip(logs, sizes)) or logs != list(range(logs[0], logs[-1] + 1)):
+            return None
         return f'{logs[0]}:{logs[-1]}'
+
+    def imb_msglen(self):
+        """The message sizes of a ``-msglen`` file: exactly ``message_sizes`` (IMB adds no 0 to them)."""
+        sizes = expand_sizes(self.message_sizes)
+        if self.table_benchmark in REDUCTIONS and any(0 < s < 4 for s in sizes):
+            raise ValueError(f'message_sizes {self.message_sizes!r}: {self.table_benchmark} sends at least one '
+                             '4-byte element')
+        return sizes
 
     @run_after('setup')
     def refuse_what_imb_cannot_take(self):
@@ -74,8 +88,15 @@ class IMBBenchmark(MPIRun):
     def set_command(self):
         ranks = self.num_nodes * self.ranks_per_node
         msglog = self.imb_msglog()
+        if msglog:
+            sizes = ['-msglog', msglog]
+            self.expected_sizes = expected_sizes(msglog, self.table_benchmark)
+        else:
+            self.expected_sizes = self.imb_msglen()
+            with open(os.path.join(self.stagedir, MSGLEN_FILE), 'w') as f:
+                f.write(''.join(f'{s}\n' for s in self.expected_sizes))
+            sizes = ['-msglen', MSGLEN_FILE]
         self.executable = self.imb_binary
-        self.executable_opts = [self.table_benchmark, '-msglog', msglog, '-npmin', str(ranks),
+        self.executable_opts = [self.table_benchmark, *sizes, '-npmin', str(ranks),
                                 '-iter', str(self.iterations), '-time', f'{self.time_per_sample:g}']
         self.table_params = {'processes': ranks}
-        self.expected_sizes = expected_sizes(msglog, self.table_benchmark)

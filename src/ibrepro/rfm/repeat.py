@@ -10,12 +10,23 @@ The job script wraps the launch in a loop; each repetition's output starts with 
 (:data:`MARKER`), and every repetition appends its start and end (wall time, the node's CPU pressure from
 ``/proc/pressure/cpu``, the exit status) to :data:`LOG_FILE` in the stage directory. The job fails when any
 repetition fails. With R = 1 the job script is the one without repetitions.
+
+**The control** (``-S control=true``, the nightly's rounds): before each repetition the job runs
+``ibrepro_control`` (benchmarks/control/control.c) on the CPUs the ranks run on: a core-to-core cache-line round trip,
+a memory copy, and the hypervisor's steal and the node's CPU pressure while it ran. No MPI, no network: what moves it
+is the machine, never the measured stack, so the verdict excludes a round on its evidence and never on the
+benchmark's own spread. Its output goes to :data:`CONTROL_FILE` (one block per repetition), the case stores it as
+``control_values``, one dict per repetition; a control that failed or is missing fails the case (a night whose
+control did not run cannot be told from a busy one). It runs on the job's first node (the batch step): what the
+1x2 layouts use; for several nodes it is the first node's machine state only.
 """
 
 import collections
 import dataclasses
 import math
+import os
 import re
+import shlex
 import statistics
 
 import reframe as rfm
@@ -33,6 +44,13 @@ LOG_FILE = 'repetitions.txt'
 #: The most repetitions one job may run (a knob from the command line: bounded).
 MAX_REPETITIONS = 50
 
+#: Per repetition with ``control``: ``### round <repetition>`` then the control program's output.
+CONTROL_FILE = 'control.txt'
+#: The control program make setup builds (benchmarks/Makefile target ``control``).
+CONTROL_PROGRAM = 'ibrepro_control'
+#: What the control prints, each ``name value`` (``-`` where it cannot measure it).
+CONTROL_FIELDS = ('pingpong_ns', 'copy_gbs', 'steal_pct', 'psi_some_pct', 'wall_s')
+
 _MARKER_LINE = re.compile(r'^### ibrepro repetition (\d+) of (\d+)$', re.M)
 _PRESSURE = "$(sed -n 's/^some .*total=//p' /proc/pressure/cpu 2>/dev/null || echo -)"
 
@@ -45,16 +63,23 @@ def check(repetitions):
     return repetitions
 
 
-def job_commands(repetitions):
+def job_commands(repetitions, control=None):
     """``(commands before the launch, commands after it)`` that run the launch ``repetitions`` times (the job
-    exits with the last failing repetition's status)."""
+    exits with the last failing repetition's status); ``control``: the control program, run before each repetition
+    (a loop even for one)."""
     check(repetitions)
-    if repetitions == 1:
+    if repetitions == 1 and not control:
         return [], []
     before = [
         'ibrepro_failed=0',
         f'for ibrepro_repetition in $(seq 1 {repetitions}); do',
         f'echo "{MARKER} $ibrepro_repetition of {repetitions}"',
+    ]
+    if control:
+        before += [f'echo "### round $ibrepro_repetition" >> {CONTROL_FILE}',
+                   f'{shlex.quote(control)} >> {CONTROL_FILE} 2>&1 || '
+                   f'echo "failed $ibrepro_repetition $?" >> {CONTROL_FILE}']
+    before += [
         f'echo "start $ibrepro_repetition $(date +%s.%N) {_PRESSURE}" >> {LOG_FILE}',
     ]
     after = [
@@ -82,6 +107,57 @@ def split_output(text, repetitions):
         raise ValueError(f'only {len(found)} of {repetitions} repetitions started (the job ended early)')
     ends = [m.start() for m in marks[1:]] + [len(text)]
     return [text[m.end():end] for m, end in zip(marks, ends)]
+
+
+def parse_control(text, repetitions):
+    """The control's values of each repetition: a list of ``repetitions`` dicts (:data:`CONTROL_FIELDS`, None where
+    it printed ``-``), or ValueError naming the repetition whose control failed or is missing."""
+    blocks = re.split(r'^### round (\d+)$', text, flags=re.M)
+    found = {}
+    for number, body in zip(blocks[1::2], blocks[2::2]):
+        failed = re.search(r'^failed \d+ (\d+)$', body, re.M)
+        if failed:
+            reason = next((ln for ln in body.splitlines() if ln.startswith('ibrepro_control:')), 'no reason given')
+            raise ValueError(f'the control of repetition {number} failed (exit {failed.group(1)}: {reason[:200]})')
+        values = {}
+        for line in body.splitlines():
+            name, _, value = line.partition(' ')
+            if name in CONTROL_FIELDS:
+                try:
+                    values[name] = None if value.strip() == '-' else float(value)
+                except ValueError:
+                    raise ValueError(f'the control of repetition {number} printed {line[:80]!r}') from None
+                if values[name] is not None and not (math.isfinite(values[name]) and values[name] >= 0):
+                    raise ValueError(f'the control of repetition {number} printed {line[:80]!r}')
+        lacking = sorted(set(CONTROL_FIELDS) - set(values))
+        if lacking:
+            raise ValueError(f'the control of repetition {number} printed no {", ".join(lacking)}')
+        found[int(number)] = values
+    missing = [r for r in range(1, repetitions + 1) if r not in found]
+    if missing:
+        raise ValueError(f'no control output for repetition(s) {", ".join(map(str, missing[:10]))}')
+    return [found[r] for r in range(1, repetitions + 1)]
+
+
+def round_pressure(log_text):
+    """Per repetition, the share of its wall time in which some task of the node waited for a CPU (None where the
+    node does not report it): what the rounds of a night were up against."""
+    starts, shares = {}, {}
+    for line in log_text.splitlines():
+        parts = line.split()
+        if len(parts) < 4 or parts[0] not in ('start', 'end'):
+            continue
+        try:
+            when, pressure = float(parts[2]), float(parts[3])
+        except ValueError:
+            continue
+        if parts[0] == 'start':
+            starts[parts[1]] = (when, pressure)
+        elif parts[1] in starts:
+            t0, p0 = starts.pop(parts[1])
+            shares[parts[1]] = (round(min(1.0, max(0.0, (pressure - p0) / 1e6 / (when - t0))), 4)
+                                if when > t0 and math.isfinite(pressure - p0) else None)
+    return [shares.get(k) for k in sorted(shares, key=int)]
 
 
 def cpu_pressure(log_text):
@@ -167,6 +243,19 @@ class Repetitions(rfm.RegressionTestPlugin):
     #: None where the node does not report it or for one repetition.
     cpu_pressure = variable(float, type(None), value=None, loggable=True)
 
+    #: Run the control measurement (``ibrepro_control``) before each repetition, on the ranks' node: the nightly
+    #: rounds' evidence of a busy machine (module doc).
+    control = variable(bool, value=False, loggable=True)
+
+    #: The control program (default: the one make setup builds in build/bench/bin).
+    control_program = variable(str, value='')
+
+    #: Per repetition, the control's values (``control``; empty without it).
+    control_values = variable(typ.List[typ.Dict[str, object]], value=[], loggable=True)
+
+    #: Per repetition, the share of its time some task of the node waited for a CPU (None where not reported).
+    repetition_pressure = variable(typ.List[object], value=[], loggable=True)
+
     #: Whether the family's output can be repeated in one job (the pair runner's flows cannot: one barrier).
     repeatable = True
 
@@ -174,23 +263,38 @@ class Repetitions(rfm.RegressionTestPlugin):
         """Job-script lines at the start of each repetition (the injection plugin's)."""
         return []
 
+    def control_path(self):
+        """The control program this case runs (ValueError when it is not there: the promise cannot be kept)."""
+        from .. import rfmconfig
+        path = self.control_program or str(rfmconfig.BENCH_BIN / CONTROL_PROGRAM)
+        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise ValueError(f'control=true: the control program {path} is not there (make setup builds it; or '
+                             '-S control_program=<path>)')
+        return path
+
     def _repeat(self):
         check(self.repetitions)
-        if self.repetitions > 1 and not self.repeatable:
+        if (self.repetitions > 1 or self.control) and not self.repeatable:
             raise ValueError(f'repetitions={self.repetitions}: {type(self).__name__} measures once per job (its '
                              'flows start together at one barrier); run the case again instead')
-        before, after = job_commands(self.repetitions)
+        before, after = job_commands(self.repetitions, self.control_path() if self.control else None)
         before += self.in_each_repetition()
         if before:
             self.prerun_cmds = self.prerun_cmds + before
             self.postrun_cmds = after + self.postrun_cmds + [job_exit()]
-            self.keep_files = self.keep_files + [LOG_FILE]   # beside the output, for whoever reads it
+            self.keep_files = self.keep_files + [LOG_FILE] + ([CONTROL_FILE] if self.control else [])
 
     def measure(self):
         """The parsed output and its table; with repetitions, each repetition's output diagnosed and the table
         the median per size."""
-        if self.repetitions <= 1:
+        if self.repetitions <= 1 and not self.control:
             return self.diagnose()
+        if self.control:
+            try:
+                self.control_values = parse_control(self._read(CONTROL_FILE), self.repetitions)
+            except ValueError as err:
+                raise SanityError(f'control: {err}') from None
+        self.repetition_pressure = round_pressure(self._read(LOG_FILE))
         stdout = self._read(self.stdout.evaluate())
         try:
             chunks = split_output(stdout, self.repetitions)

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Collect real nights into the ledger (:mod:`ibrepro.ledger`): the measurement behind the nightly verdict's
+calibration, false-alarm and detection figures (docs/verdict-protocol.md).
+
+    .venv/bin/python scripts/campaign.py --ledger reference-data/ledger/vm-impi-1x2.jsonl --phase tuning \\
+        --prefix t --nights 100
+
+Each night is what the nightly ships for the cases (``reframe --mode nightly``: the bands' sizes, its rounds each
+with the control before it, ``ibrepro.bands.NIGHT``), one ReFrame session in a results database of the campaign's
+own (``--home``), stored in the ledger as one line, whatever happened (a failed case is kept with its reason).
+Night ids are ``<prefix><number>``; a campaign resumes after the last night of its prefix in the ledger. While the
+file ``--pause-file`` exists it waits between nights (to measure alone, pause it before loading the machine).
+``--until HH:MM`` (UTC) stops before a night would start later. Run measurements alone on the machine.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ibrepro import ledger, paths
+
+CASES = ['IMBPointToPoint%benchmark=PingPong%layout=1x2', 'IMBPointToPoint%benchmark=Uniband%layout=1x2']
+CHECKS = paths.REPO_ROOT / 'reframe-checks' / 'mpi' / 'pt2pt_collectives.py'
+
+
+def night_ids(nights, prefix):
+    return [n['night'] for n in nights if n['night'].startswith(prefix) and n['night'][len(prefix):].isdigit()]
+
+
+def run_night(args, night, schedule):
+    home = Path(args.home)
+    report_file = home / 'night-reports' / f'{night}.json'
+    report_file.parent.mkdir(parents=True, exist_ok=True)
+    command = [str(Path(sys.executable).parent / 'reframe'), '-C', str(paths.REPO_ROOT / 'configs' / 'local.py'),
+               '-c', str(CHECKS), '--mode', 'nightly', '-r', '-p', f'^{args.environ}$',
+               *[o for case in CASES for o in ('-n', case)], f'--report-file={report_file}',
+               *schedule.get('options', []), *args.reframe_options]
+    env = {**os.environ, 'IBREPRO_HOME': str(home), 'IBREPRO_NIGHTLY': night,
+           'RFM_SQLITE_DB_FILE': str(home / 'results.db')}
+    load1 = float(Path('/proc/loadavg').read_text().split()[0])
+    started, t0 = time.time(), time.monotonic()
+    with open(home / 'campaign.log', 'a') as log:
+        status = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
+    wall = time.monotonic() - t0
+    try:
+        report = json.loads(report_file.read_text())
+    except (OSError, ValueError) as err:
+        report = {'runs': [{'testcases': [{'display_name': c, 'result': 'fail',
+                                           'fail_reason': f'no run report (reframe exit {status}: {err})'}
+                                          for c in CASES]}]}
+    return ledger.night_record(report, night, phase=args.phase, schedule=schedule, started=started, wall_s=wall,
+                               load1=load1, commit=paths.source_version(), host=socket.gethostname())
+
+
+def summary(record):
+    parts = []
+    for name, case in record['cases'].items():
+        short = name.split('%benchmark=')[-1].split()[0]
+        pp = [c.get('pingpong_ns') for c in case['control'] if c.get('pingpong_ns') is not None]
+        parts.append(f'{short} {case["result"]} control {min(pp) if pp else "-"} ns')
+    return f'{record["night"]} {record["wall_s"]:.1f} s load {record["load1"]}: ' + '; '.join(parts)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--ledger', required=True, type=Path)
+    p.add_argument('--phase', required=True, help='tuning, held-out, ... (stored with each night)')
+    p.add_argument('--prefix', required=True, help='night ids are <prefix><number>')
+    p.add_argument('--nights', type=int, required=True, help='nights of this prefix to have in the ledger')
+    p.add_argument('--environ', default='impi')
+    p.add_argument('--home', default=str(Path.home() / '.local' / 'share' / 'ibrepro-campaign'))
+    p.add_argument('--pause-file', default='/tmp/ibrepro-campaign.pause')
+    p.add_argument('--until', help='HH:MM UTC: start no night after it')
+    p.add_argument('reframe_options', nargs=argparse.REMAINDER)
+    args = p.parse_args(argv)
+    if args.reframe_options[:1] == ['--']:
+        args.reframe_options = args.reframe_options[1:]
+    Path(args.home).mkdir(parents=True, exist_ok=True)
+    done = night_ids(ledger.read(args.ledger), args.prefix)
+    number = max((int(n[len(args.prefix):]) for n in done), default=0)
+    while len(done) < args.nights:
+        while os.path.exists(args.pause_file):
+            time.sleep(5)
+        if args.until:
+            now = datetime.datetime.now(datetime.timezone.utc).strftime('%H:%M')
+            if now >= args.until:
+                print(f'campaign: {now} UTC is past --until {args.until}: stopping', flush=True)
+                break
+        number += 1
+        night = f'{args.prefix}{number:04d}'
+        record = run_night(args, night, {'kind': 'clean'})
+        ledger.append(args.ledger, record)
+        done.append(night)
+        print(summary(record), flush=True)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The ledger of nights: every measured night of a verdict study, compact and append-only, kept in the repository.
+
+The nightly verdict is judged by replaying real nights (calibration, false alarms, detection): the nights must
+outlive the machine and the results database that measured them, and nobody may drop the awkward ones. One JSON
+object per line, one line per night, in the order measured; a line is never rewritten or deleted (:func:`append`
+opens with ``O_APPEND`` and refuses a night id the file already has). A night keeps, per test case, each round's
+value of every performance variable, the control measured before each round (:mod:`ibrepro.rfm.repeat`), each
+round's CPU pressure, what was injected and what the ranks really added, ReFrame's result; and for the night its
+schedule entry (what the protocol asked for), the machine's load when it started, its wall time and the commit.
+
+    {"v": 1, "night": "t0001", "phase": "tuning", "schedule": {"kind": "clean"}, "started": 1796000000.0,
+     "wall_s": 21.3, "load1": 0.4, "commit": "abc123", "host": "...",
+     "cases": {"IMBPointToPoint %benchmark=PingPong %layout=1x2": {"environ": "impi", "result": "pass",
+               "values": {"lat_8": [0.14, 0.15, 0.14], ...}, "control": [{"pingpong_ns": 55.1, ...}, ...],
+               "pressure": [0.01, 0.0, 0.02], "injected": "", "inject_added": {}, "reason": ""}}}
+"""
+
+import json
+import math
+import os
+import re
+
+#: The ledger format written here.
+VERSION = 1
+
+#: A night id: what a nightly id may be (``rfmconfig.nightly_id``).
+_NIGHT_ID = re.compile(r'[A-Za-z0-9._:-]{1,64}')
+
+#: The most bytes of one line read (a night is a few kB): a longer one is refused, not loaded.
+MAX_LINE = 1 << 20
+
+
+class LedgerError(ValueError):
+    """A ledger line that cannot be read, or a night that cannot be appended (path, line and why)."""
+
+
+def night_record(report, night, *, phase, schedule, started, wall_s, load1=None, commit='', host=''):
+    """One ledger line from a ReFrame run report (a dict) of one night: every test case of its final attempt."""
+    if not _NIGHT_ID.fullmatch(str(night)):
+        raise LedgerError(f'night id {night!r}: 1-64 letters, digits and ._:-')
+    cases = {}
+    runs = report.get('runs') if isinstance(report, dict) else None
+    if not isinstance(runs, list) or not runs:
+        raise LedgerError('the run report has no runs')
+    for run in runs:                   # a retried case: its last attempt stands
+        for case in run.get('testcases') or []:
+            if not isinstance(case, dict):
+                continue
+            name = str(case.get('display_name') or case.get('name'))
+            values = case.get('repetition_values') or {}
+            cases[name] = {
+                'environ': case.get('environ'),
+                'result': case.get('result'),
+                'values': {k: [_number(x) for x in v] for k, v in sorted(values.items()) if isinstance(v, list)},
+                'control': [{k: _number(x) for k, x in sorted(c.items())} for c in case.get('control_values') or []
+                            if isinstance(c, dict)],
+                'pressure': [_number(x) for x in case.get('repetition_pressure') or []],
+                'injected': case.get('injected') or '',
+                'inject_added': case.get('inject_added') or {},
+                'reason': str(case.get('fail_reason') or '')[:300],
+            }
+    return {'v': VERSION, 'night': night, 'phase': phase, 'schedule': schedule, 'started': round(started, 3),
+            'wall_s': round(wall_s, 3), 'load1': load1, 'commit': commit, 'host': host, 'cases': cases}
+
+
+def _number(x):
+    """A stored value: a finite number, or None (what JSON cannot carry and a replay must not read)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return x
+
+
+def read(path):
+    """Every night of the ledger at ``path``, in the order measured (LedgerError naming the line that cannot be
+    read, or a night id seen twice). A missing file is an empty ledger."""
+    nights, seen = [], set()
+    try:
+        f = open(path, encoding='utf-8')
+    except FileNotFoundError:
+        return []
+    with f:
+        for number, line in enumerate(iter(lambda: f.readline(MAX_LINE + 1), ''), 1):
+            if len(line) > MAX_LINE:
+                raise LedgerError(f'{path}:{number}: a line over {MAX_LINE} bytes')
+            if not line.strip():
+                continue
+            try:
+                night = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise LedgerError(f'{path}:{number}: not JSON ({err.msg})') from None
+            problem = _problem(night)
+            if problem:
+                raise LedgerError(f'{path}:{number}: {problem}')
+            if night['night'] in seen:
+                raise LedgerError(f'{path}:{number}: night {night["night"]} is there twice')
+            seen.add(night['night'])
+            nights.append(night)
+    return nights
+
+
+def _problem(night):
+    if not isinstance(night, dict):
+        return 'not a night (a JSON object)'
+    if night.get('v') != VERSION:
+        return f'format {night.get("v")!r}, this ibrepro reads {VERSION}'
+    if not isinstance(night.get('night'), str) or not _NIGHT_ID.fullmatch(night['night']):
+        return f'night id {night.get("night")!r:.80}'
+    if not isinstance(night.get('cases'), dict) or not isinstance(night.get('schedule'), dict):
+        return f'night {night["night"]}: no cases or schedule'
+    for name, case in night['cases'].items():
+        if not isinstance(case, dict) or not isinstance(case.get('values'), dict) \
+                or not isinstance(case.get('control'), list):
+            return f'night {night["night"]}: case {name!r:.80} is not a case record'
+    return None
+
+
+def append(path, night):
+    """Append one night to the ledger (created if missing); LedgerError when its id is there already or the
+    record is not a night. One ``write`` of one line with ``O_APPEND``, then fsync: never a rewrite."""
+    problem = _problem(night)
+    if problem:
+        raise LedgerError(f'{path}: {problem}')
+    if any(n['night'] == night['night'] for n in read(path)):
+        raise LedgerError(f'{path}: night {night["night"]} is there already: a ledger is never rewritten')
+    line = json.dumps(night, sort_keys=True, separators=(',', ':'), allow_nan=False) + '\n'
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,58 @@
+"""The ledger of nights (ibrepro.ledger): one line per night, append-only, every line read back or named."""
+
+import json
+
+import pytest
+
+from ibrepro import ledger
+
+REPORT = {'runs': [
+    {'testcases': [{'display_name': 'A %x=1', 'environ': 'impi', 'result': 'fail', 'fail_reason': 'first try'}]},
+    {'testcases': [{'display_name': 'A %x=1', 'environ': 'impi', 'result': 'pass',
+                    'repetition_values': {'lat_8': [0.2, float('inf'), 0.3]},
+                    'control_values': [{'pingpong_ns': 55.0, 'copy_gbs': None}],
+                    'repetition_pressure': [0.1, None], 'injected': '', 'inject_added': {}}]}]}
+
+
+def record(night='t0001'):
+    return ledger.night_record(REPORT, night, phase='tuning', schedule={'kind': 'clean'}, started=1.0, wall_s=2.0)
+
+
+def test_a_night_keeps_the_last_attempt_and_no_non_finite_value():
+    case = record()['cases']['A %x=1']
+    assert case['result'] == 'pass' and case['values'] == {'lat_8': [0.2, None, 0.3]}
+    assert case['control'] == [{'copy_gbs': None, 'pingpong_ns': 55.0}] and case['pressure'] == [0.1, None]
+
+
+def test_append_only_and_read_back(tmp_path):
+    path = tmp_path / 'ledger.jsonl'
+    assert ledger.read(path) == []
+    ledger.append(path, record('t0001'))
+    ledger.append(path, record('t0002'))
+    with pytest.raises(ledger.LedgerError, match='t0001 is there already'):
+        ledger.append(path, record('t0001'))
+    assert [n['night'] for n in ledger.read(path)] == ['t0001', 't0002']
+    assert len(path.read_text().splitlines()) == 2
+
+
+@pytest.mark.parametrize('line, message', [
+    ('{not json', 'not JSON'),
+    ('[1]', 'not a night'),
+    (json.dumps({'v': 99}), 'format 99'),
+    (json.dumps({'v': 1, 'night': '$(id)', 'cases': {}, 'schedule': {}}), 'night id'),
+    (json.dumps({'v': 1, 'night': 'n', 'cases': {'A': {'values': []}}, 'schedule': {}}), 'not a case record'),
+])
+def test_a_line_that_cannot_be_read_is_named(tmp_path, line, message):
+    path = tmp_path / 'ledger.jsonl'
+    path.write_text(json.dumps(record()) + '\n' + line + '\n')
+    with pytest.raises(ledger.LedgerError, match=f':2: .*{message}'):
+        ledger.read(path)
+
+
+def test_a_night_twice_and_a_bad_id_are_refused(tmp_path):
+    path = tmp_path / 'ledger.jsonl'
+    path.write_text((json.dumps(record()) + '\n') * 2)
+    with pytest.raises(ledger.LedgerError, match=':2: night t0001 is there twice'):
+        ledger.read(path)
+    with pytest.raises(ledger.LedgerError, match='night id'):
+        record('a b')

@@ -1,0 +1,97 @@
+"""The nightly's rounds (ibrepro.rfm.repeat): the control measurement before each repetition, its parsing, the CPU
+pressure of each round; and one real night as the nightly mode ships it (ibrepro.bands.NIGHT) through ReFrame."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import needs_impi, output
+from ibrepro import bands, rfmconfig
+from ibrepro.rfm import repeat
+
+CONTROL = rfmconfig.BENCH_BIN / repeat.CONTROL_PROGRAM
+
+
+def control_block(number, pingpong='55.1', copy='12.5', steal='0.000', psi='1.2'):
+    return (f'### round {number}\n# ibrepro_control 1: cpus 0,1, 9 repeats\npingpong_ns {pingpong}\n'
+            f'copy_gbs {copy}\nsteal_pct {steal}\npsi_some_pct {psi}\nwall_s 0.19\n')
+
+
+def test_control_runs_before_each_repetition_even_one():
+    before, after = repeat.job_commands(1, control='/opt/x y/ibrepro_control')
+    assert 'for ibrepro_repetition in $(seq 1 1); do' in before and after[-1] == 'done'
+    control = next(line for line in before if 'ibrepro_control' in line)
+    assert control.startswith("'/opt/x y/ibrepro_control' >> control.txt")   # quoted: one word
+    assert 'failed $ibrepro_repetition $?' in control
+    # the control comes before the repetition's start mark: its time is not the benchmark's
+    assert before.index(control) < next(i for i, line in enumerate(before) if line.startswith('echo "start'))
+    assert repeat.job_commands(1) == ([], [])
+
+
+def test_control_values_per_repetition():
+    text = control_block(1) + control_block(2, pingpong='-', psi='-') + control_block(3, pingpong='812.5')
+    values = repeat.parse_control(text, 3)
+    assert [v['pingpong_ns'] for v in values] == [55.1, None, 812.5]
+    assert values[1]['psi_some_pct'] is None and values[0]['copy_gbs'] == 12.5
+
+
+@pytest.mark.parametrize('text, message', [
+    (control_block(1), 'no control output for repetition\\(s\\) 2'),
+    (control_block(1) + '### round 2\nibrepro_control: the thread on CPU 1 did not answer within 10 s\n'
+     'failed 2 1\n', 'repetition 2 failed \\(exit 1: ibrepro_control: the thread on CPU 1'),
+    (control_block(1) + control_block(2, copy='fast'), "printed 'copy_gbs fast'"),
+    (control_block(1) + control_block(2, copy='nan'), "printed 'copy_gbs nan'"),
+    (control_block(1) + '### round 2\npingpong_ns 5\n', 'printed no copy_gbs'),
+])
+def test_a_control_that_failed_or_is_missing_is_named(text, message):
+    with pytest.raises(ValueError, match=message):
+        repeat.parse_control(text, 2)
+
+
+def test_round_pressure_per_repetition():
+    log = ('start 1 100.0 1000000\nend 1 102.0 1500000 0\nstart 2 102.5 1500000\nend 2 103.5 1500000 0\n'
+           'start 3 104 -\nend 3 105 - 0\n')
+    assert repeat.round_pressure(log) == [0.25, 0.0]     # a round without PSI numbers is left out
+
+
+@needs_impi
+def test_the_control_program_measures_the_machine():
+    proc = subprocess.run([str(CONTROL), '-n', '3'], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    (values,) = repeat.parse_control('### round 1\n' + proc.stdout, 1)
+    assert values['copy_gbs'] > 0 and values['wall_s'] > 0
+    bad = subprocess.run([str(CONTROL), '-c', '0'], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and '-c takes two CPU numbers' in bad.stderr
+
+
+# -- one real night, as the nightly mode ships it -------------------------------------------------------------
+
+@pytest.fixture(scope='module')
+def shipped_night(tmp_path_factory):
+    from conftest import ReFrameRunner
+    runner = ReFrameRunner(tmp_path_factory.mktemp('rounds') / 'home')
+    report = runner.home / 'night.json'
+    proc = runner('-r', '--mode', 'nightly', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-p', '^impi$',
+                  '-S', 'iterations=200', f'--report-file={report}',
+                  checks='reframe-checks/mpi/pt2pt_collectives.py')
+    assert proc.returncode == 0, output(proc)
+    (case,) = json.loads(report.read_text())['runs'][0]['testcases']
+    return case
+
+
+@pytest.mark.integration
+@needs_impi
+def test_a_shipped_night_measures_the_bands_in_rounds_with_the_control(shipped_night):
+    case = shipped_night
+    rounds = bands.NIGHT['IMBPointToPoint']['repetitions']
+    assert case['repetitions'] == rounds and case['control'] is True
+    # the bands' sizes exactly, through IMB's -msglen (not a power-of-two sweep with 0)
+    sizes = bands.sizes('IMBPointToPoint')
+    assert sorted(int(k.split('_')[1]) for k in case['repetition_values'] if k.startswith('lat_')) == sizes
+    assert all(len(v) == rounds for v in case['repetition_values'].values())
+    assert len(case['control_values']) == rounds
+    assert all(c['copy_gbs'] > 0 and c['wall_s'] > 0 for c in case['control_values'])
+    assert len(case['repetition_pressure']) == rounds
+    assert case['executable_opts'][1:3] == ['-msglen', 'msglen.txt']
+    assert any(line.startswith(f'{CONTROL} >> control.txt') for line in case['prerun_cmds'])
