@@ -1,0 +1,346 @@
+"""Evidence across nights: one chart per test case and size band, against a frozen baseline (docs/verdict-protocol.md).
+
+A regression persists until it is fixed, so the verdict accumulates evidence night after night instead of judging
+each night alone, and never lets regressed nights become the reference.
+
+* **Night value** of a (case, band): per round, the median over the band's variables of ``sign * log(x / x0)``
+  (``x0`` the variable's baseline level, sign +1 where lower is better: positive = worse); the night is the median
+  over its accepted rounds. A round is *excluded* only on the control's evidence (:class:`ControlLimits`: the
+  machine itself was slow: the core-to-core round trip or the memory copy beyond what the baseline's rounds ever
+  showed, or steal or CPU pressure during the control beyond theirs), never on the benchmark's own spread; a night
+  with fewer than :data:`MIN_ROUNDS` accepted rounds is excluded, counted and shown.
+* **Frozen baseline** (:meth:`Baseline.fit`): from stated clean nights (Phase I), per variable its level, per chart
+  the median ``m0`` and robust scale ``s0`` (1.4826 MAD) of the night values. It changes only when a person
+  accepts a change; a regressed night never enters it.
+* **Chart**: ``z = (y - m0) / s0``; a one-sided CUSUM ``S = max(0, S + min(z, clip) - k)`` tuned to a design
+  shift (``k`` half of it, in z units), alarm at ``S >= h``; beside it a one-night limit ``z >= z_big`` for large
+  jumps (Lucas's combined Shewhart-CUSUM). After an alarm the chart stays in alarm: a person fixes or accepts it.
+* **Calibration** (:func:`calibrate`): ``h`` and ``z_big`` from replaying the baseline nights' residuals as a
+  stationary block bootstrap (Politis & Romano; whole nights, all charts together, so busy spells and the charts'
+  correlation keep their structure) to a system-wide false-alarm rate (default 1 per 100 nights).
+* **Detectable effect** (:func:`detectable_effect`): per chart, the smallest lasting slowdown caught within ``d``
+  nights with probability 0.9, by the same replay with the shift added.
+"""
+
+import dataclasses
+import math
+import random
+import statistics
+
+from . import bands, parsers
+
+#: Scale factor making the MAD a consistent estimator of the standard deviation for normal data.
+MAD_TO_SIGMA = 1.4826
+#: A night needs this many accepted rounds (of the rounds it ran) to be judged.
+MIN_ROUNDS = 2
+#: Floor of a chart's noise scale (log units): no chart claims to be quieter than 0.2 %.
+MIN_SCALE = 0.002
+#: The control fields and the direction in which the machine is slower.
+CONTROL_WORSE = {'pingpong_ns': 'higher', 'copy_gbs': 'lower', 'steal_pct': 'higher', 'psi_some_pct': 'higher'}
+
+
+def family_of(case):
+    return case.split(' %')[0].split('%')[0].strip()
+
+
+def variable_key(name):
+    """``(metric, size)`` of a per-size variable (``lat_8``), or None (``bw_peak``, size-less variables)."""
+    metric, _, size = name.rpartition('_')
+    return (metric, int(size)) if size.isdigit() and metric else None
+
+
+def sign_of(metric):
+    better = parsers.METRIC_BETTER.get(metric)
+    return {'lower': 1, 'higher': -1}.get(better)
+
+
+def chart_keys(case, values):
+    """``{band: [variable, ...]}`` of a case's per-size variables with a direction, by the family's bands."""
+    found = {}
+    for name in sorted(values):
+        key = variable_key(name)
+        if key and sign_of(key[0]):
+            band = bands.band_of(family_of(case), key[1])
+            if band:
+                found.setdefault(band, []).append(name)
+    return found
+
+
+def _robust(values):
+    center = statistics.median(values)
+    return center, MAD_TO_SIGMA * statistics.median(abs(v - center) for v in values)
+
+
+def _quantile(values, q):
+    xs = sorted(values)
+    if not xs:
+        return None
+    pos = q * (len(xs) - 1)
+    lo = math.floor(pos)
+    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (pos - lo)
+
+
+# -- the control ----------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class ControlLimits:
+    """Per control field: its baseline center (log) and the worst deviation a baseline round showed; a round beyond
+    it (by ``margin``, log units) was measured on a slower machine."""
+
+    center: dict
+    limit: dict
+    margin: float = 0.0
+
+    @classmethod
+    def fit(cls, rounds, quantile=0.995, margin=0.0):
+        center, limit = {}, {}
+        for field, worse in CONTROL_WORSE.items():
+            xs = [r[field] for r in rounds if isinstance(r.get(field), (int, float))]
+            if len(xs) < 10:
+                continue
+            if field in ('steal_pct', 'psi_some_pct'):     # shares: compared as they are, not as logs
+                center[field] = 0.0
+                limit[field] = _quantile(xs, quantile)
+                continue
+            logs = [math.log(x) for x in xs if x > 0]
+            c = statistics.median(logs)
+            devs = [(x - c) if worse == 'higher' else (c - x) for x in logs]
+            center[field], limit[field] = c, _quantile(devs, quantile)
+        return cls(center, limit, margin)
+
+    def slow(self, round_):
+        """The fields by which a round's control says the machine was slow (empty: not slow)."""
+        found = []
+        for field, limit in self.limit.items():
+            x = round_.get(field)
+            if not isinstance(x, (int, float)):
+                continue
+            if field in ('steal_pct', 'psi_some_pct'):
+                dev = x
+            elif x <= 0:
+                continue
+            else:
+                dev = math.log(x) - self.center[field]
+                dev = dev if CONTROL_WORSE[field] == 'higher' else -dev
+            if dev > limit + self.margin:
+                found.append(field)
+        return found
+
+
+# -- night values -----------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class NightValue:
+    """One night of one chart: its value (None when excluded or not measured) and why."""
+
+    value: float | None
+    rounds: int = 0            # accepted rounds
+    excluded: str = ''         # why the night was excluded ('' when it was not)
+
+
+def accepted_rounds(case_record, control):
+    """Indexes of a case's rounds the control accepts, and why the others were not (``{round: [fields]}``)."""
+    rounds = max((len(v) for v in case_record['values'].values()), default=0)
+    slow = {}
+    for r in range(rounds):
+        c = case_record['control'][r] if r < len(case_record['control']) else None
+        why = control.slow(c) if (control and c) else []
+        if why:
+            slow[r] = why
+    return [r for r in range(rounds) if r not in slow], slow
+
+
+def night_values(case, case_record, levels, control):
+    """``{band: NightValue}`` of one night of one case against the baseline ``levels`` (variable -> x0)."""
+    if case_record.get('result') != 'pass':
+        reason = f'the case did not pass ({case_record.get("result")}: {case_record.get("reason", "")[:80]})'
+        return {band: NightValue(None, excluded=reason) for band in chart_keys(case, levels)}
+    accepted, slow = accepted_rounds(case_record, control)
+    out = {}
+    for band, names in chart_keys(case, levels).items():
+        per_round = []
+        for r in accepted:
+            devs = []
+            for name in names:
+                xs = case_record['values'].get(name) or []
+                x = xs[r] if r < len(xs) else None
+                if isinstance(x, (int, float)) and x > 0 and levels.get(name):
+                    devs.append(sign_of(variable_key(name)[0]) * (math.log(x) - math.log(levels[name])))
+            if devs:
+                per_round.append(statistics.median(devs))
+        if len(per_round) < MIN_ROUNDS:
+            why = ('the control says the machine was slow in round(s) ' +
+                   ', '.join(f'{r + 1} ({"/".join(f)})' for r, f in sorted(slow.items()))) if slow else \
+                f'{len(per_round)} round(s) measured'
+            out[band] = NightValue(None, len(per_round), why)
+        else:
+            out[band] = NightValue(statistics.median(per_round), len(per_round))
+    return out
+
+
+# -- the baseline --------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Baseline:
+    """The frozen reference: per case its variables' levels, per (case, band) chart ``m0`` and ``s0``, the control's
+    limits, and the nights it was fitted on."""
+
+    levels: dict               # case -> {variable: x0}
+    charts: dict               # (case, band) -> (m0, s0)
+    control: ControlLimits
+    nights: list               # night ids of Phase I
+
+    @classmethod
+    def fit(cls, nights):
+        """Phase I: ``nights`` are ledger nights stated clean by a person (``ibrepro baseline``)."""
+        rounds = [c for n in nights for case in n['cases'].values() if case.get('result') == 'pass'
+                  for c in case['control']]
+        control = ControlLimits.fit(rounds)
+        levels = {}
+        for case in sorted({c for n in nights for c in n['cases']}):
+            per_var = {}
+            for n in nights:
+                rec = n['cases'].get(case)
+                if not rec or rec.get('result') != 'pass':
+                    continue
+                accepted, _ = accepted_rounds(rec, control)
+                for name, xs in rec['values'].items():
+                    ok = [xs[r] for r in accepted if r < len(xs) and isinstance(xs[r], (int, float)) and xs[r] > 0]
+                    if len(ok) >= MIN_ROUNDS:
+                        per_var.setdefault(name, []).append(statistics.median(ok))
+            levels[case] = {name: statistics.median(v) for name, v in per_var.items() if len(v) >= 3}
+        baseline = cls(levels, {}, control, [n['night'] for n in nights])
+        for key, series in baseline.series(nights).items():
+            ys = [v.value for v in series if v.value is not None]
+            if len(ys) >= 5:
+                m0, s0 = _robust(ys)
+                baseline.charts[key] = (m0, max(s0, MIN_SCALE))
+        return baseline
+
+    def series(self, nights):
+        """``{(case, band): [NightValue per night]}`` of ``nights`` against this baseline."""
+        out = {}
+        for i, n in enumerate(nights):
+            for case, levels in self.levels.items():
+                rec = n['cases'].get(case)
+                values = night_values(case, rec, levels, self.control) if rec else \
+                    {band: NightValue(None, excluded='not measured') for band in chart_keys(case, levels)}
+                for band, v in values.items():
+                    out.setdefault((case, band), [NightValue(None, excluded='not measured')] * i).append(v)
+        for key in out:
+            out[key] += [NightValue(None, excluded='not measured')] * (len(nights) - len(out[key]))
+        return out
+
+    def z_scores(self, nights):
+        """``{(case, band): [z or None per night]}``: each night's standardized deviation (positive = worse)."""
+        found = {}
+        for key, series in self.series(nights).items():
+            if key in self.charts:
+                m0, s0 = self.charts[key]
+                found[key] = [None if v.value is None else (v.value - m0) / s0 for v in series]
+        return found
+
+
+# -- the chart ---------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Design:
+    """How the charts alarm: the design shift (relative), the CUSUM limit ``h`` and the one-night limit
+    ``z_big`` (both in z units, from :func:`calibrate`)."""
+
+    shift: float = 0.10
+    h: float = 5.0
+    z_big: float = 5.0
+
+    def k_and_clip(self, s0):
+        mu = math.log1p(self.shift) / s0          # the design shift in z units
+        return mu / 2, max(3.0, mu)
+
+
+def run_chart(zs, s0, design):
+    """The chart over one z series: ``(S per night, the first alarm night index or None, its kind)``. Excluded
+    nights (None) leave S unchanged."""
+    k, clip = design.k_and_clip(s0)
+    s, path = 0.0, []
+    for i, z in enumerate(zs):
+        if z is not None:
+            if z >= design.z_big:
+                path.append(s)
+                return path, i, 'jump'
+            s = max(0.0, s + min(z, clip) - k)
+        path.append(s)
+        if s >= design.h:
+            return path, i, 'cusum'
+    return path, None, None
+
+
+def _bootstrap_series(rows, length, mean_block, rng):
+    """A stationary block bootstrap series of ``length`` rows (each row one night of every chart)."""
+    out, i = [], rng.randrange(len(rows))
+    while len(out) < length:
+        out.append(rows[i])
+        i = rng.randrange(len(rows)) if rng.random() < 1 / mean_block else (i + 1) % len(rows)
+    return out
+
+
+def false_alarm_rate(rows, scales, design, *, series=200, length=300, mean_block=3.0, seed=1):
+    """Alarms per night, system-wide (any chart), over bootstrap replays of ``rows`` (the baseline nights' z per
+    chart, None where excluded); after an alarm every chart restarts (the site fixed or accepted it)."""
+    rng = random.Random(seed)
+    alarms = nights = 0
+    for _ in range(series):
+        replay = _bootstrap_series(rows, length, mean_block, rng)
+        start = 0
+        while start < length:
+            first = None
+            for c, s0 in enumerate(scales):
+                _, at, _ = run_chart([row[c] for row in replay[start:]], s0, design)
+                if at is not None and (first is None or at < first):
+                    first = at
+            if first is None:
+                nights += length - start
+                break
+            alarms += 1
+            nights += first + 1
+            start += first + 1
+    return alarms / nights
+
+
+def calibrate(rows, scales, *, rate=0.01, shift=0.10, jump_share=0.3, **replay):
+    """The :class:`Design` whose replayed system-wide false-alarm rate is at most ``rate``: ``z_big`` first, taking
+    ``jump_share`` of the budget (the one-night limit alone), then the smallest ``h`` on a grid that keeps the total
+    within it."""
+    def search(make, lo, hi, target):
+        for _ in range(14):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if false_alarm_rate(rows, scales, make(mid), **replay) <= target else (mid, hi)
+        return hi
+    z_big = search(lambda z: Design(shift, h=1e9, z_big=z), 2.0, 30.0, rate * jump_share)
+    h = search(lambda h: Design(shift, h=h, z_big=z_big), 0.5, 60.0, rate)
+    return Design(shift, h=round(h, 3), z_big=round(z_big, 3))
+
+
+def detection_probability(rows, chart, s0, design, effect, within, *, series=400, mean_block=3.0, seed=2):
+    """P(a lasting slowdown of ``effect`` (relative) on one chart is alarmed within ``within`` nights), by the
+    bootstrap replay of the chart's own baseline residuals with the shift added."""
+    rng = random.Random(seed)
+    shift = math.log1p(effect) / s0
+    hits = 0
+    for _ in range(series):
+        replay = _bootstrap_series(rows, within, mean_block, rng)
+        zs = [None if row[chart] is None else row[chart] + shift for row in replay]
+        _, at, _ = run_chart(zs, s0, design)
+        hits += at is not None
+    return hits / series
+
+
+def detectable_effect(rows, chart, s0, design, within, *, power=0.9, **replay):
+    """The smallest lasting slowdown (relative) caught within ``within`` nights with probability ``power``."""
+    lo, hi = 0.0, 4.0
+    if detection_probability(rows, chart, s0, design, hi, within, **replay) < power:
+        return None
+    for _ in range(12):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if detection_probability(rows, chart, s0, design, mid, within, **replay) < power \
+            else (lo, mid)
+    return hi

@@ -1,0 +1,113 @@
+"""Evidence across nights (ibrepro.charts): the night value of a band from its accepted rounds, the control's
+exclusion, the frozen baseline, the combined CUSUM + one-night chart, the replay calibration and the detectable
+effect. The arithmetic on small constructed records (what each step must compute); real nights: the ledger."""
+
+import math
+
+import pytest
+
+from ibrepro import charts
+
+CASE = 'IMBPointToPoint %benchmark=PingPong %layout=1x2'
+QUIET = {'pingpong_ns': 55.0, 'copy_gbs': 12.0, 'steal_pct': 0.0, 'psi_some_pct': 1.0, 'wall_s': 0.2}
+
+
+def night(name, factor=1.0, control=None, result='pass', wobble=0.0):
+    """A night whose latencies are ``factor`` x the reference and bandwidths / factor (each round ``wobble`` apart)."""
+    rounds = [1 + wobble * (r - 1) for r in range(3)]
+    values = {'lat_8': [0.2 * factor * w for w in rounds], 'lat_1048576': [40.0 * factor * w for w in rounds],
+              'bw_1048576': [26000 / factor / w for w in rounds], 'bw_peak': [30000.0] * 3}
+    return {'night': name, 'cases': {CASE: {'result': result, 'reason': '', 'values': values,
+                                            'control': control or [QUIET] * 3}}}
+
+
+def test_bands_of_a_case_hold_only_sized_directed_variables():
+    keys = charts.chart_keys(CASE, night('n')['cases'][CASE]['values'])
+    assert keys == {'latency': ['lat_8'], 'bandwidth': ['bw_1048576', 'lat_1048576']}
+
+
+def test_night_value_is_the_median_of_its_accepted_rounds():
+    levels = {'lat_8': 0.2, 'lat_1048576': 40.0, 'bw_1048576': 26000.0}
+    rec = night('n', factor=1.1)['cases'][CASE]
+    values = charts.night_values(CASE, rec, levels, None)
+    assert values['latency'].value == pytest.approx(math.log(1.1))
+    assert values['bandwidth'].value == pytest.approx(math.log(1.1))       # bandwidth lower: worse, positive
+
+
+def test_the_control_excludes_rounds_and_a_night_of_two_slow_rounds():
+    base = [dict(QUIET, pingpong_ns=55 + i % 5, copy_gbs=12 - (i % 3) / 10) for i in range(30)]
+    limits = charts.ControlLimits.fit(base)
+    slow = dict(QUIET, pingpong_ns=800.0)
+    assert limits.slow(slow) == ['pingpong_ns'] and limits.slow(QUIET) == []
+    levels = {'lat_8': 0.2}
+    # one slow round: the night is the median of the other two (here 1.1x and 1.1x)
+    rec = night('n', factor=1.1, control=[QUIET, slow, QUIET])['cases'][CASE]
+    rec['values']['lat_8'][1] = 50.0        # that round's benchmark value is whatever the busy machine gave
+    v = charts.night_values(CASE, rec, levels, limits)['latency']
+    assert v.rounds == 2 and v.value == pytest.approx(math.log(1.1))
+    # two slow rounds of three: excluded, saying why
+    rec = night('n', control=[slow, slow, QUIET])['cases'][CASE]
+    v = charts.night_values(CASE, rec, levels, limits)['latency']
+    assert v.value is None and 'round(s) 1 (pingpong_ns), 2 (pingpong_ns)' in v.excluded
+    # a case that failed is excluded, never a value
+    v = charts.night_values(CASE, night('n', result='fail')['cases'][CASE], levels, limits)['latency']
+    assert v.value is None and 'did not pass' in v.excluded
+
+
+def test_the_benchmarks_own_spread_never_excludes_a_night():
+    base = [QUIET] * 30
+    limits = charts.ControlLimits.fit(base)
+    rec = night('n', factor=3.0, wobble=0.5)['cases'][CASE]       # rounds 0.5x, 1x, 1.5x of a 3x slowdown
+    v = charts.night_values(CASE, rec, {'lat_8': 0.2}, limits)['latency']
+    assert v.rounds == 3 and v.value == pytest.approx(math.log(3.0))
+
+
+def test_the_baseline_is_frozen_from_stated_nights():
+    wobbles = [1.0, 1.02, 0.98, 1.01, 0.99, 1.03, 0.97, 1.0, 1.01, 0.99]
+    phase1 = [night(f'b{i}', factor=f) for i, f in enumerate(wobbles)]
+    baseline = charts.Baseline.fit(phase1)
+    assert baseline.nights == [f'b{i}' for i in range(10)]
+    assert baseline.levels[CASE]['lat_8'] == pytest.approx(0.2)
+    m0, s0 = baseline.charts[(CASE, 'latency')]
+    assert m0 == pytest.approx(0.0, abs=1e-9) and s0 > charts.MIN_SCALE
+    # a later night 10 % slower is z = log(1.1) / s0 on its chart; the baseline does not move with it
+    (z,) = baseline.z_scores([night('x', factor=1.1)])[(CASE, 'latency')]
+    assert z == pytest.approx(math.log(1.1) / s0)
+    assert baseline.charts[(CASE, 'latency')] == (m0, s0)
+
+
+def test_cusum_accumulates_a_lasting_shift_and_the_jump_limit_a_large_one():
+    design = charts.Design(shift=0.10, h=4.0, z_big=6.0)
+    s0 = 0.05                                     # the design shift is log(1.1) / 0.05 = 1.906 z
+    k, clip = design.k_and_clip(s0)
+    assert k == pytest.approx(math.log(1.1) / 0.05 / 2) and clip == 3.0
+    path, at, kind = charts.run_chart([0.0, 0.5, None, 2.9, 2.9, 2.9], s0, design)
+    assert kind == 'cusum' and at == 5
+    # by hand: 0, 0 (0.5 - k < 0), unchanged (excluded), 2.9 - k, twice that, three times
+    assert path == pytest.approx([0, 0, 0, 2.9 - k, 2 * (2.9 - k), 3 * (2.9 - k)])
+    assert charts.run_chart([0.0, 7.0], s0, design)[1:] == (1, 'jump')
+    # increments are clipped: one very bad night alone (below the jump limit) does not reach h
+    assert charts.run_chart([5.9], s0, design)[1] is None
+
+
+def test_calibration_meets_its_false_alarm_target_on_the_rows_it_replays():
+    # rows: the baseline nights' z of two charts (one night excluded on the second)
+    zs = [-1.2, 0.3, 0.8, -0.4, 1.5, -0.9, 0.1, 2.1, -1.8, 0.6, -0.2, 1.1, -0.7, 0.4, -1.1, 0.9, 0.0, -0.3, 1.9, -1.4]
+    rows = [(z, None if i == 3 else -z / 2) for i, z in enumerate(zs)]
+    scales = [0.03, 0.03]
+    replay = dict(series=40, length=200)
+    design = charts.calibrate(rows, scales, rate=0.01, **replay)
+    assert charts.false_alarm_rate(rows, scales, design, **replay) <= 0.01
+    # a looser design alarms more often on the same replay: the search is not vacuous
+    assert charts.false_alarm_rate(rows, scales, charts.Design(h=design.h / 4, z_big=design.z_big / 2),
+                                   **replay) > 0.01
+
+
+def test_detectable_effect_grows_with_fewer_nights():
+    zs = [-1.2, 0.3, 0.8, -0.4, 1.5, -0.9, 0.1, 2.1, -1.8, 0.6, -0.2, 1.1, -0.7, 0.4, -1.1, 0.9, 0.0, -0.3]
+    rows = [(z,) for z in zs]
+    design = charts.Design(shift=0.10, h=5.0, z_big=4.0)
+    one = charts.detectable_effect(rows, 0, 0.03, design, 1, series=100)
+    ten = charts.detectable_effect(rows, 0, 0.03, design, 10, series=100)
+    assert one is not None and ten is not None and ten < one
+    assert charts.detection_probability(rows, 0, 0.03, design, one, 1, series=100) >= 0.9
