@@ -89,6 +89,27 @@ def test_verdict_of_a_test_case(night, noise, again, again_noise, expected):
     assert got.needs_confirmation == (again is None and expected in ('unconfirmed', 'inconclusive'))
 
 
+def measured_nothing(reason='its confirmation failed in ReFrame (sanity: MPI could not start)'):
+    return stats.Shift('untested', 'lower', 0, reason=reason)
+
+
+@pytest.mark.parametrize('q, noise, expected, alarm, status', [
+    (1e-6, None, 'unverified', True, verdict.EXIT_REGRESSION),     # the night alone crosses the alarm: 1
+    (0.03, None, 'unverified', False, verdict.EXIT_UNJUDGED),      # flagged at nightly's 0.05 only: could not judge
+    (1e-6, 'noisy', 'unverified', True, verdict.EXIT_REGRESSION),
+])
+def test_a_confirmation_that_measured_nothing_neither_confirms_nor_clears(q, noise, expected, alarm, status):
+    night = stats.Shift('regression', 'lower', 20, change=4885.0, p=q, q=q)
+    got = verdict.judge(night, noise, measured_nothing(), None)
+    assert (got.verdict, got.alarm) == (expected, alarm)
+    assert 'MPI could not start' in got.reason and not got.needs_confirmation
+    assert verdict.exit_status([got]) == status
+    assert verdict.exit_status([got, verdict.CaseVerdict('regression')]) == verdict.EXIT_REGRESSION
+    # what measured nothing never clears, and judges nothing of a case that was not a suspect
+    assert verdict.judge(shift('ok'), 'noisy', measured_nothing(), None).verdict == 'inconclusive'
+    assert verdict.judge(shift('ok'), None, measured_nothing(), None).verdict == 'ok'
+
+
 def test_a_stored_noise_of_the_wrong_type_is_named_not_taken_for_quiet():
     guard = verdict.Guard()
     assert verdict.noise_problem({'repetition_spread': 0.01, 'cpu_pressure': None}, guard) is None
@@ -104,6 +125,9 @@ def test_exit_status_of_a_night():
     assert verdict.exit_status([v['inconclusive']], inconclusive_run=2) == verdict.EXIT_UNJUDGED
     assert verdict.exit_status([v['inconclusive'], v['regression']], inconclusive_run=2) == verdict.EXIT_REGRESSION
     assert verdict.exit_status([v['unconfirmed']]) == verdict.EXIT_REGRESSION
+    assert verdict.exit_status([v['unverified'], v['inconclusive']]) == verdict.EXIT_UNJUDGED
+    assert verdict.exit_status([verdict.CaseVerdict('unverified', alarm=True)]) == verdict.EXIT_REGRESSION
+    assert verdict.ALARM_ALPHA == stats.Method().alpha
     assert verdict.combine([0, 3, 2]) == 2 and verdict.combine([3, 0]) == 3 and verdict.combine([2, 1]) == 1
     assert len({verdict.EXIT_CLEAN, verdict.EXIT_REGRESSION, verdict.EXIT_UNJUDGED, verdict.EXIT_INCONCLUSIVE}) == 4
 
@@ -347,3 +371,112 @@ def test_a_case_that_passed_only_on_a_retry_is_flaky_not_clean(reframe, tmp_path
     md = next((tmp_path / 'report').rglob('summary.md')).read_text()
     assert '<table id="flaky">' in html and 'first attempt: the fault shows every other time' in html
     assert '**Flaky: FailsOnce**' in md
+
+
+# -- what a night must not be cleared by, and the data a night must survive --------------------------------
+
+@needs_impi
+@pytest.mark.integration
+def test_a_confirmation_that_failed_leaves_the_regression_unverified_not_cleared(night):
+    """A night 200 us slower whose confirmation measured nothing (here: refused at setup, as when MPI cannot start):
+    not cleared, and the night alone (q far below 0.01, 200x) is an alarm."""
+    proc = night('-r', '--mode', 'nightly', '--session-extras=nightly=slow', *NIGHT, *SLOW)
+    assert proc.returncode == 0, output(proc)
+    proc = night('-r', '--mode', 'nightly', '--session-extras=nightly=slow,confirms=slow', *NIGHT,
+                 '-S', 'inject_us=-1')
+    assert proc.returncode != 0, output(proc)           # the confirmation failed in ReFrame: nothing measured
+    proc = nightly(night, '--night', 'slow', '--no-run', *QUIET, '--', *NIGHT)
+    assert proc.returncode == verdict.EXIT_REGRESSION, output(proc)
+    assert len(stored_night(night, 'slow')) == 2        # no re-run of its own: the stored confirmation is judged
+    assert not re.search(r'^\s*cleared:', proc.stdout, re.M), output(proc)
+    assert re.search(r'^  NOT CONFIRMED test case IMBPointToPoint .*its confirmation failed in ReFrame \(setup: .*'
+                     r'inject_us=-1.*not confirmed, not cleared; the night alone crosses the alarm limit',
+                     proc.stdout, re.M), output(proc)
+    html, md = pages(proc)
+    assert 'History test: no regression' not in md and 'no regression in' not in html
+    assert '**Not confirmed, not cleared: 1 test case(s)' in md and '| unverified |' in md
+    assert '<td class="unverified"' in html and 'NOT CONFIRMED, NOT CLEARED' in html
+
+
+@needs_impi
+@pytest.mark.integration
+def test_a_confirmation_stored_before_its_night_is_ignored(night):
+    """A reused night id (a re-run CI workflow's): a clean session claiming to confirm the night, stored before the
+    night's own 200 us slower session, must not clear it."""
+    proc = night('-r', '--mode', 'nightly', '--session-extras=nightly=reused,confirms=reused', *NIGHT)
+    assert proc.returncode == 0, output(proc)
+    early = stored_night(night, 'reused')[0]['uuid']
+    proc = night('-r', '--mode', 'nightly', '--session-extras=nightly=reused', *NIGHT, *SLOW)
+    assert proc.returncode == 0, output(proc)
+    proc = night.ibrepro('report', '--nightly', '--night', 'reused', '--output-dir', str(night.home / 'r'),
+                         *QUIET_REPORT)
+    assert proc.returncode == verdict.EXIT_REGRESSION, output(proc)
+    assert 'REGRESSION (unconfirmed) test case IMBPointToPoint' in proc.stdout, output(proc)
+    assert not re.search(r'^\s*cleared:', proc.stdout, re.M), output(proc)
+    assert re.search(rf'^  ignored confirmation session {early}: started .*before the night', proc.stdout, re.M), \
+        output(proc)
+    html, md = pages(proc)
+    assert early in html and 'Ignored confirmation session' in md
+
+
+def test_no_run_without_a_readable_database_could_not_judge(tmp_path, clean_history):
+    runner = ReFrameRunner(tmp_path / 'empty')
+    proc = nightly(runner, '--night', 'clean7', '--no-run')
+    assert proc.returncode == verdict.EXIT_UNJUDGED, output(proc)
+    assert 'could not judge night clean7: no results database at' in proc.stderr and 'Traceback' not in proc.stderr
+    truncated = ReFrameRunner(tmp_path / 'truncated')
+    truncated.home.mkdir()
+    truncated.db.write_bytes((clean_history / 'results.db').read_bytes()[:20000])
+    proc = nightly(truncated, '--night', 'clean7', '--no-run')
+    assert proc.returncode == verdict.EXIT_UNJUDGED, output(proc)
+    assert 'could not judge night clean7' in proc.stderr and 'Traceback' not in proc.stderr
+
+
+def _break_session(db, uuid, keep=3000):
+    """Truncate a stored run report (as a full disk would), and drop the values index that read it whole."""
+    import sqlite3
+    with sqlite3.connect(db) as conn:
+        conn.execute('UPDATE sessions SET json_blob = substr(json_blob, 1, ?) WHERE uuid = ?', (keep, uuid))
+    conn.close()
+    for path in results._index_files(results.ValueIndex.default_path(db)):
+        path.unlink(missing_ok=True)
+
+
+def test_an_unreadable_earlier_session_is_named_not_fatal_but_the_night_itself_is(night):
+    sessions = {r['session_info']['nightly']: r['session_info']['uuid'] for r in results.stored_sessions(night.db)}
+    _break_session(night.db, sessions['clean2'])
+    proc = nightly(night, '--night', 'clean7', '--no-run', *QUIET)
+    assert proc.returncode == verdict.EXIT_CLEAN, output(proc)
+    assert f'skipped: session {sessions["clean2"]}: not a JSON run report' in proc.stderr, output(proc)
+    _break_session(night.db, sessions['clean7'])
+    proc = nightly(night, '--night', 'clean7', '--no-run', *QUIET)
+    assert proc.returncode == verdict.EXIT_UNJUDGED, output(proc)
+    assert 'could not judge night clean7: no readable session of it is stored (1 unreadable: session ' \
+        f'{sessions["clean7"]}' in proc.stderr, output(proc)
+
+
+def test_power_harness_never_counts_a_failed_check_as_detected():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('detection_power', ROOT / 'scripts' / 'detection_power.py')
+    power = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(power)
+    # the knob refused: nothing measured, ibrepro nightly exits 1 for the failed check
+    assert power.outcome(verdict.EXIT_REGRESSION, None, True) == 'failed'
+    assert power.outcome(verdict.EXIT_REGRESSION, 0.3, True) == 'failed'
+    assert power.outcome(verdict.EXIT_CLEAN, None, False) == 'failed'
+    assert power.outcome(verdict.EXIT_REGRESSION, 0.3, False) == 'detected'
+    assert power.outcome(verdict.EXIT_CLEAN, 0.3, False) == 'missed'
+    assert power.outcome(verdict.EXIT_INCONCLUSIVE, 0.3, False) == 'inconclusive'
+    assert power.outcome(verdict.EXIT_UNJUDGED, 0.3, False) == 'unjudged'
+    assert power.night_failed([]) and power.night_failed([{'runs': [{'testcases': [
+        {'name': 'x', 'system': 's', 'partition': 'p', 'environ': 'e', 'result': 'fail'}]}]}])
+    args = type('Args', (), {'levels': [50], 'environ': 'impi', 'history': 8, 'otava': False, 'inject': 'pct'})()
+    nights = [{'level': 50, 'status': 1, 'slowdown': None, 'outcome': 'failed', 'wall_s': 1, 'confirmation': False,
+               'inject_overshoot': None},
+              {'level': None, 'status': 1, 'slowdown': None, 'outcome': 'failed', 'wall_s': 1, 'confirmation': False,
+               'inject_overshoot': None}]
+    entry = power.summarise(args, 'case', {}, {50: (1.0, None, [])}, nights, [], None)
+    level, = entry['levels']
+    assert (level['detected'], level['nights'], level['failed']) == (0, 1, 1)
+    assert (entry['false_alarms'], entry['clean_failed']) == (0, 1)
+    assert power.combined_levels([entry], [50])[0]['failed'] == 1
