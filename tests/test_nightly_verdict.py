@@ -417,6 +417,14 @@ def test_a_confirmation_stored_before_its_night_is_ignored(night):
         output(proc)
     html, md = pages(proc)
     assert early in html and 'Ignored confirmation session' in md
+    # the confirmation ibrepro nightly ran was not stored (run-checks.sh exit 3): not confirmed, not cleared
+    proc = night.ibrepro('report', '--nightly', '--night', 'reused', '--output-dir', str(night.home / 'r'),
+                         '--confirmation-problem', 'its confirmation ran but its ReFrame session was not stored',
+                         *QUIET_REPORT)
+    assert proc.returncode == verdict.EXIT_REGRESSION, output(proc)
+    assert re.search(r'^  NOT CONFIRMED test case IMBPointToPoint .*its confirmation ran but its ReFrame session was '
+                     r'not stored: not confirmed, not cleared; the night alone crosses', proc.stdout, re.M), \
+        output(proc)
 
 
 def test_no_run_without_a_readable_database_could_not_judge(tmp_path, clean_history):
