@@ -105,9 +105,24 @@ def test_calibration_meets_its_false_alarm_target_on_the_rows_it_replays():
 
 def test_detectable_effect_grows_with_fewer_nights():
     zs = [-1.2, 0.3, 0.8, -0.4, 1.5, -0.9, 0.1, 2.1, -1.8, 0.6, -0.2, 1.1, -0.7, 0.4, -1.1, 0.9, 0.0, -0.3]
-    rows = [(z,) for z in zs]
+    rows = [(z, -z) for z in zs]
     design = charts.Design(shift=0.10, h=5.0, z_big=4.0)
-    one = charts.detectable_effect(rows, 0, 0.03, design, 1, series=100)
-    ten = charts.detectable_effect(rows, 0, 0.03, design, 10, series=100)
+    one = charts.detectable_effect(rows, [0], [0.03, 0.03], design, 1, series=100)
+    ten = charts.detectable_effect(rows, [0], [0.03, 0.03], design, 10, series=100)
     assert one is not None and ten is not None and ten < one
-    assert charts.detection_probability(rows, 0, 0.03, design, one, 1, series=100) >= 0.9
+    assert charts.detection_probability(rows, [0], [0.03, 0.03], design, one, 1, series=100) >= 0.9
+    # two charts of one case shifted together: any of them alarming is a detection, so no later than one alone
+    both = charts.detectable_effect(rows, [0, 1], [0.03, 0.03], design, 1, series=100)
+    assert both <= one
+
+
+def test_a_false_alarm_restarts_every_chart_and_an_episode_counts_its_own_case():
+    design = charts.Design(shift=0.10, h=4.0, z_big=6.0)
+    rows = [(0.0, 0.0), (7.0, 0.0), (2.9, 2.9), (2.9, 2.9)]
+    states, alarms = charts.chart_states(rows, [0.05, 0.05], design)
+    assert alarms == [1] and states[1] == (0.0, 0.0)          # the jump on chart 0 restarted both
+    k = design.k_and_clip(0.05)[0]
+    assert states[3] == pytest.approx((2 * (2.9 - k), 2 * (2.9 - k)))
+    # an episode of the second case: only its chart counts, from the state the history left
+    assert charts.episode_delay((0.0, 3.5), [(9.0, 0.0), (0.0, 2.9)], [1], [0.05, 0.05], design) == 2
+    assert charts.episode_delay((0.0, 0.0), [(9.0, 0.0)], [1], [0.05, 0.05], design) is None

@@ -320,27 +320,95 @@ def calibrate(rows, scales, *, rate=0.01, shift=0.10, jump_share=0.3, **replay):
     return Design(shift, h=round(h, 3), z_big=round(z_big, 3))
 
 
-def detection_probability(rows, chart, s0, design, effect, within, *, series=400, mean_block=3.0, seed=2):
-    """P(a lasting slowdown of ``effect`` (relative) on one chart is alarmed within ``within`` nights), by the
-    bootstrap replay of the chart's own baseline residuals with the shift added."""
+def detection_probability(rows, chart_set, scales, design, effect, within, *, series=400, mean_block=3.0, seed=2):
+    """P(a lasting slowdown of ``effect`` (relative) on the charts ``chart_set`` (indexes: one band, or every band of
+    a case) is alarmed within ``within`` nights), by the bootstrap replay of the baseline residuals with the shift
+    added to those charts."""
     rng = random.Random(seed)
-    shift = math.log1p(effect) / s0
+    shifts = {c: math.log1p(effect) / scales[c] for c in chart_set}
     hits = 0
     for _ in range(series):
         replay = _bootstrap_series(rows, within, mean_block, rng)
-        zs = [None if row[chart] is None else row[chart] + shift for row in replay]
-        _, at, _ = run_chart(zs, s0, design)
-        hits += at is not None
+        shifted = [tuple(None if row[c] is None else row[c] + shifts.get(c, 0.0) for c in range(len(row)))
+                   for row in replay]
+        hits += episode_delay([0.0] * len(scales), shifted, chart_set, scales, design) is not None
     return hits / series
 
 
-def detectable_effect(rows, chart, s0, design, within, *, power=0.9, **replay):
-    """The smallest lasting slowdown (relative) caught within ``within`` nights with probability ``power``."""
+def detectable_effect(rows, chart_set, scales, design, within, *, power=0.9, **replay):
+    """The smallest lasting slowdown (relative) on ``chart_set`` caught within ``within`` nights with probability
+    ``power`` (None: not even a 5x slowdown)."""
     lo, hi = 0.0, 4.0
-    if detection_probability(rows, chart, s0, design, hi, within, **replay) < power:
+    if detection_probability(rows, chart_set, scales, design, hi, within, **replay) < power:
         return None
     for _ in range(12):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if detection_probability(rows, chart, s0, design, mid, within, **replay) < power \
+        lo, hi = (mid, hi) if detection_probability(rows, chart_set, scales, design, mid, within, **replay) < power \
             else (lo, mid)
     return hi
+
+
+# -- what a system's charts can do -------------------------------------------------------------------------------
+
+def rows_of(baseline, nights):
+    """``(chart keys, rows, scales)``: per night the z of every chart (None where excluded), what the replays read."""
+    zs = baseline.z_scores(nights)
+    keys = sorted(zs)
+    return keys, [tuple(zs[key][i] for key in keys) for i in range(len(nights))], \
+        [baseline.charts[key][1] for key in keys]
+
+
+def describe(baseline, nights, design, *, within=(1, 3, 10), **replay):
+    """Per chart: its noise (robust and classical sd of the night values, log units), the nights excluded and why,
+    and the detectable effect within each of ``within`` nights at ``design``, from the replay of ``nights``."""
+    keys, rows, scales = rows_of(baseline, nights)
+    series = baseline.series(nights)
+    out = []
+    for c, key in enumerate(keys):
+        values = [v.value for v in series[key] if v.value is not None]
+        excluded = [v.excluded for v in series[key] if v.value is None]
+        out.append({
+            'case': key[0], 'band': key[1], 's0': scales[c],
+            'sd': statistics.stdev(values) if len(values) > 2 else None,
+            'nights': len(values), 'excluded': len(excluded), 'why': sorted(set(excluded))[:5],
+            'mde': {str(d): detectable_effect(rows, [c], scales, design, d, **replay) for d in within},
+        })
+    return out
+
+
+def chart_states(rows, scales, design):
+    """Per night, every chart's CUSUM after that night, replaying ``rows`` in order; an alarm restarts every chart
+    (the site fixed or accepted it). ``(states, alarm nights)``."""
+    states, alarms, s = [], [], [0.0] * len(scales)
+    for i, row in enumerate(rows):
+        hit = False
+        for c, s0 in enumerate(scales):
+            k, clip = design.k_and_clip(s0)
+            z = row[c]
+            if z is None:
+                continue
+            if z >= design.z_big:
+                hit = True
+            s[c] = max(0.0, s[c] + min(z, clip) - k)
+            hit = hit or s[c] >= design.h
+        if hit:
+            alarms.append(i)
+            s = [0.0] * len(scales)
+        states.append(tuple(s))
+    return states, alarms
+
+
+def episode_delay(state, injected, charts_of_case, scales, design):
+    """Nights until an alarm of the injected case's charts (``charts_of_case``: indexes) when the rows ``injected``
+    follow a history whose chart state is ``state``; None when none alarms during the episode."""
+    s = list(state)
+    for i, row in enumerate(injected):
+        for c in charts_of_case:
+            z = row[c]
+            if z is None:
+                continue
+            k, clip = design.k_and_clip(scales[c])
+            s[c] = max(0.0, s[c] + min(z, clip) - k)
+            if z >= design.z_big or s[c] >= design.h:
+                return i + 1
+    return None
