@@ -82,16 +82,21 @@ def main(argv=None):
     if args.reframe_options[:1] == ['--']:
         args.reframe_options = args.reframe_options[1:]
     Path(args.home).mkdir(parents=True, exist_ok=True)
+    until = None
+    if args.until:              # the next time the clock reads HH:MM (UTC), so a campaign may cross midnight
+        now = datetime.datetime.now(datetime.timezone.utc)
+        hour, minute = map(int, args.until.split(':'))
+        until = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
+        if until <= now:
+            until += datetime.timedelta(days=1)
     done = night_ids(ledger.read(args.ledger), args.prefix)
     number = max((int(n[len(args.prefix):]) for n in done), default=0)
     while len(done) < args.nights:
         while os.path.exists(args.pause_file):
             time.sleep(5)
-        if args.until:
-            now = datetime.datetime.now(datetime.timezone.utc).strftime('%H:%M')
-            if now >= args.until:
-                print(f'campaign: {now} UTC is past --until {args.until}: stopping', flush=True)
-                break
+        if until and datetime.datetime.now(datetime.timezone.utc) >= until:
+            print(f'campaign: past --until {args.until} UTC: stopping', flush=True)
+            break
         number += 1
         night = f'{args.prefix}{number:04d}'
         record = run_night(args, night, {'kind': 'clean'})
