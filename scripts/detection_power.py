@@ -366,7 +366,11 @@ def otava_step(history, injected, args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--cases', nargs='+', required=True, metavar='NAME', help='ReFrame -n patterns, one case each')
+    parser.add_argument('--from-ledger', metavar='FILE', type=Path,
+                        help='no run: every table from the ledger of real nights (docs/verdict-protocol.md), offline')
+    parser.add_argument('--phase1', type=int, metavar='N', help='--from-ledger: the first N clean tuning nights are '
+                        'Phase I (default: every tuning night)')
+    parser.add_argument('--cases', nargs='+', metavar='NAME', help='ReFrame -n patterns, one case each')
     parser.add_argument('--environ', default='impi', help='programming environment (default impi)')
     parser.add_argument('-C', '--config', default=str(paths.REPO_ROOT / 'configs' / 'local.py'))
     parser.add_argument('--history', type=int, default=20, metavar='K', help='clean history nights (default 20)')
@@ -387,6 +391,20 @@ def main():
                         help='summarise the nights a previous run with the same --home saved (nights.json) again')
     parser.add_argument('reframe_options', nargs=argparse.REMAINDER, help='-- options for every ReFrame run (-S ...)')
     args = parser.parse_args()
+    if args.from_ledger:
+        from ibrepro import charts, ledger
+        try:
+            output = charts.study(ledger.read(args.from_ledger), phase1=args.phase1, seed=args.seed)
+        except (ledger.LedgerError, ValueError) as err:
+            print(f'detection_power.py: {err}', file=sys.stderr)
+            return 2
+        text = json.dumps(output, indent=1)
+        print(text)
+        if args.json:
+            Path(args.json).write_text(text + '\n')
+        return 0
+    if not args.cases:
+        parser.error('--cases is required (or --from-ledger)')
     if args.reframe_options[:1] == ['--']:
         args.reframe_options = args.reframe_options[1:]
     # every run preloads the injector, the clean ones with nothing to add: a level is the injected cost alone

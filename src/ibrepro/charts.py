@@ -217,6 +217,31 @@ class Baseline:
                 baseline.charts[key] = (m0, max(s0, MIN_SCALE))
         return baseline
 
+    def to_json(self, design):
+        """The frozen baseline and its design as one JSON document (``ibrepro charts baseline`` writes it)."""
+        return {'v': 1, 'nights': self.nights, 'levels': self.levels,
+                'charts': [{'case': c, 'band': b, 'm0': m0, 's0': s0}
+                           for (c, b), (m0, s0) in sorted(self.charts.items())],
+                'control': {'center': self.control.center, 'limit': self.control.limit},
+                'design': dataclasses.asdict(design)}
+
+    @classmethod
+    def from_json(cls, doc):
+        """``(Baseline, Design)`` from :meth:`to_json`'s document (ValueError naming what is wrong)."""
+        try:
+            if doc['v'] != 1:
+                raise ValueError(f'format {doc["v"]!r}, this ibrepro reads 1')
+            charts_ = {(c['case'], c['band']): (float(c['m0']), float(c['s0'])) for c in doc['charts']}
+            if not all(math.isfinite(m) and s > 0 for m, s in charts_.values()):
+                raise ValueError('a chart whose m0 is not finite or whose s0 is not positive')
+            levels = {case: {k: float(v) for k, v in lv.items()} for case, lv in doc['levels'].items()}
+            control = ControlLimits({k: float(v) for k, v in doc['control']['center'].items()},
+                                    {k: float(v) for k, v in doc['control']['limit'].items()})
+            design = Design(**{k: float(v) for k, v in doc['design'].items()})
+            return cls(levels, charts_, control, [str(n) for n in doc['nights']]), design
+        except (KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f'not a chart baseline ({type(err).__name__}: {err})') from None
+
     def series(self, nights):
         """``{(case, band): [NightValue per night]}`` of ``nights`` against this baseline."""
         out = {}
@@ -412,3 +437,79 @@ def episode_delay(state, injected, charts_of_case, scales, design):
             if z >= design.z_big or s[c] >= design.h:
                 return i + 1
     return None
+
+
+# -- the study of a ledger (scripts/detection_power.py --from-ledger, docs/verdict-protocol.md section 9) -----------
+
+def _clean(night):
+    return night.get('schedule', {}).get('kind') == 'clean'
+
+
+def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), seed=1, series=200):
+    """Every figure of the verdict study from ledger ``nights``: Phase I (the ``phase1`` first clean tuning nights,
+    default all), the calibrated design, per case and band its noise and detectable effects, the false alarms on
+    the clean nights after Phase I (``held_out``), and per injected episode (schedule ``episode``, ``case``,
+    ``level``) the nights until its case alarmed, spliced after a random point of the held-out clean history."""
+    from . import stats
+    tuning = [n for n in nights if n.get('phase') == 'tuning' and _clean(n)]
+    first = tuning[:phase1] if phase1 else tuning
+    chosen = {n['night'] for n in first}
+    held_out = [n for n in nights if _clean(n) and n['night'] not in chosen
+                and nights.index(n) > max(nights.index(m) for m in first)]
+    baseline = Baseline.fit(first)
+    keys, rows, scales = rows_of(baseline, first)
+    replay = dict(series=series, length=300, seed=seed)
+    design = calibrate(rows, scales, rate=rate, shift=shift, **replay)
+    predicted = false_alarm_rate(rows, scales, design, **replay)
+
+    _, held_rows, _ = rows_of(baseline, held_out)
+    states, alarms = chart_states(held_rows, scales, design)
+    low, high = stats.clopper_pearson(len(alarms), len(held_out))
+    out = {'phase1': {'nights': len(first), 'first': first[0]['night'] if first else None,
+                      'last': first[-1]['night'] if first else None},
+           'design': dataclasses.asdict(design), 'replayed_false_alarm_rate': round(predicted, 5),
+           'false_alarms': {'clean_nights': len(held_out), 'alarms': len(alarms), 'upper95': high,
+                            'predicted': round(predicted * len(held_out), 2),
+                            'nights': [held_out[i]['night'] for i in alarms]},
+           'cases': []}
+
+    episodes = {}
+    for n in nights:
+        entry = n.get('schedule', {})
+        if entry.get('kind') == 'injected' and entry.get('episode'):
+            episodes.setdefault(entry['episode'], []).append(n)
+    rng = random.Random(seed)
+    charts_of = {}
+    for c, key in enumerate(keys):
+        charts_of.setdefault(key[0], []).append(c)
+    series_of = baseline.series(first)
+    for case, members in sorted(charts_of.items()):
+        row = {'case': case, 'bands': [], 'levels': [],
+               'mde': {str(d): detectable_effect(rows, members, scales, design, d, **replay) for d in within}}
+        for c in members:
+            values = [v.value for v in series_of[keys[c]] if v.value is not None]
+            row['bands'].append({
+                'band': keys[c][1], 'noise_sd': scales[c],
+                'classical_sd': statistics.stdev(values) if len(values) > 2 else None,
+                'excluded': sum(v.value is None for v in series_of[keys[c]]),
+                'mde': {str(d): detectable_effect(rows, [c], scales, design, d, **replay) for d in within}})
+        row['noise_sd'] = min(b['noise_sd'] for b in row['bands'])
+        levels = {}
+        for episode, injected in sorted(episodes.items()):
+            entry = injected[0]['schedule']
+            if entry.get('case') != case:
+                continue
+            _, inj_rows, _ = rows_of(baseline, injected)
+            state = states[rng.randrange(len(states))] if states else tuple([0.0] * len(scales))
+            delay = episode_delay(state, inj_rows, members, scales, design)
+            slot = levels.setdefault(entry.get('level'), {'level': entry.get('level'), 'episodes': 0,
+                                                          'injected_ratio': entry.get('injected_ratio'),
+                                                          'delays': []})
+            slot['episodes'] += 1
+            slot['delays'].append(delay)
+        for slot in levels.values():
+            slot['detected_within'] = {str(d): sum(1 for x in slot['delays'] if x is not None and x <= d)
+                                       for d in within}
+            row['levels'].append(slot)
+        out['cases'].append(row)
+    return out

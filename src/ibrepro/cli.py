@@ -27,6 +27,7 @@ COMMANDS = {
     'software': 'ibrepro.software',
     'report': 'ibrepro.report.cli',
     'nightly': 'ibrepro.nightly',
+    'charts': 'ibrepro.evidence',
 }
 
 

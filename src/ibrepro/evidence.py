@@ -1,0 +1,175 @@
+"""``ibrepro charts``: a system's nightly charts (:mod:`ibrepro.charts`) on its own stored nights.
+
+* ``ibrepro charts baseline --nights N``: Phase I. The last N stored nights (nights, not sessions: the sessions of
+  one nightly run are one night), stated clean by the person who runs it, become the frozen baseline of every
+  chart of the system: levels, noise, the control's limits, and ``h`` and ``z_big`` calibrated by replaying those
+  nights to at most ``--rate`` false alarms per night, system-wide. It prints what each chart can catch (the
+  slowdown caught within 1, 3 and 10 nights with probability 0.9). Written to ``<IBREPRO_HOME>/charts/<system>.json``
+  privately (a temporary file, then a rename); an existing baseline is replaced only with ``--replace`` (a person
+  accepting a change: the nights after it are the new Phase I).
+* ``ibrepro charts status``: the charts over every stored night after the baseline's: per chart tonight's z, the
+  evidence ``S/h``, and an alarm with the night it started and by how much.
+
+Exit status of ``status``: 0 no alarm, 1 a chart alarmed, 2 could not judge (unreadable data or baseline), 3 not
+judged yet (no baseline: ``ibrepro charts baseline`` first).
+"""
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from . import charts, ledger, paths, results
+
+EXIT_CLEAN, EXIT_ALARM, EXIT_UNJUDGED, EXIT_NOT_YET = 0, 1, 2, 3
+
+
+def stored_nights(system, db=None, problems=None):
+    """The system's stored nights as ledger records, oldest first: the sessions of one run merged (their test cases
+    of ``system``, keyed ``<display name> @<partition>+<environ>``); confirmation sessions left out."""
+    reports = results.stored_sessions(db, problems=problems if problems is not None else [])
+    runs = {}
+    for report in reports:
+        info = report.get('session_info') or {}
+        if info.get('confirms'):
+            continue
+        runs.setdefault(results.run_id(report), []).append(report)
+    nights = []
+    for run, members in runs.items():
+        if not run:
+            continue
+        cases = []
+        for report in members:
+            for case in results.readable_cases(report, problems if problems is not None else []):
+                if case.get('system') == system:
+                    cases.append({**case, 'display_name': f'{case.get("display_name") or case.get("name")} '
+                                                          f'@{case.get("partition")}+{case.get("environ")}'})
+        if not cases:
+            continue
+        starts = [r['session_info'].get('time_start_unix') for r in members]
+        starts = [s for s in starts if isinstance(s, (int, float)) and math.isfinite(s)]
+        try:
+            nights.append(ledger.night_record({'runs': [{'testcases': cases}]}, run, phase='stored',
+                                              schedule={'kind': 'clean'}, started=min(starts, default=0.0),
+                                              wall_s=0.0))
+        except ledger.LedgerError as err:
+            if problems is not None:
+                problems.append(f'night {run!r:.80}: {err}')
+    return sorted(nights, key=lambda n: n['started'])
+
+
+def baseline_path(system):
+    return paths.data_home() / 'charts' / f'{system}.json'
+
+
+def write_private(path, text):
+    """Write ``text`` to ``path`` through a private temporary file in the same directory, then rename it."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', dir=path.parent)
+    try:
+        with os.fdopen(fd, 'w') as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def load(system):
+    path = baseline_path(system)
+    doc = json.loads(path.read_text())
+    return charts.Baseline.from_json(doc)
+
+
+def _pct(x):
+    return '-' if x is None else f'{x:.1%}'
+
+
+def cmd_baseline(args):
+    if not 5 <= args.nights <= 100000:
+        print(f'ibrepro charts: --nights {args.nights}: Phase I needs 5 to 100000 nights', file=sys.stderr)
+        return EXIT_UNJUDGED
+    problems = []
+    nights = ledger.read(args.ledger) if args.ledger else stored_nights(args.system, problems=problems)
+    for p in problems:
+        print(f'ibrepro charts: warning: {p}', file=sys.stderr)
+    if len(nights) < args.nights:
+        print(f'ibrepro charts: {len(nights)} night(s) stored for {args.system}, {args.nights} asked',
+              file=sys.stderr)
+        return EXIT_NOT_YET
+    phase1 = nights[-args.nights:]
+    path = baseline_path(args.system)
+    if path.exists() and not args.replace:
+        print(f'ibrepro charts: {path} exists (a frozen baseline): --replace to accept a new one', file=sys.stderr)
+        return EXIT_UNJUDGED
+    baseline = charts.Baseline.fit(phase1)
+    keys, rows, scales = charts.rows_of(baseline, phase1)
+    if not keys:
+        print('ibrepro charts: no chart: no case with size bands measured in these nights', file=sys.stderr)
+        return EXIT_UNJUDGED
+    design = charts.calibrate(rows, scales, rate=args.rate, series=args.series, length=300)
+    write_private(path, json.dumps(baseline.to_json(design), indent=1, sort_keys=True) + '\n')
+    print(f'charts of {args.system}: Phase I = {len(phase1)} nights ({phase1[0]["night"]} .. {phase1[-1]["night"]}),'
+          f' h = {design.h}, z_big = {design.z_big} (at most {args.rate:g} false alarms per night, replayed)')
+    print('case | band | noise (robust sd) | caught within 1 / 3 / 10 nights (90 %)')
+    for row in charts.describe(baseline, phase1, design, series=args.series):
+        mde = ' / '.join(_pct(row['mde'][d]) for d in ('1', '3', '10'))
+        print(f'{row["case"]} | {row["band"]} | {_pct(row["s0"])} | {mde}')
+    print(f'written: {path}')
+    return EXIT_CLEAN
+
+
+def cmd_status(args):
+    path = baseline_path(args.system)
+    if not path.exists():
+        print(f'ibrepro charts: not judged yet: no baseline for {args.system} (ibrepro charts baseline --nights N)')
+        return EXIT_NOT_YET
+    try:
+        baseline, design = load(args.system)
+    except (OSError, ValueError) as err:
+        print(f'ibrepro charts: {path}: {err}', file=sys.stderr)
+        return EXIT_UNJUDGED
+    problems = []
+    nights = stored_nights(args.system, problems=problems)
+    for p in problems:
+        print(f'ibrepro charts: warning: {p}', file=sys.stderr)
+    after = [n for n in nights if n['night'] not in set(baseline.nights)]
+    keys, rows, scales = charts.rows_of(baseline, after)
+    status = EXIT_CLEAN
+    print(f'charts of {args.system}: {len(after)} night(s) since the baseline ({len(baseline.nights)} nights)')
+    for c, key in enumerate(keys):
+        zs = [row[c] for row in rows]
+        path_, at, kind = charts.run_chart(zs, scales[c], design)
+        if at is not None:
+            status = EXIT_ALARM
+            since = after[at]['night']
+            moved = statistics.median(z for z in zs[:at + 1] if z is not None) * scales[c]
+            print(f'ALARM {key[0]} | {key[1]}: since {since} ({kind}), moved {math.expm1(moved):+.1%}')
+        else:
+            last = next((z for z in reversed(zs) if z is not None), None)
+            s = path_[-1] if path_ else 0.0
+            print(f'ok {key[0]} | {key[1]}: evidence {s / design.h:.0%} of an alarm, tonight z = '
+                  f'{"-" if last is None else f"{last:.2f}"}, {sum(z is None for z in zs)} night(s) excluded')
+    return status
+
+
+def add_cli(subparsers):
+    p = subparsers.add_parser('charts', help='the nightly charts: a frozen baseline of stated nights, their status',
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest='charts_command', metavar='ACTION')
+    b = sub.add_parser('baseline', help='Phase I: the last N nights become the frozen baseline (calibrated)')
+    b.add_argument('--system', default='local')
+    b.add_argument('--nights', type=int, required=True, help='the last N stored nights, stated clean')
+    b.add_argument('--ledger', type=Path, help='a ledger of nights instead of the results database')
+    b.add_argument('--rate', type=float, default=0.01, help='false alarms per night, system-wide (default 0.01)')
+    b.add_argument('--series', type=int, default=200, help='bootstrap series of the replay (default 200)')
+    b.add_argument('--replace', action='store_true', help='replace the frozen baseline (a person accepts a change)')
+    b.set_defaults(func=cmd_baseline)
+    s = sub.add_parser('status', help='the charts over the nights since the baseline')
+    s.add_argument('--system', default='local')
+    s.set_defaults(func=cmd_status)
+    p.set_defaults(func=lambda args: p.print_help() or 2)

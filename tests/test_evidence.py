@@ -1,0 +1,75 @@
+"""``ibrepro charts`` (ibrepro.evidence) on real stored nights of IMB PingPong as the nightly mode measures them
+(its bands, three rounds, the control): a frozen baseline of stated nights, then a night 200x slower (the
+injector's 200 us per MPI call on sub-microsecond latencies) alarms, and a night whose case failed is excluded,
+never clean. The verdict reads what the cases measured, never what was injected."""
+
+import json
+
+import pytest
+
+from conftest import ReFrameRunner, needs_impi, output
+from ibrepro import charts, evidence, ledger
+
+NIGHT = ['-r', '--mode', 'nightly', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-p', '^impi$',
+         '-S', 'iterations=200', '-S', 'time_per_sample=300']
+CHECKS = 'reframe-checks/mpi/pt2pt_collectives.py'
+PHASE1 = 6
+
+pytestmark = [pytest.mark.integration, needs_impi]
+
+
+@pytest.fixture(scope='module')
+def stored(tmp_path_factory):
+    runner = ReFrameRunner(tmp_path_factory.mktemp('charts') / 'home')
+    for k in range(PHASE1):
+        proc = runner(*NIGHT, checks=CHECKS, env={'IBREPRO_NIGHTLY': f'clean{k}'})
+        assert proc.returncode == 0, output(proc)
+    return runner
+
+
+def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path):
+    env = {'IBREPRO_HOME': str(stored.home)}
+    early = stored.ibrepro('charts', 'status', env=env)
+    assert early.returncode == evidence.EXIT_NOT_YET and 'not judged yet' in early.stdout
+    too_few = stored.ibrepro('charts', 'baseline', '--nights', str(PHASE1 + 1), '--series', '20', env=env)
+    assert too_few.returncode == evidence.EXIT_NOT_YET, too_few.stderr
+    made = stored.ibrepro('charts', 'baseline', '--nights', str(PHASE1), '--series', '20', env=env)
+    assert made.returncode == 0, made.stdout + made.stderr
+    doc = json.loads((stored.home / 'charts' / 'local.json').read_text())
+    assert doc['nights'] == [f'clean{k}' for k in range(PHASE1)]
+    assert {c['band'] for c in doc['charts']} == {'latency', 'protocol', 'bandwidth'}
+    again = stored.ibrepro('charts', 'baseline', '--nights', str(PHASE1), env=env)
+    assert again.returncode == evidence.EXIT_UNJUDGED and '--replace' in again.stderr     # frozen
+
+    slow = stored(*NIGHT, '-S', 'inject_us=200', checks=CHECKS, env={'IBREPRO_NIGHTLY': 'slow'})
+    assert slow.returncode == 0, output(slow)
+    judged = stored.ibrepro('charts', 'status', env=env)
+    assert judged.returncode == evidence.EXIT_ALARM, judged.stdout + judged.stderr
+    assert '| latency: since slow (jump)' in judged.stdout
+
+    # the same nights with the injection fields stripped: the same verdict (it never reads them)
+    nights = evidence.stored_nights('local', db=stored.db)
+    baseline, design = charts.Baseline.from_json(doc)
+    for night in nights:
+        for case in night['cases'].values():
+            case['injected'], case['inject_added'] = '', {}
+    zs = baseline.z_scores([n for n in nights if n['night'] == 'slow'])
+    assert max(z[0] for z in zs.values()) >= design.z_big
+
+
+def test_a_night_whose_case_failed_is_excluded_not_clean(stored):
+    nights = evidence.stored_nights('local', db=stored.db)
+    baseline = charts.Baseline.fit(nights[:PHASE1])
+    failed = json.loads(json.dumps(nights[0]))
+    (case,) = failed['cases'].values()
+    case['result'], case['reason'] = 'fail', 'MPI could not start'
+    values = baseline.series([failed])
+    assert all(v[0].value is None and 'did not pass' in v[0].excluded for v in values.values())
+
+
+def test_a_baseline_file_that_is_not_one_is_refused():
+    for doc in ({'v': 2}, {'v': 1}, {'v': 1, 'nights': [], 'levels': {}, 'control': {'center': {}, 'limit': {}},
+                                     'design': {}, 'charts': [{'case': 'c', 'band': 'b', 'm0': 0, 's0': 0}]}):
+        with pytest.raises(ValueError):
+            charts.Baseline.from_json(doc)
+    assert ledger.VERSION == 1
