@@ -126,3 +126,24 @@ def test_a_false_alarm_restarts_every_chart_and_an_episode_counts_its_own_case()
     # an episode of the second case: only its chart counts, from the state the history left
     assert charts.episode_delay((0.0, 3.5), [(9.0, 0.0), (0.0, 2.9)], [1], [0.05, 0.05], design) == 2
     assert charts.episode_delay((0.0, 0.0), [(9.0, 0.0)], [1], [0.05, 0.05], design) is None
+
+
+def test_the_study_of_the_real_ledger():
+    """scripts/detection_power.py --from-ledger's figures from the nights this VM measured (reference-data/ledger):
+    what Phase I fits, the replayed false-alarm rate it was calibrated to, the clean nights after it counted."""
+    from ibrepro import ledger, paths
+    nights = ledger.read(paths.REFERENCE_DATA / 'ledger' / 'vm-impi-1x2.jsonl')
+    tuning = [n for n in nights if n['phase'] == 'tuning' and n['schedule']['kind'] == 'clean']
+    assert len(tuning) >= 20
+    out = charts.study(nights, phase1=10, series=20, within=(1, 10))
+    assert out['phase1'] == {'nights': 10, 'first': tuning[0]['night'], 'last': tuning[9]['night']}
+    assert out['replayed_false_alarm_rate'] <= 0.01
+    alarms = out['false_alarms']
+    assert alarms['clean_nights'] == len(nights) - 10 - sum(n['schedule']['kind'] != 'clean' for n in nights)
+    assert len(alarms['nights']) == alarms['alarms'] and alarms['upper95'] >= alarms['alarms'] / alarms['clean_nights']
+    assert {c['case'] for c in out['cases']} == {f'IMBPointToPoint %benchmark={b} %layout=1x2'
+                                                for b in ('PingPong', 'Uniband')}
+    for case in out['cases']:
+        assert [b['band'] for b in case['bands']] == sorted(['latency', 'protocol', 'bandwidth'])
+        assert all(b['noise_sd'] >= charts.MIN_SCALE for b in case['bands'])
+        assert set(case['mde']) == {'1', '10'}

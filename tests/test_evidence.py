@@ -27,7 +27,7 @@ def stored(tmp_path_factory):
     return runner
 
 
-def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path):
+def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path, monkeypatch):
     env = {'IBREPRO_HOME': str(stored.home)}
     early = stored.ibrepro('charts', 'status', env=env)
     assert early.returncode == evidence.EXIT_NOT_YET and 'not judged yet' in early.stdout
@@ -45,10 +45,26 @@ def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path):
     assert slow.returncode == 0, output(slow)
     judged = stored.ibrepro('charts', 'status', env=env)
     assert judged.returncode == evidence.EXIT_ALARM, judged.stdout + judged.stderr
-    assert '| latency: since slow (jump)' in judged.stdout
+    assert 'REGRESSION IMBPointToPoint %benchmark=PingPong %layout=1x2 @default+impi | latency: since slow (one ' \
+        'night beyond the limit)' in judged.stdout
+
+    # ibrepro nightly judges the night with the charts too: the history test has too few nights, the charts do not
+    nightly = stored.ibrepro('nightly', '--no-run', '--night', 'slow', '--output-dir', str(tmp_path / 'report'),
+                             env=env)
+    assert nightly.returncode == 1, nightly.stdout + nightly.stderr
+    assert 'the charts across nights' in nightly.stdout and 'REGRESSION' in nightly.stdout
+
+    # a night whose case could not run measured nothing: could not judge, never clean
+    broken = stored(*NIGHT, '-S', 'imb_binary=IMB-missing', checks=CHECKS, env={'IBREPRO_NIGHTLY': 'broken'})
+    assert broken.returncode != 0
+    monkeypatch.setenv('IBREPRO_HOME', str(stored.home))
+    status, lines = evidence.judge('local', db=stored.db, night='broken')
+    assert status == evidence.EXIT_UNJUDGED and any('no chart measured it' in line for line in lines), lines
+    assert evidence.judge('local', db=stored.db, night='never')[0] is None
 
     # the same nights with the injection fields stripped: the same verdict (it never reads them)
     nights = evidence.stored_nights('local', db=stored.db)
+    assert [n['night'] for n in nights] == [*doc['nights'], 'slow', 'broken']
     baseline, design = charts.Baseline.from_json(doc)
     for night in nights:
         for case in night['cases'].values():

@@ -123,37 +123,87 @@ def cmd_baseline(args):
     return EXIT_CLEAN
 
 
-def cmd_status(args):
-    path = baseline_path(args.system)
+def judge(system, db=None, night=None):
+    """``(status, lines)``: the charts of ``system`` over its stored nights since its frozen baseline, as of its
+    newest night (or of ``night``: status None when that night measured nothing of the system). A chart *alarms*
+    when its CUSUM reaches ``h`` or one night's z reaches ``z_big``; it stays in alarm while the nights since are
+    still shifted (their median z at least ``k``: the regression is there), and is *back* once they return.
+    Status: :data:`EXIT_ALARM` a chart in alarm, :data:`EXIT_UNJUDGED` the baseline or data cannot be read or the
+    night is excluded on every chart (nothing measured it), :data:`EXIT_NOT_YET` no baseline, else
+    :data:`EXIT_CLEAN`."""
+    path = baseline_path(system)
     if not path.exists():
-        print(f'ibrepro charts: not judged yet: no baseline for {args.system} (ibrepro charts baseline --nights N)')
-        return EXIT_NOT_YET
+        return EXIT_NOT_YET, [f'charts of {system}: not judged yet: no baseline (ibrepro charts baseline --nights N)']
     try:
-        baseline, design = load(args.system)
+        baseline, design = load(system)
     except (OSError, ValueError) as err:
-        print(f'ibrepro charts: {path}: {err}', file=sys.stderr)
-        return EXIT_UNJUDGED
+        return EXIT_UNJUDGED, [f'charts of {system}: could not judge: {path}: {err}']
     problems = []
-    nights = stored_nights(args.system, problems=problems)
-    for p in problems:
-        print(f'ibrepro charts: warning: {p}', file=sys.stderr)
-    after = [n for n in nights if n['night'] not in set(baseline.nights)]
+    try:
+        nights = stored_nights(system, db=db, problems=problems)
+    except results.ResultsError as err:
+        return EXIT_UNJUDGED, [f'charts of {system}: could not judge: {err}']
+    lines = [f'charts of {system}: warning: {p}' for p in problems]
+    phase1 = set(baseline.nights)
+    after = [n for n in nights if n['night'] not in phase1]
+    if night is not None:       # as of that night (ibrepro nightly judges its own night, not a later one)
+        ids = [n['night'] for n in after]
+        if night not in ids:
+            return None, [f'charts of {system}: night {night} has none of its cases']
+        after = after[:ids.index(night) + 1]
+    lines.append(f'charts of {system}: {len(after)} night(s) since the baseline of {len(baseline.nights)} nights')
+    if not after:
+        return EXIT_CLEAN, lines
+    series = baseline.series(after)
     keys, rows, scales = charts.rows_of(baseline, after)
-    status = EXIT_CLEAN
-    print(f'charts of {args.system}: {len(after)} night(s) since the baseline ({len(baseline.nights)} nights)')
+    status, measured = EXIT_CLEAN, False
     for c, key in enumerate(keys):
         zs = [row[c] for row in rows]
+        measured = measured or zs[-1] is not None
         path_, at, kind = charts.run_chart(zs, scales[c], design)
+        name = f'{key[0]} | {key[1]}'
         if at is not None:
-            status = EXIT_ALARM
-            since = after[at]['night']
-            moved = statistics.median(z for z in zs[:at + 1] if z is not None) * scales[c]
-            print(f'ALARM {key[0]} | {key[1]}: since {since} ({kind}), moved {math.expm1(moved):+.1%}')
+            since = [z for z in zs[at:] if z is not None]
+            shifted = statistics.median(since)
+            moved = math.expm1(shifted * scales[c])
+            if shifted >= design.k_and_clip(scales[c])[0]:
+                status = EXIT_ALARM
+                how = 'one night beyond the limit' if kind == 'jump' else 'evidence across nights'
+                lines.append(f'REGRESSION {name}: since {after[at]["night"]} ({how}), {moved:+.1%} over the '
+                             f'{len(since)} night(s) since')
+            else:
+                lines.append(f'back {name}: alarmed at {after[at]["night"]}, the nights since are back ({moved:+.1%})')
+            continue
+        tonight = series[key][-1]
+        if tonight.value is None:
+            lines.append(f'excluded {name}: {tonight.excluded}')
         else:
-            last = next((z for z in reversed(zs) if z is not None), None)
-            s = path_[-1] if path_ else 0.0
-            print(f'ok {key[0]} | {key[1]}: evidence {s / design.h:.0%} of an alarm, tonight z = '
-                  f'{"-" if last is None else f"{last:.2f}"}, {sum(z is None for z in zs)} night(s) excluded')
+            lines.append(f'ok {name}: tonight z {zs[-1]:+.2f}, evidence {path_[-1] / design.h:.0%} of an alarm')
+    if not measured and status == EXIT_CLEAN:
+        status = EXIT_UNJUDGED
+        lines.append(f'charts of {system}: could not judge night {after[-1]["night"]}: no chart measured it')
+    return status, lines
+
+
+def judge_night(night, db=None):
+    """``(status, lines)`` of every system with a chart baseline that measured ``night`` (``ibrepro nightly``);
+    status None when no system has one."""
+    folder = paths.data_home() / 'charts'
+    found, lines = [], []
+    for path in sorted(folder.glob('*.json')) if folder.is_dir() else []:
+        status, more = judge(path.stem, db=db, night=night)
+        lines += more
+        if status is not None:
+            found.append(status)
+    if not found:
+        return None, lines
+    return max(found, key=lambda s: {EXIT_ALARM: 3, EXIT_UNJUDGED: 2, EXIT_NOT_YET: 1, EXIT_CLEAN: 0}[s]), lines
+
+
+def cmd_status(args):
+    status, lines = judge(args.system)
+    for line in lines:
+        print(line)
     return status
 
 

@@ -209,6 +209,14 @@ def main(args):
         print(f'ibrepro nightly: part of night {night} cannot be read ({"; ".join(unreadable_part)}): '
               'it was not judged', file=sys.stderr)
         status = verdict.combine([status, verdict.EXIT_UNJUDGED])
+    # the charts across nights (ibrepro charts), where a system has a frozen chart baseline: they judge too
+    from . import evidence
+    charted, lines = evidence.judge_night(night)
+    if charted is not None:
+        print(f'\n== ibrepro nightly {night}: the charts across nights')
+        print('\n'.join(lines))
+        status = verdict.combine([status, {evidence.EXIT_ALARM: verdict.EXIT_REGRESSION,
+                                           evidence.EXIT_UNJUDGED: verdict.EXIT_UNJUDGED}.get(charted, status)])
     if (ran or failed) and status in (verdict.EXIT_CLEAN, verdict.EXIT_INCONCLUSIVE):
         print(f'ibrepro nightly: a check failed in ReFrame ({", ".join(failed) or "above"}): the night fails',
               file=sys.stderr)
