@@ -41,6 +41,14 @@ def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path, 
     again = stored.ibrepro('charts', 'baseline', '--nights', str(PHASE1), env=env)
     assert again.returncode == evidence.EXIT_UNJUDGED and '--replace' in again.stderr     # frozen
 
+    # a night whose case could not run measured nothing: could not judge, never clean
+    broken = stored(*NIGHT, '-S', 'inject_us=-1', checks=CHECKS, env={'IBREPRO_NIGHTLY': 'broken'})
+    assert broken.returncode != 0
+    monkeypatch.setenv('IBREPRO_HOME', str(stored.home))
+    status, lines = evidence.judge('local', db=stored.db, night='broken')
+    assert status == evidence.EXIT_UNJUDGED and any('no chart measured it' in line for line in lines), lines
+    assert evidence.judge('local', db=stored.db, night='never')[0] is None
+
     slow = stored(*NIGHT, '-S', 'inject_us=200', checks=CHECKS, env={'IBREPRO_NIGHTLY': 'slow'})
     assert slow.returncode == 0, output(slow)
     judged = stored.ibrepro('charts', 'status', env=env)
@@ -53,18 +61,12 @@ def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path, 
                              env=env)
     assert nightly.returncode == 1, nightly.stdout + nightly.stderr
     assert 'the charts across nights' in nightly.stdout and 'REGRESSION' in nightly.stdout
-
-    # a night whose case could not run measured nothing: could not judge, never clean
-    broken = stored(*NIGHT, '-S', 'imb_binary=IMB-missing', checks=CHECKS, env={'IBREPRO_NIGHTLY': 'broken'})
-    assert broken.returncode != 0
-    monkeypatch.setenv('IBREPRO_HOME', str(stored.home))
-    status, lines = evidence.judge('local', db=stored.db, night='broken')
-    assert status == evidence.EXIT_UNJUDGED and any('no chart measured it' in line for line in lines), lines
-    assert evidence.judge('local', db=stored.db, night='never')[0] is None
+    status, lines = evidence.judge('local', db=stored.db)
+    assert status == evidence.EXIT_ALARM and not any('could not judge' in line for line in lines), lines
 
     # the same nights with the injection fields stripped: the same verdict (it never reads them)
     nights = evidence.stored_nights('local', db=stored.db)
-    assert [n['night'] for n in nights] == [*doc['nights'], 'slow', 'broken']
+    assert [n['night'] for n in nights] == [*doc['nights'], 'broken', 'slow']
     baseline, design = charts.Baseline.from_json(doc)
     for night in nights:
         for case in night['cases'].values():

@@ -179,9 +179,9 @@ def judge(system, db=None, night=None):
             lines.append(f'excluded {name}: {tonight.excluded}')
         else:
             lines.append(f'ok {name}: tonight z {zs[-1]:+.2f}, evidence {path_[-1] / design.h:.0%} of an alarm')
-    if not measured and status == EXIT_CLEAN:
-        status = EXIT_UNJUDGED
+    if not measured:            # a standing regression stays one; otherwise nothing says the night was clean
         lines.append(f'charts of {system}: could not judge night {after[-1]["night"]}: no chart measured it')
+        status = EXIT_ALARM if status == EXIT_ALARM else EXIT_UNJUDGED
     return status, lines
 
 
