@@ -195,6 +195,21 @@ def test_an_impossible_value_is_a_named_failure(fixture, pattern, replacement, m
     assert err.value.partial is not None and err.value.partial.tables   # what was read is kept for the diagnosis
 
 
+def test_a_size_printed_twice_is_a_named_failure():
+    """IMB output with one size's row twice (a doubled line in a log): one value would silently overwrite the
+    other; the parser names the size and the line instead."""
+    fixture = 'imb/2021.8/IMB-MPI1-PingPong-2.txt'
+    text = (FIXTURES / fixture).read_text()
+    row = '\n            1         1000         0.34'
+    line = text[text.index(row) + 1:text.index('\n', text.index(row) + 1)]
+    with pytest.raises(parsers.BenchmarkFailed) as err:
+        parsers.parse_text(text.replace(f'{line}\n', f'{line}\n{line}\n', 1), source=fixture)
+    assert err.value.kind == 'invalid-value'
+    assert '#bytes = 1' in str(err.value) and 'printed twice in one table' in str(err.value)
+    assert repr(line.strip()) in str(err.value)
+
+
+
 def test_zero_bandwidth_of_empty_messages_stays_legal():
     table = parsers.parse_file(FIXTURES / 'imb/2021.8/IMB-MPI1-PingPong-2.txt').table('PingPong')
     assert table.rows[0]['bytes'] == 0 and table.rows[0]['mbytes_per_sec'] == 0

@@ -270,8 +270,8 @@ def value_problem(variable, value):
 
 
 def _check_values(out, text):
-    """Every message size a non-negative integer, every metric value in its domain (METRIC_DOMAIN); else
-    BenchmarkFailed ``invalid-value`` naming the tool, table, size and what was printed."""
+    """Every message size a non-negative integer printed once per table, every metric value in its domain
+    (METRIC_DOMAIN); else BenchmarkFailed ``invalid-value`` naming the tool, table, size and what was printed."""
     for table in out.tables:
         for row in table.rows:
             size = row.get(table.size_key) if table.size_key else None
@@ -284,6 +284,13 @@ def _check_values(out, text):
                 problem = value_problem(metric, value)
                 if problem:
                     _invalid(out, table, row, key, text, problem)
+        if table.size_key:     # one value per size: a second row of a size would overwrite the first, silently
+            seen = set()
+            for row in table.rows:
+                if row[table.size_key] in seen:
+                    _invalid(out, table, row, table.size_key, text,
+                             'this message size is printed twice in one table (one value would overwrite the other)')
+                seen.add(row[table.size_key])
 
 
 def _invalid(out, table, row, key, text, problem):
