@@ -4,6 +4,7 @@ injector's 200 us per MPI call on sub-microsecond latencies) alarms, and a night
 never clean. The verdict reads what the cases measured, never what was injected."""
 
 import json
+import os
 
 import pytest
 
@@ -15,7 +16,6 @@ NIGHT = ['-r', '--mode', 'nightly', '-n', 'IMBPointToPoint%benchmark=PingPong%la
 CHECKS = 'reframe-checks/mpi/pt2pt_collectives.py'
 PHASE1 = 6
 
-pytestmark = [pytest.mark.integration, needs_impi]
 
 
 @pytest.fixture(scope='module')
@@ -27,6 +27,8 @@ def stored(tmp_path_factory):
     return runner
 
 
+@pytest.mark.integration
+@needs_impi
 def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path, monkeypatch):
     env = {'IBREPRO_HOME': str(stored.home)}
     early = stored.ibrepro('charts', 'status', env=env)
@@ -75,6 +77,8 @@ def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path, 
     assert max(z[0] for z in zs.values()) >= design.z_big
 
 
+@pytest.mark.integration
+@needs_impi
 def test_a_night_whose_case_failed_is_excluded_not_clean(stored):
     nights = evidence.stored_nights('local', db=stored.db)
     baseline = charts.Baseline.fit(nights[:PHASE1])
@@ -83,6 +87,29 @@ def test_a_night_whose_case_failed_is_excluded_not_clean(stored):
     case['result'], case['reason'] = 'fail', 'MPI could not start'
     values = baseline.series([failed])
     assert all(v[0].value is None and 'did not pass' in v[0].excluded for v in values.values())
+
+
+def test_accepting_a_change_makes_the_nights_from_it_the_new_phase1(tmp_path):
+    """``--accept NIGHT``: a person accepts the change that started at that night; on the ledger of real nights."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+    from ibrepro import paths
+    path = paths.REFERENCE_DATA / 'ledger' / 'vm-impi-1x2.jsonl'
+    ids = [n['night'] for n in ledger.read(path)]
+    env = {**os.environ, 'IBREPRO_HOME': str(tmp_path)}
+    run = [sys.executable, '-m', 'ibrepro', 'charts', 'baseline', '--ledger', str(path), '--nights', '5',
+           '--series', '10']
+    first = subprocess.run(run, capture_output=True, text=True, env=env, cwd=ROOT)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert json.loads((tmp_path / 'charts' / 'local.json').read_text())['nights'] == ids[-5:]
+    accepted = subprocess.run([*run, '--accept', ids[2]], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    doc = json.loads((tmp_path / 'charts' / 'local.json').read_text())
+    assert doc['nights'] == ids[2:7] and set(doc['mde']) == {f'{c["case"]}|{c["band"]}' for c in doc['charts']}
+    unknown = subprocess.run([*run, '--accept', 'no-such-night'], capture_output=True, text=True, env=env, cwd=ROOT)
+    assert unknown.returncode == evidence.EXIT_UNJUDGED and 'no such night' in unknown.stderr
 
 
 def test_a_baseline_file_that_is_not_one_is_refused():

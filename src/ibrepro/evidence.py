@@ -80,9 +80,17 @@ def write_private(path, text):
 
 
 def load(system):
-    path = baseline_path(system)
-    doc = json.loads(path.read_text())
-    return charts.Baseline.from_json(doc)
+    """``(Baseline, Design)`` of the system's frozen baseline file."""
+    return charts.Baseline.from_json(json.loads(baseline_path(system).read_text()))
+
+
+def stated_mde(system):
+    """``{"case|band": {"1": x, "3": y, "10": z}}``: what each chart can catch, stated when the baseline was made."""
+    try:
+        mde = json.loads(baseline_path(system).read_text()).get('mde')
+    except (OSError, ValueError, AttributeError):
+        return {}
+    return mde if isinstance(mde, dict) else {}
 
 
 def _pct(x):
@@ -97,11 +105,20 @@ def cmd_baseline(args):
     nights = ledger.read(args.ledger) if args.ledger else stored_nights(args.system, problems=problems)
     for p in problems:
         print(f'ibrepro charts: warning: {p}', file=sys.stderr)
-    if len(nights) < args.nights:
-        print(f'ibrepro charts: {len(nights)} night(s) stored for {args.system}, {args.nights} asked',
-              file=sys.stderr)
+    if args.accept:             # a person accepts the change that started at that night: the new Phase I from it
+        ids = [n['night'] for n in nights]
+        if args.accept not in ids:
+            print(f'ibrepro charts: --accept {args.accept}: no such night stored for {args.system}', file=sys.stderr)
+            return EXIT_UNJUDGED
+        nights = nights[ids.index(args.accept):]
+        phase1 = nights[:args.nights]
+        args.replace = True
+    else:
+        phase1 = nights[-args.nights:]
+    if len(phase1) < args.nights:
+        print(f'ibrepro charts: {len(phase1)} night(s) stored for {args.system}'
+              f'{f" from {args.accept}" if args.accept else ""}, {args.nights} asked', file=sys.stderr)
         return EXIT_NOT_YET
-    phase1 = nights[-args.nights:]
     path = baseline_path(args.system)
     if path.exists() and not args.replace:
         print(f'ibrepro charts: {path} exists (a frozen baseline): --replace to accept a new one', file=sys.stderr)
@@ -112,11 +129,14 @@ def cmd_baseline(args):
         print('ibrepro charts: no chart: no case with size bands measured in these nights', file=sys.stderr)
         return EXIT_UNJUDGED
     design = charts.calibrate(rows, scales, rate=args.rate, series=args.series, length=300)
-    write_private(path, json.dumps(baseline.to_json(design), indent=1, sort_keys=True) + '\n')
+    described = charts.describe(baseline, phase1, design, series=args.series)
+    doc = baseline.to_json(design)
+    doc['mde'] = {f'{row["case"]}|{row["band"]}': row['mde'] for row in described}
+    write_private(path, json.dumps(doc, indent=1, sort_keys=True) + '\n')
     print(f'charts of {args.system}: Phase I = {len(phase1)} nights ({phase1[0]["night"]} .. {phase1[-1]["night"]}),'
           f' h = {design.h}, z_big = {design.z_big} (at most {args.rate:g} false alarms per night, replayed)')
     print('case | band | noise (robust sd) | caught within 1 / 3 / 10 nights (90 %)')
-    for row in charts.describe(baseline, phase1, design, series=args.series):
+    for row in described:
         mde = ' / '.join(_pct(row['mde'][d]) for d in ('1', '3', '10'))
         print(f'{row["case"]} | {row["band"]} | {_pct(row["s0"])} | {mde}')
     print(f'written: {path}')
@@ -156,7 +176,7 @@ def judge(system, db=None, night=None):
         return EXIT_CLEAN, lines
     series = baseline.series(after)
     keys, rows, scales = charts.rows_of(baseline, after)
-    status, measured = EXIT_CLEAN, False
+    status, measured, stated = EXIT_CLEAN, False, stated_mde(system)
     for c, key in enumerate(keys):
         zs = [row[c] for row in rows]
         measured = measured or zs[-1] is not None
@@ -178,7 +198,11 @@ def judge(system, db=None, night=None):
         if tonight.value is None:
             lines.append(f'excluded {name}: {tonight.excluded}')
         else:
-            lines.append(f'ok {name}: tonight z {zs[-1]:+.2f}, evidence {path_[-1] / design.h:.0%} of an alarm')
+            can = stated.get(f'{key[0]}|{key[1]}') or {}
+            catch = ' / '.join(_pct(can.get(d)) if isinstance(can.get(d), (int, float)) else '-'
+                               for d in ('1', '3', '10'))
+            lines.append(f'ok {name}: tonight z {zs[-1]:+.2f}, evidence {path_[-1] / design.h:.0%} of an alarm '
+                         f'(catches {catch} within 1 / 3 / 10 nights)')
     if not measured:            # a standing regression stays one; otherwise nothing says the night was clean
         lines.append(f'charts of {system}: could not judge night {after[-1]["night"]}: no chart measured it')
         status = EXIT_ALARM if status == EXIT_ALARM else EXIT_UNJUDGED
@@ -218,6 +242,8 @@ def add_cli(subparsers):
     b.add_argument('--rate', type=float, default=0.01, help='false alarms per night, system-wide (default 0.01)')
     b.add_argument('--series', type=int, default=200, help='bootstrap series of the replay (default 200)')
     b.add_argument('--replace', action='store_true', help='replace the frozen baseline (a person accepts a change)')
+    b.add_argument('--accept', metavar='NIGHT', help='accept the change that started at NIGHT: Phase I is the N '
+                   'nights from it (replaces the baseline)')
     b.set_defaults(func=cmd_baseline)
     s = sub.add_parser('status', help='the charts over the nights since the baseline')
     s.add_argument('--system', default='local')
