@@ -11,6 +11,10 @@ own (``--home``), stored in the ledger as one line, whatever happened (a failed 
 Night ids are ``<prefix><number>``; a campaign resumes after the last night of its prefix in the ledger. While the
 file ``--pause-file`` exists it waits between nights (to measure alone, pause it before loading the machine).
 ``--until HH:MM`` (UTC) stops before a night would start later. Run measurements alone on the machine.
+
+``--paired PCT --case NAME``: instead of nights, jobs that measure what an injection really does (the protocol's
+levels): one case, ten rounds alternating clean and injected (``-S inject_pct=PCT``, in rounds 2, 4, ..., 10), each
+with the control; stored as ledger lines of phase ``level`` (``ibrepro.charts.paired_levels`` reads them).
 """
 
 import argparse
@@ -33,13 +37,25 @@ def night_ids(nights, prefix):
     return [n['night'] for n in nights if n['night'].startswith(prefix) and n['night'][len(prefix):].isdigit()]
 
 
+PAIRS = 5
+
+
+def paired_schedule(args):
+    """The schedule entry and ReFrame options of one paired level job."""
+    rounds = ','.join(str(2 * k) for k in range(1, PAIRS + 1))
+    return {'kind': 'paired', 'case': args.case, 'inject_pct': args.paired, 'pairs': PAIRS,
+            'options': ['-S', f'repetitions={2 * PAIRS}', '-S', f'inject_pct={args.paired:g}',
+                        '-S', f'inject_repetitions={rounds}']}
+
+
 def run_night(args, night, schedule):
     home = Path(args.home)
     report_file = home / 'night-reports' / f'{night}.json'
     report_file.parent.mkdir(parents=True, exist_ok=True)
     command = [str(Path(sys.executable).parent / 'reframe'), '-C', str(paths.REPO_ROOT / 'configs' / 'local.py'),
                '-c', str(CHECKS), '--mode', 'nightly', '-r', '-p', f'^{args.environ}$',
-               *[o for case in CASES for o in ('-n', case)], f'--report-file={report_file}',
+               *[o for case in ([schedule['case']] if schedule.get('case') else CASES) for o in ('-n', case)],
+               f'--report-file={report_file}',
                *schedule.get('options', []), *args.reframe_options]
     env = {**os.environ, 'IBREPRO_HOME': str(home), 'IBREPRO_NIGHTLY': night,
            'RFM_SQLITE_DB_FILE': str(home / 'results.db')}
@@ -77,8 +93,12 @@ def main(argv=None):
     p.add_argument('--home', default=str(Path.home() / '.local' / 'share' / 'ibrepro-campaign'))
     p.add_argument('--pause-file', default='/tmp/ibrepro-campaign.pause')
     p.add_argument('--until', help='HH:MM UTC: start no night after it')
+    p.add_argument('--paired', type=float, metavar='PCT', help='paired level jobs of --case at inject_pct=PCT')
+    p.add_argument('--case', help='the case of --paired (a ReFrame -n pattern)')
     p.add_argument('reframe_options', nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
+    if bool(args.paired) != bool(args.case):
+        p.error('--paired and --case go together')
     if args.reframe_options[:1] == ['--']:
         args.reframe_options = args.reframe_options[1:]
     Path(args.home).mkdir(parents=True, exist_ok=True)
@@ -99,7 +119,7 @@ def main(argv=None):
             break
         number += 1
         night = f'{args.prefix}{number:04d}'
-        record = run_night(args, night, {'kind': 'clean'})
+        record = run_night(args, night, paired_schedule(args) if args.paired else {'kind': 'clean'})
         ledger.append(args.ledger, record)
         done.append(night)
         print(summary(record), flush=True)

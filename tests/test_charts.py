@@ -147,3 +147,14 @@ def test_the_study_of_the_real_ledger():
         assert [b['band'] for b in case['bands']] == sorted(['latency', 'protocol', 'bandwidth'])
         assert all(b['noise_sd'] >= charts.MIN_SCALE for b in case['bands'])
         assert set(case['mde']) == {'1', '10'}
+
+
+def test_paired_levels_compare_each_injected_round_with_its_clean_neighbour():
+    # rounds: clean, injected (1.2x), clean, injected (1.1x): each pair against its own clean round, then the median
+    values = {'lat_8': [0.20, 0.24, 0.30, 0.33], 'bw_1048576': [26000.0, 26000 / 1.2, 25000.0, 25000 / 1.1]}
+    record = {'cases': {CASE: {'result': 'pass', 'values': values, 'control': []},
+                        'failed': {'result': 'fail', 'values': {}, 'control': []}}}
+    (level,) = charts.paired_levels(record).values()
+    assert level['pairs'] == 2
+    assert level['bands']['latency'] == pytest.approx(math.exp((math.log(1.2) + math.log(1.1)) / 2) - 1)
+    assert level['bands']['bandwidth'] == pytest.approx(level['bands']['latency'])

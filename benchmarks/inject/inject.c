@@ -71,12 +71,20 @@ static void cost(double took, long long bytes)
     added_s += extra + (now - until);   /* what the wait really took: a preempted spin overshoots */
 }
 
-#define TIMED(bytes, call)                        \
-    do {                                          \
-        double t0_ = PMPI_Wtime();                \
-        int rc_ = (call);                         \
-        cost(PMPI_Wtime() - t0_, (bytes));        \
-        return rc_;                               \
+/* The call's own time is read only when a share of it is asked: preloaded with nothing to add (the clean rounds
+ * of a paired measurement) a call costs one more function call, not two clock reads (70 % of a 0.2 us latency). */
+#define TIMED(bytes, call)                                \
+    do {                                                  \
+        configure();                                      \
+        if (add_pct > 0) {                                \
+            double t0_ = PMPI_Wtime();                    \
+            int rc_ = (call);                             \
+            cost(PMPI_Wtime() - t0_, (bytes));            \
+            return rc_;                                   \
+        }                                                 \
+        int rc_ = (call);                                 \
+        cost(0.0, (bytes));                               \
+        return rc_;                                       \
     } while (0)
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm)

@@ -513,3 +513,32 @@ def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), s
             row['levels'].append(slot)
         out['cases'].append(row)
     return out
+
+
+def paired_levels(record):
+    """What an injection really did, from a paired level job (``scripts/campaign.py --paired``: rounds alternating
+    clean and injected, the injected ones even): per case and band the median over the pairs of the band value of
+    the injected round against its clean neighbour (``sign * log``, positive = slower), as a relative slowdown, and
+    the case's level, the median over its bands. ``{case: {'bands': {band: level}, 'level': level, 'pairs': n}}``."""
+    out = {}
+    for case, rec in record['cases'].items():
+        if rec.get('result') != 'pass':
+            continue
+        rounds = max((len(v) for v in rec['values'].values()), default=0)
+        bands_ = {}
+        for band, names in chart_keys(case, rec['values']).items():
+            per_pair = []
+            for r in range(0, rounds - 1, 2):
+                devs = []
+                for name in names:
+                    xs = rec['values'][name]
+                    clean, slow = xs[r], xs[r + 1]
+                    if isinstance(clean, (int, float)) and isinstance(slow, (int, float)) and clean > 0 and slow > 0:
+                        devs.append(sign_of(variable_key(name)[0]) * (math.log(slow) - math.log(clean)))
+                if devs:
+                    per_pair.append(statistics.median(devs))
+            if per_pair:
+                bands_[band] = math.expm1(statistics.median(per_pair))
+        if bands_:
+            out[case] = {'bands': bands_, 'level': statistics.median(bands_.values()), 'pairs': rounds // 2}
+    return out

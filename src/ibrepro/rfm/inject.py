@@ -141,7 +141,8 @@ class Injection(Repetitions):
     inject_library = variable(str, value='')
 
     #: Preload the injector even with nothing to add: the baseline of an injection experiment, so that the
-    #: clean runs carry the interposition's own cost (two clock reads per MPI call: 70 % of a 0.2 us latency).
+    #: clean runs carry the interposition's own cost (one more function call per MPI call; it reads the clock only
+    #: when ``inject_pct`` asks for a share of the call's time).
     inject_preload = variable(bool, value=False, loggable=True)
 
     #: What was injected, as applied ('' = nothing), and what the ranks really added (set after the run).
