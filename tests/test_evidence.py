@@ -63,6 +63,11 @@ def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path, 
                              env=env)
     assert nightly.returncode == 1, nightly.stdout + nightly.stderr
     assert 'the charts across nights' in nightly.stdout and 'REGRESSION' in nightly.stdout
+    (summary,) = (tmp_path / 'report').rglob('summary.md')
+    text = summary.read_text()
+    assert 'Charts across nights' in text and 'REGRESSION' in text
+    (page,) = (tmp_path / 'report').rglob('index.html')
+    assert '<h2 id="charts">Charts across nights</h2>' in page.read_text()
     status, lines = evidence.judge('local', db=stored.db)
     assert status == evidence.EXIT_ALARM and not any('could not judge' in line for line in lines), lines
 
@@ -110,6 +115,15 @@ def test_accepting_a_change_makes_the_nights_from_it_the_new_phase1(tmp_path):
     assert doc['nights'] == ids[2:7] and set(doc['mde']) == {f'{c["case"]}|{c["band"]}' for c in doc['charts']}
     unknown = subprocess.run([*run, '--accept', 'no-such-night'], capture_output=True, text=True, env=env, cwd=ROOT)
     assert unknown.returncode == evidence.EXIT_UNJUDGED and 'no such night' in unknown.stderr
+
+
+def test_a_system_name_that_names_another_file_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv('IBREPRO_HOME', str(tmp_path))
+    for bad in ('../../etc/passwd', '.hidden', 'a b', ''):
+        with pytest.raises(ValueError, match='not a system name'):
+            evidence.baseline_path(bad)
+        status, lines = evidence.judge(bad)
+        assert status == evidence.EXIT_UNJUDGED and 'not a system name' in lines[0]
 
 
 def test_a_baseline_file_that_is_not_one_is_refused():

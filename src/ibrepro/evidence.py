@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -63,6 +64,9 @@ def stored_nights(system, db=None, problems=None):
 
 
 def baseline_path(system):
+    """``<IBREPRO_HOME>/charts/<system>.json`` (ValueError for a name that is not a system's: it names a file)."""
+    if not re.fullmatch(r'[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}', str(system)):
+        raise ValueError(f'{system!r:.80} is not a system name')
     return paths.data_home() / 'charts' / f'{system}.json'
 
 
@@ -98,6 +102,11 @@ def _pct(x):
 
 
 def cmd_baseline(args):
+    try:
+        baseline_path(args.system)
+    except ValueError as err:
+        print(f'ibrepro charts: --system: {err}', file=sys.stderr)
+        return EXIT_UNJUDGED
     if not 5 <= args.nights <= 100000:
         print(f'ibrepro charts: --nights {args.nights}: Phase I needs 5 to 100000 nights', file=sys.stderr)
         return EXIT_UNJUDGED
@@ -151,7 +160,10 @@ def judge(system, db=None, night=None):
     Status: :data:`EXIT_ALARM` a chart in alarm, :data:`EXIT_UNJUDGED` the baseline or data cannot be read or the
     night is excluded on every chart (nothing measured it), :data:`EXIT_NOT_YET` no baseline, else
     :data:`EXIT_CLEAN`."""
-    path = baseline_path(system)
+    try:
+        path = baseline_path(system)
+    except ValueError as err:
+        return EXIT_UNJUDGED, [f'charts: could not judge: {err}']
     if not path.exists():
         return EXIT_NOT_YET, [f'charts of {system}: not judged yet: no baseline (ibrepro charts baseline --nights N)']
     try:
@@ -215,6 +227,8 @@ def judge_night(night, db=None):
     folder = paths.data_home() / 'charts'
     found, lines = [], []
     for path in sorted(folder.glob('*.json')) if folder.is_dir() else []:
+        if path.name.startswith('.'):       # a temporary file of write_private
+            continue
         status, more = judge(path.stem, db=db, night=night)
         lines += more
         if status is not None:

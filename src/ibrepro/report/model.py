@@ -184,6 +184,7 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     model['labels'] = provenance.labels_of(system, model['platforms'])
     model['fleet'], unjudged = fleet.section(system, nights, earlier)
     problems.extend(unjudged)
+    model['charts'] = _charts(system, night)
     model['simulated'] = simulated_table.report_section(system, current)   # the simulated system only
     if model['simulated']:
         model['labels'].insert(0, model['simulated']['label'])
@@ -205,6 +206,21 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     model.update(_verdict_lists(verdicts, model['groups']))
     model['guard'] = dataclasses.asdict(guard)
     return model
+
+
+def _charts(system, night):
+    """The charts across nights (``ibrepro charts``) of a system with a frozen chart baseline, as of ``night``:
+    ``{'status': exit status, 'lines': [...]}``, or None without a baseline."""
+    from .. import evidence
+    try:
+        if not evidence.baseline_path(system).exists():
+            return None
+    except ValueError:          # a stored system name that names no file of ours
+        return None
+    status, lines = evidence.judge(system, night=night)
+    if status is None:
+        status, lines = evidence.judge(system)
+    return {'status': status, 'lines': lines}
 
 
 def _confirmation_values(history, keys, positions):
