@@ -56,3 +56,18 @@ def test_a_night_twice_and_a_bad_id_are_refused(tmp_path):
         ledger.read(path)
     with pytest.raises(ledger.LedgerError, match='night id'):
         record('a b')
+
+
+def test_refs_validate_reads_the_ledgers(tmp_path):
+    """`ibrepro refs validate` checks every ledger of reference-data/ledger with the ledger's own reader (not as
+    YAML), and names a broken line."""
+    import shutil
+
+    from ibrepro import paths, references
+    root = tmp_path / 'reference-data'
+    shutil.copytree(paths.REFERENCE_DATA, root)
+    assert references.validate(root=root) == []
+    with open(root / 'ledger' / 'vm-impi-1x2.jsonl', 'a') as f:
+        f.write('{"v": 1, "night": "t0001"\n')
+    (problem,) = references.validate(root=root)
+    assert problem.file == 'ledger/vm-impi-1x2.jsonl' and 'not JSON' in problem.reason

@@ -183,6 +183,8 @@ def file_kind(path, root=None):
     parts = Path(_rel(path, data_root(root))).parts
     if parts[-1].endswith('.md') or parts[0] == 'schemas':
         return 'doc'
+    if len(parts) == 2 and parts[0] == 'ledger' and parts[1].endswith('.jsonl'):
+        return 'ledger'         # nights of a verdict study (ibrepro.ledger reads and checks them)
     if len(parts) == 2 and parts[0] in ('papers', 'testbeds') and parts[1].endswith('.yaml'):
         return 'paper' if parts[0] == 'papers' else 'testbed'
     if len(parts) == 3 and parts[0] == 'systems' and parts[2] in ('references.yaml', 'provenance.yaml'):
@@ -207,7 +209,7 @@ def load_schema(kind, root=None):
 def data_files(root=None):
     """Every data file under reference-data/ (not the schemas nor documentation)."""
     root = data_root(root)
-    return sorted(p for p in root.rglob('*') if p.is_file() and file_kind(p, root) != 'doc'
+    return sorted(p for p in root.rglob('*') if p.is_file() and file_kind(p, root) not in ('doc', 'ledger')
                   and not any(part.startswith('.') for part in p.relative_to(root).parts))
 
 
@@ -417,6 +419,13 @@ def validate(paths_=None, root=None):
         if not file_problems:
             file_problems = _SEMANTIC[kind](context, path, rel, data)
         problems.extend(file_problems)
+    if not paths_:
+        from . import ledger
+        for path in sorted((root / 'ledger').glob('*.jsonl')):
+            try:
+                ledger.read(path)
+            except ledger.LedgerError as err:
+                problems.append(Problem(_rel(path, root), None, str(err)))
     return problems
 
 
