@@ -12,6 +12,11 @@ Night ids are ``<prefix><number>``; a campaign resumes after the last night of i
 file ``--pause-file`` exists it waits between nights (to measure alone, pause it before loading the machine).
 ``--until HH:MM`` (UTC) stops before a night would start later. Run measurements alone on the machine.
 
+``--schedule FILE``: the nights a pre-registered schedule names (docs/verdict-protocol.md section 8: a JSON
+``{"seed": S, "clean": N, "episodes": [{"name": "u10", "case": PATTERN, "level": 10, "inject_pct": P, "count": 29,
+"nights": 2}, ...]}``), night ``<prefix><position>`` for each entry, resuming at the first entry not yet in the
+ledger; an injected night runs only its episode's case.
+
 ``--paired PCT --case NAME``: instead of nights, jobs that measure what an injection really does (the protocol's
 levels): one case, ten rounds alternating clean and injected (``-S inject_pct=PCT``, in rounds 2, 4, ..., 10), each
 with the control; stored as ledger lines of phase ``level`` (``ibrepro.charts.paired_levels`` reads them).
@@ -21,6 +26,7 @@ import argparse
 import datetime
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -38,6 +44,21 @@ def night_ids(nights, prefix):
 
 
 PAIRS = 5
+
+
+def make_schedule(seed, clean, episodes):
+    """The held-out schedule: ``clean`` clean nights and, per episode kind, ``count`` episodes of ``nights``
+    consecutive injected nights; the units (a clean night, an episode) in the order ``random.Random(seed)`` shuffles
+    them, so the clean and the injected nights share the same weeks of drift."""
+    units = [[{'kind': 'clean'}] for _ in range(clean)]
+    for e in episodes:
+        for k in range(e['count']):
+            units.append([{'kind': 'injected', 'case': e['case'], 'level': e['level'],
+                           'episode': f'{e["name"]}-{k + 1:02d}', 'night_in_episode': j + 1,
+                           'options': ['-S', f'inject_pct={float(e["inject_pct"]):g}']}
+                          for j in range(e['nights'])])
+    random.Random(seed).shuffle(units)
+    return [entry for unit in units for entry in unit]
 
 
 def paired_schedule(args):
@@ -88,7 +109,8 @@ def main(argv=None):
     p.add_argument('--ledger', required=True, type=Path)
     p.add_argument('--phase', required=True, help='tuning, held-out, ... (stored with each night)')
     p.add_argument('--prefix', required=True, help='night ids are <prefix><number>')
-    p.add_argument('--nights', type=int, required=True, help='nights of this prefix to have in the ledger')
+    p.add_argument('--nights', type=int, help='nights of this prefix to have in the ledger')
+    p.add_argument('--schedule', type=Path, help='run the nights of this schedule (JSON; see above)')
     p.add_argument('--environ', default='impi')
     p.add_argument('--home', default=str(Path.home() / '.local' / 'share' / 'ibrepro-campaign'))
     p.add_argument('--pause-file', default='/tmp/ibrepro-campaign.pause')
@@ -99,6 +121,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if bool(args.paired) != bool(args.case):
         p.error('--paired and --case go together')
+    if bool(args.nights) == bool(args.schedule):
+        p.error('give --nights or --schedule')
     if args.reframe_options[:1] == ['--']:
         args.reframe_options = args.reframe_options[1:]
     Path(args.home).mkdir(parents=True, exist_ok=True)
@@ -110,18 +134,22 @@ def main(argv=None):
         if until <= now:
             until += datetime.timedelta(days=1)
     done = night_ids(ledger.read(args.ledger), args.prefix)
-    number = max((int(n[len(args.prefix):]) for n in done), default=0)
-    while len(done) < args.nights:
+    if args.schedule:
+        plan = json.loads(args.schedule.read_text())
+        entries = make_schedule(plan['seed'], plan['clean'], plan['episodes'])
+        todo = [(f'{args.prefix}{i:04d}', e) for i, e in enumerate(entries, 1) if f'{args.prefix}{i:04d}' not in done]
+    else:
+        number = max((int(n[len(args.prefix):]) for n in done), default=0)
+        todo = [(f'{args.prefix}{number + i:04d}', paired_schedule(args) if args.paired else {'kind': 'clean'})
+                for i in range(1, args.nights - len(done) + 1)]
+    for night, entry in todo:
         while os.path.exists(args.pause_file):
             time.sleep(5)
         if until and datetime.datetime.now(datetime.timezone.utc) >= until:
             print(f'campaign: past --until {args.until} UTC: stopping', flush=True)
             break
-        number += 1
-        night = f'{args.prefix}{number:04d}'
-        record = run_night(args, night, paired_schedule(args) if args.paired else {'kind': 'clean'})
+        record = run_night(args, night, entry)
         ledger.append(args.ledger, record)
-        done.append(night)
         print(summary(record), flush=True)
     return 0
 

@@ -1,0 +1,32 @@
+"""scripts/campaign.py: the schedule of the held-out nights (docs/verdict-protocol.md section 8) and the paired
+level jobs' settings."""
+
+import runpy
+import types
+
+from conftest import ROOT
+
+campaign = types.SimpleNamespace(**runpy.run_path(str(ROOT / 'scripts' / 'campaign.py')))
+
+EPISODES = [{'name': 'u10', 'case': 'U', 'level': 10, 'inject_pct': 9.5, 'count': 4, 'nights': 2},
+            {'name': 'p3', 'case': 'P', 'level': 30, 'inject_pct': 25, 'count': 2, 'nights': 3}]
+
+
+def test_the_schedule_is_seeded_and_keeps_each_episode_together():
+    entries = campaign.make_schedule(7, 20, EPISODES)
+    assert entries == campaign.make_schedule(7, 20, EPISODES) != campaign.make_schedule(8, 20, EPISODES)
+    assert sum(e['kind'] == 'clean' for e in entries) == 20 and len(entries) == 20 + 4 * 2 + 2 * 3
+    for name, nights in (('u10', 2), ('p3', 3)):
+        for k in range(1, 5 if name == 'u10' else 3):
+            at = [i for i, e in enumerate(entries) if e.get('episode') == f'{name}-{k:02d}']
+            assert at == list(range(at[0], at[0] + nights))       # consecutive, in order
+            assert [entries[i]['night_in_episode'] for i in at] == list(range(1, nights + 1))
+    injected = next(e for e in entries if e['kind'] == 'injected' and e['case'] == 'U')
+    assert injected['options'] == ['-S', 'inject_pct=9.5'] and injected['level'] == 10
+
+
+def test_a_paired_job_alternates_clean_and_injected_rounds():
+    args = types.SimpleNamespace(case='IMBPointToPoint%benchmark=Uniband%layout=1x2', paired=10.0)
+    entry = campaign.paired_schedule(args)
+    assert entry['options'] == ['-S', 'repetitions=10', '-S', 'inject_pct=10', '-S', 'inject_repetitions=2,4,6,8,10']
+    assert entry['kind'] == 'paired' and entry['pairs'] == 5
