@@ -461,6 +461,7 @@ def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), s
     replay = dict(series=series, length=300, seed=seed)
     design = calibrate(rows, scales, rate=rate, shift=shift, **replay)
     predicted = false_alarm_rate(rows, scales, design, **replay)
+    replay = dict(series=2 * series, seed=seed)          # the detection replays: episodes, not long histories
 
     _, held_rows, _ = rows_of(baseline, held_out)
     states, alarms = chart_states(held_rows, scales, design)
