@@ -5,10 +5,13 @@ each night alone, and never lets regressed nights become the reference.
 
 * **Night value** of a (case, band): per round, the median over the band's variables of ``sign * log(x / x0)``
   (``x0`` the variable's baseline level, sign +1 where lower is better: positive = worse); the night is the median
-  over its accepted rounds. A round is *excluded* only on the control's evidence (:class:`ControlLimits`: the
-  machine itself was slow: the core-to-core round trip or the memory copy beyond what the baseline's rounds ever
-  showed, or steal or CPU pressure during the control beyond theirs), never on the benchmark's own spread; a night
-  with fewer than :data:`MIN_ROUNDS` accepted rounds is excluded, counted and shown.
+  over its accepted rounds. A round is excluded only on the control's evidence, never on the benchmark's own
+  spread: the control (:class:`ControlLimits`) says the machine was in a *slow state* (its core-to-core round trip
+  over twice, or its memory copy under half, of the baseline's median; over 10 % stolen; over 25 % of the time
+  waiting for a CPU), and only on the charts that state moves (:meth:`Baseline.fit` measures, per chart, how far
+  the baseline's slow-state rounds sat from its other rounds: measured on the 2-core VM, the slow state takes
+  shared-memory PingPong at 1-4 MiB from 28 to 2.2 GB/s and leaves Uniband where it was). A night with no accepted
+  round is excluded, counted and shown.
 * **Frozen baseline** (:meth:`Baseline.fit`): from stated clean nights (Phase I), per variable its level, per chart
   the median ``m0`` and robust scale ``s0`` (1.4826 MAD) of the night values. It changes only when a person
   accepts a change; a regressed night never enters it.
@@ -32,7 +35,13 @@ from . import bands, parsers
 #: Scale factor making the MAD a consistent estimator of the standard deviation for normal data.
 MAD_TO_SIGMA = 1.4826
 #: A night needs this many accepted rounds (of the rounds it ran) to be judged.
-MIN_ROUNDS = 2
+MIN_ROUNDS = 1
+#: The control's slow state (see the module doc): log factors from the baseline's median, shares in percent.
+SLOW_STATE = {'pingpong_ns': math.log(2.0), 'copy_gbs': math.log(2.0), 'steal_pct': 10.0, 'psi_some_pct': 25.0}
+#: A chart excludes the control's slow-state rounds when, in the baseline, they sat this many of its robust sds from
+#: its other rounds (or when the baseline had too few slow-state rounds to tell: fewer than SENSITIVITY_ROUNDS).
+SENSITIVITY_Z = 3.0
+SENSITIVITY_ROUNDS = 5
 #: Floor of a chart's noise scale (log units): no chart claims to be quieter than 0.2 %.
 MIN_SCALE = 0.002
 #: The control fields and the direction in which the machine is slower.
@@ -92,20 +101,18 @@ class ControlLimits:
     margin: float = 0.0
 
     @classmethod
-    def fit(cls, rounds, quantile=0.995, margin=0.0):
+    def fit(cls, rounds, margin=0.0):
+        """The slow state of the control (:data:`SLOW_STATE`) around the median of the baseline's ``rounds``."""
         center, limit = {}, {}
-        for field, worse in CONTROL_WORSE.items():
+        for field in CONTROL_WORSE:
             xs = [r[field] for r in rounds if isinstance(r.get(field), (int, float))]
             if len(xs) < 10:
                 continue
             if field in ('steal_pct', 'psi_some_pct'):     # shares: compared as they are, not as logs
-                center[field] = 0.0
-                limit[field] = _quantile(xs, quantile)
+                center[field], limit[field] = 0.0, SLOW_STATE[field]
                 continue
             logs = [math.log(x) for x in xs if x > 0]
-            c = statistics.median(logs)
-            devs = [(x - c) if worse == 'higher' else (c - x) for x in logs]
-            center[field], limit[field] = c, _quantile(devs, quantile)
+            center[field], limit[field] = statistics.median(logs), SLOW_STATE[field]
         return cls(center, limit, margin)
 
     def slow(self, round_):
@@ -150,26 +157,34 @@ def accepted_rounds(case_record, control):
     return [r for r in range(rounds) if r not in slow], slow
 
 
-def night_values(case, case_record, levels, control):
-    """``{band: NightValue}`` of one night of one case against the baseline ``levels`` (variable -> x0)."""
+def _round_values(case_record, names, levels, rounds):
+    """Per round of ``rounds``: the band value (median over ``names`` of the signed log deviation), or None."""
+    out = []
+    for r in rounds:
+        devs = []
+        for name in names:
+            xs = case_record['values'].get(name) or []
+            x = xs[r] if r < len(xs) else None
+            if isinstance(x, (int, float)) and x > 0 and levels.get(name):
+                devs.append(sign_of(variable_key(name)[0]) * (math.log(x) - math.log(levels[name])))
+        out.append(statistics.median(devs) if devs else None)
+    return out
+
+
+def night_values(case, case_record, levels, control, gated=None):
+    """``{band: NightValue}`` of one night of one case against the baseline ``levels`` (variable -> x0); the bands
+    in ``gated`` (default: every band) leave out the rounds the control says ran in the slow state."""
     if case_record.get('result') != 'pass':
         reason = f'the case did not pass ({case_record.get("result")}: {case_record.get("reason", "")[:80]})'
         return {band: NightValue(None, excluded=reason) for band in chart_keys(case, levels)}
     accepted, slow = accepted_rounds(case_record, control)
+    rounds = max((len(v) for v in case_record['values'].values()), default=0)
     out = {}
     for band, names in chart_keys(case, levels).items():
-        per_round = []
-        for r in accepted:
-            devs = []
-            for name in names:
-                xs = case_record['values'].get(name) or []
-                x = xs[r] if r < len(xs) else None
-                if isinstance(x, (int, float)) and x > 0 and levels.get(name):
-                    devs.append(sign_of(variable_key(name)[0]) * (math.log(x) - math.log(levels[name])))
-            if devs:
-                per_round.append(statistics.median(devs))
+        use = accepted if gated is None or band in gated else list(range(rounds))
+        per_round = [v for v in _round_values(case_record, names, levels, use) if v is not None]
         if len(per_round) < MIN_ROUNDS:
-            why = ('the control says the machine was slow in round(s) ' +
+            why = ('the control says the machine was in its slow state in round(s) ' +
                    ', '.join(f'{r + 1} ({"/".join(f)})' for r, f in sorted(slow.items()))) if slow else \
                 f'{len(per_round)} round(s) measured'
             out[band] = NightValue(None, len(per_round), why)
@@ -189,6 +204,7 @@ class Baseline:
     charts: dict               # (case, band) -> (m0, s0)
     control: ControlLimits
     nights: list               # night ids of Phase I
+    gated: dict = dataclasses.field(default_factory=dict)   # (case, band) -> shift of the slow state (z), or None
 
     @classmethod
     def fit(cls, nights):
@@ -210,6 +226,7 @@ class Baseline:
                         per_var.setdefault(name, []).append(statistics.median(ok))
             levels[case] = {name: statistics.median(v) for name, v in per_var.items() if len(v) >= 3}
         baseline = cls(levels, {}, control, [n['night'] for n in nights])
+        baseline.gated = baseline._slow_state_shifts(nights)
         for key, series in baseline.series(nights).items():
             ys = [v.value for v in series if v.value is not None]
             if len(ys) >= 5:
@@ -217,12 +234,42 @@ class Baseline:
                 baseline.charts[key] = (m0, max(s0, MIN_SCALE))
         return baseline
 
+    def _slow_state_shifts(self, nights):
+        """Per chart: how far the baseline's slow-state rounds sat from its other rounds (in the other rounds' robust
+        sds), None when there were too few of them to tell (the chart then excludes them, as a gated one)."""
+        normal, slow = {}, {}
+        for n in nights:
+            for case, levels in self.levels.items():
+                rec = n['cases'].get(case)
+                if not rec or rec.get('result') != 'pass':
+                    continue
+                accepted, _ = accepted_rounds(rec, self.control)
+                rounds = max((len(v) for v in rec['values'].values()), default=0)
+                for band, names in chart_keys(case, levels).items():
+                    values = _round_values(rec, names, levels, range(rounds))
+                    for r, v in enumerate(values):
+                        if v is not None:
+                            (normal if r in accepted else slow).setdefault((case, band), []).append(v)
+        shifts = {}
+        for key, ys in normal.items():
+            if len(slow.get(key, [])) < SENSITIVITY_ROUNDS or len(ys) < 5:
+                shifts[key] = None
+                continue
+            center, scale = _robust(ys)
+            shifts[key] = (statistics.median(slow[key]) - center) / max(scale, MIN_SCALE)
+        return shifts
+
+    def gated_bands(self, case):
+        """The bands of ``case`` that leave out the control's slow-state rounds."""
+        return {band for (c, band), z in self.gated.items() if c == case and (z is None or abs(z) >= SENSITIVITY_Z)}
+
     def to_json(self, design):
         """The frozen baseline and its design as one JSON document (``ibrepro charts baseline`` writes it)."""
         return {'v': 1, 'nights': self.nights, 'levels': self.levels,
                 'charts': [{'case': c, 'band': b, 'm0': m0, 's0': s0}
                            for (c, b), (m0, s0) in sorted(self.charts.items())],
                 'control': {'center': self.control.center, 'limit': self.control.limit},
+                'gated': [{'case': c, 'band': b, 'shift_z': z} for (c, b), z in sorted(self.gated.items())],
                 'design': dataclasses.asdict(design)}
 
     @classmethod
@@ -238,7 +285,9 @@ class Baseline:
             control = ControlLimits({k: float(v) for k, v in doc['control']['center'].items()},
                                     {k: float(v) for k, v in doc['control']['limit'].items()})
             design = Design(**{k: float(v) for k, v in doc['design'].items()})
-            return cls(levels, charts_, control, [str(n) for n in doc['nights']]), design
+            gated = {(g['case'], g['band']): None if g['shift_z'] is None else float(g['shift_z'])
+                     for g in doc.get('gated', [])}
+            return cls(levels, charts_, control, [str(n) for n in doc['nights']], gated), design
         except (KeyError, TypeError, AttributeError) as err:
             raise ValueError(f'not a chart baseline ({type(err).__name__}: {err})') from None
 
@@ -248,7 +297,7 @@ class Baseline:
         for i, n in enumerate(nights):
             for case, levels in self.levels.items():
                 rec = n['cases'].get(case)
-                values = night_values(case, rec, levels, self.control) if rec else \
+                values = night_values(case, rec, levels, self.control, self.gated_bands(case)) if rec else \
                     {band: NightValue(None, excluded='not measured') for band in chart_keys(case, levels)}
                 for band, v in values.items():
                     out.setdefault((case, band), [NightValue(None, excluded='not measured')] * i).append(v)
@@ -469,6 +518,7 @@ def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), s
     out = {'phase1': {'nights': len(first), 'first': first[0]['night'] if first else None,
                       'last': first[-1]['night'] if first else None},
            'design': dataclasses.asdict(design), 'replayed_false_alarm_rate': round(predicted, 5),
+           'target_false_alarm_rate': rate, 'target_met': predicted <= rate,
            'false_alarms': {'clean_nights': len(held_out), 'alarms': len(alarms), 'upper95': high,
                             'predicted': round(predicted * len(held_out), 2),
                             'nights': [held_out[i]['night'] for i in alarms]},

@@ -111,7 +111,8 @@ def cmd_baseline(args):
         print(f'ibrepro charts: --nights {args.nights}: Phase I needs 5 to 100000 nights', file=sys.stderr)
         return EXIT_UNJUDGED
     problems = []
-    nights = ledger.read(args.ledger) if args.ledger else stored_nights(args.system, problems=problems)
+    nights = ([n for n in ledger.read(args.ledger) if n['schedule'].get('kind') == 'clean'] if args.ledger
+              else stored_nights(args.system, problems=problems))
     for p in problems:
         print(f'ibrepro charts: warning: {p}', file=sys.stderr)
     if args.accept:             # a person accepts the change that started at that night: the new Phase I from it
@@ -138,6 +139,11 @@ def cmd_baseline(args):
         print('ibrepro charts: no chart: no case with size bands measured in these nights', file=sys.stderr)
         return EXIT_UNJUDGED
     design = charts.calibrate(rows, scales, rate=args.rate, series=args.series, length=300)
+    replayed = charts.false_alarm_rate(rows, scales, design, series=args.series, length=300)
+    if replayed > args.rate:
+        print(f'ibrepro charts: warning: even h = {design.h} and z_big = {design.z_big} alarm on {replayed:.1%} of the '
+              f'replayed nights (asked: at most {args.rate:g}): these nights are too heavy-tailed for the charts to '
+              'promise it', file=sys.stderr)
     described = charts.describe(baseline, phase1, design, series=args.series)
     doc = baseline.to_json(design)
     doc['mde'] = {f'{row["case"]}|{row["band"]}': row['mde'] for row in described}
