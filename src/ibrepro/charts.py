@@ -219,9 +219,8 @@ class Baseline:
                 rec = n['cases'].get(case)
                 if not rec or rec.get('result') != 'pass':
                     continue
-                accepted, _ = accepted_rounds(rec, control)
-                for name, xs in rec['values'].items():
-                    ok = [xs[r] for r in accepted if r < len(xs) and isinstance(xs[r], (int, float)) and xs[r] > 0]
+                for name, xs in rec['values'].items():     # every round: a median needs no exclusion
+                    ok = [x for x in xs if isinstance(x, (int, float)) and x > 0]
                     if len(ok) >= MIN_ROUNDS:
                         per_var.setdefault(name, []).append(statistics.median(ok))
             levels[case] = {name: statistics.median(v) for name, v in per_var.items() if len(v) >= 3}
@@ -236,7 +235,8 @@ class Baseline:
 
     def _slow_state_shifts(self, nights):
         """Per chart: how far the baseline's slow-state rounds sat from its other rounds (in the other rounds' robust
-        sds), None when there were too few of them to tell (the chart then excludes them, as a gated one)."""
+        sds); None when there were too few slow-state rounds to tell (the chart then excludes them, as a gated one),
+        0 when the slow state was the usual one (too few other rounds: excluding it would leave nothing)."""
         normal, slow = {}, {}
         for n in nights:
             for case, levels in self.levels.items():
@@ -251,8 +251,12 @@ class Baseline:
                         if v is not None:
                             (normal if r in accepted else slow).setdefault((case, band), []).append(v)
         shifts = {}
-        for key, ys in normal.items():
-            if len(slow.get(key, [])) < SENSITIVITY_ROUNDS or len(ys) < 5:
+        for key in set(normal) | set(slow):
+            ys = normal.get(key, [])
+            if len(ys) < SENSITIVITY_ROUNDS:    # the slow state is the usual one here: nothing to exclude it for
+                shifts[key] = 0.0
+                continue
+            if len(slow.get(key, [])) < SENSITIVITY_ROUNDS:     # too rare to tell: excluded, to be safe
                 shifts[key] = None
                 continue
             center, scale = _robust(ys)
