@@ -95,3 +95,18 @@ def test_a_shipped_night_measures_the_bands_in_rounds_with_the_control(shipped_n
     assert len(case['repetition_pressure']) == rounds
     assert case['executable_opts'][1:3] == ['-msglen', 'msglen.txt']
     assert any(line.startswith(f'{CONTROL} >> control.txt') for line in case['prerun_cmds'])
+
+
+@pytest.mark.integration
+@needs_impi
+def test_the_control_can_be_switched_off_from_the_command_line(tmp_path):
+    """``-S control=false`` beats the nightly mode's ``control=true`` (a bool variable would take 'false' as True)."""
+    from conftest import ReFrameRunner
+    runner = ReFrameRunner(tmp_path / 'home')
+    report = tmp_path / 'night.json'
+    proc = runner('-r', '--mode', 'nightly', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-p', '^impi$',
+                  '-S', 'iterations=50', '-S', 'repetitions=1', '-S', 'control=false', f'--report-file={report}',
+                  checks='reframe-checks/mpi/pt2pt_collectives.py')
+    assert proc.returncode == 0, output(proc)
+    (case,) = json.loads(report.read_text())['runs'][0]['testcases']
+    assert case['control'] is False and case['control_values'] == []

@@ -143,7 +143,7 @@ class Injection(Repetitions):
     #: Preload the injector even with nothing to add: the baseline of an injection experiment, so that the
     #: clean runs carry the interposition's own cost (one more function call per MPI call; it reads the clock only
     #: when ``inject_pct`` asks for a share of the call's time).
-    inject_preload = variable(bool, value=False, loggable=True)
+    inject_preload = variable(typ.Bool, value=False, loggable=True)
 
     #: What was injected, as applied ('' = nothing), and what the ranks really added (set after the run).
     injected = variable(str, value='', loggable=True)

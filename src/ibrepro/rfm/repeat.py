@@ -245,7 +245,7 @@ class Repetitions(rfm.RegressionTestPlugin):
 
     #: Run the control measurement (``ibrepro_control``) before each repetition, on the ranks' node: the nightly
     #: rounds' evidence of a busy machine (module doc).
-    control = variable(bool, value=False, loggable=True)
+    control = variable(typ.Bool, value=False, loggable=True)   # typ.Bool: -S control=false is False
 
     #: The control program (default: the one make setup builds in build/bench/bin).
     control_program = variable(str, value='')
