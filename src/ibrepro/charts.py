@@ -30,10 +30,8 @@ import math
 import random
 import statistics
 
-from . import bands, parsers
+from . import bands, parsers, stats
 
-#: Scale factor making the MAD a consistent estimator of the standard deviation for normal data.
-MAD_TO_SIGMA = 1.4826
 #: A night needs this many accepted rounds (of the rounds it ran) to be judged.
 MIN_ROUNDS = 1
 #: The control's slow state (see the module doc): log factors from the baseline's median, shares in percent.
@@ -76,17 +74,8 @@ def chart_keys(case, values):
 
 
 def _robust(values):
-    center = statistics.median(values)
-    return center, MAD_TO_SIGMA * statistics.median(abs(v - center) for v in values)
-
-
-def _quantile(values, q):
-    xs = sorted(values)
-    if not xs:
-        return None
-    pos = q * (len(xs) - 1)
-    lo = math.floor(pos)
-    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (pos - lo)
+    """Median and robust sd (1.4826 MAD: ibrepro.stats)."""
+    return stats.median(values), stats.MAD_TO_SIGMA * stats.mad(values)
 
 
 # -- the control ----------------------------------------------------------------------------------------------
@@ -503,7 +492,6 @@ def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), s
     default all), the calibrated design, per case and band its noise and detectable effects, the false alarms on
     the clean nights after Phase I (``held_out``), and per injected episode (schedule ``episode``, ``case``,
     ``level``) the nights until its case alarmed, spliced after a random point of the held-out clean history."""
-    from . import stats
     tuning = [n for n in nights if n.get('phase') == 'tuning' and _clean(n)]
     first = tuning[:phase1] if phase1 else tuning
     chosen = {n['night'] for n in first}

@@ -139,10 +139,11 @@ def parse_control(text, repetitions):
     return [found[r] for r in range(1, repetitions + 1)]
 
 
-def round_pressure(log_text):
-    """Per repetition, the share of its wall time in which some task of the node waited for a CPU (None where the
-    node does not report it): what the rounds of a night were up against."""
-    starts, shares = {}, {}
+def _pressure_intervals(log_text):
+    """``(intervals, unreadable)``: per repetition of :data:`LOG_FILE` that has a start and an end,
+    ``(repetition, wall seconds, seconds some task waited for a CPU)``; ``unreadable``: whether a line's numbers
+    could not be read (a node without PSI prints ``-``)."""
+    starts, intervals, unreadable = {}, [], False
     for line in log_text.splitlines():
         parts = line.split()
         if len(parts) < 4 or parts[0] not in ('start', 'end'):
@@ -150,37 +151,37 @@ def round_pressure(log_text):
         try:
             when, pressure = float(parts[2]), float(parts[3])
         except ValueError:
+            unreadable = True
+            continue
+        if not (math.isfinite(when) and math.isfinite(pressure)):
+            unreadable = True
             continue
         if parts[0] == 'start':
             starts[parts[1]] = (when, pressure)
         elif parts[1] in starts:
             t0, p0 = starts.pop(parts[1])
-            shares[parts[1]] = (round(min(1.0, max(0.0, (pressure - p0) / 1e6 / (when - t0))), 4)
-                                if when > t0 and math.isfinite(pressure - p0) else None)
-    return [shares.get(k) for k in sorted(shares, key=int)]
+            intervals.append((parts[1], when - t0, (pressure - p0) / 1e6))
+    return intervals, unreadable
+
+
+def _share(waited, wall):
+    return round(min(1.0, max(0.0, waited / wall)), 4)
+
+
+def round_pressure(log_text):
+    """Per repetition, the share of its wall time in which some task of the node waited for a CPU (None where the
+    node does not report it): what the rounds of a night were up against."""
+    intervals, _ = _pressure_intervals(log_text)
+    ordered = sorted(intervals, key=lambda interval: int(interval[0]))
+    return [_share(waited, wall) if wall > 0 else None for _, wall, waited in ordered]
 
 
 def cpu_pressure(log_text):
     """Share of the repetitions' wall time in which some task of the node waited for a CPU (``/proc/pressure/cpu``
     'some'), or None when the node does not report it."""
-    starts, waited, wall = {}, 0.0, 0.0
-    for line in log_text.splitlines():
-        parts = line.split()
-        if len(parts) < 4 or parts[0] not in ('start', 'end'):
-            continue
-        try:
-            when, pressure = float(parts[2]), float(parts[3])
-        except ValueError:
-            return None
-        if not (math.isfinite(when) and math.isfinite(pressure)):
-            return None
-        if parts[0] == 'start':
-            starts[parts[1]] = (when, pressure)
-        elif parts[1] in starts:
-            t0, p0 = starts.pop(parts[1])
-            wall += when - t0
-            waited += (pressure - p0) / 1e6
-    return round(min(1.0, max(0.0, waited / wall)), 4) if wall > 0 else None
+    intervals, unreadable = _pressure_intervals(log_text)
+    wall = sum(w for _, w, _ in intervals)
+    return None if unreadable or wall <= 0 else _share(sum(x for *_, x in intervals), wall)
 
 
 def median_rows(tables):
