@@ -128,7 +128,9 @@ def test_a_system_name_that_names_another_file_is_refused(tmp_path, monkeypatch)
 
 def test_a_baseline_file_that_is_not_one_is_refused():
     for doc in ({'v': 2}, {'v': 1}, {'v': 1, 'nights': [], 'levels': {}, 'control': {'center': {}, 'limit': {}},
-                                     'design': {}, 'charts': [{'case': 'c', 'band': 'b', 'm0': 0, 's0': 0}]}):
+                                     'design': {}, 'charts': [{'case': 'c', 'band': 'b', 'm0': 0, 's0': 0}]},
+                {'v': 1, 'nights': [], 'levels': {}, 'control': {'center': {}, 'limit': {}}, 'design': {},
+                 'charts': [{'case': 'c', 'band': 'b', 'm0': 0, 's0': float('inf')}]}):   # never an alarm: refused
         with pytest.raises(ValueError):
             charts.Baseline.from_json(doc)
     assert ledger.VERSION == 1

@@ -272,8 +272,8 @@ class Baseline:
             if doc['v'] != 1:
                 raise ValueError(f'format {doc["v"]!r}, this ibrepro reads 1')
             charts_ = {(c['case'], c['band']): (float(c['m0']), float(c['s0'])) for c in doc['charts']}
-            if not all(math.isfinite(m) and s > 0 for m, s in charts_.values()):
-                raise ValueError('a chart whose m0 is not finite or whose s0 is not positive')
+            if not all(math.isfinite(m) and math.isfinite(s) and s > 0 for m, s in charts_.values()):
+                raise ValueError('a chart whose m0 is not finite or whose s0 is not a positive finite number')
             levels = {case: {k: float(v) for k, v in lv.items()} for case, lv in doc['levels'].items()}
             control = ControlLimits({k: float(v) for k, v in doc['control']['center'].items()},
                                     {k: float(v) for k, v in doc['control']['limit'].items()})
