@@ -19,9 +19,13 @@ def control_block(number, pingpong='55.1', copy='12.5', steal='0.000', psi='1.2'
             f'copy_gbs {copy}\nsteal_pct {steal}\npsi_some_pct {psi}\nwall_s 0.19\n')
 
 
-def test_control_runs_before_each_repetition_even_one():
+def test_control_runs_before_each_repetition_even_one_and_after_the_last():
     before, after = repeat.job_commands(1, control='/opt/x y/ibrepro_control')
-    assert 'for ibrepro_repetition in $(seq 1 1); do' in before and after[-1] == 'done'
+    assert 'for ibrepro_repetition in $(seq 1 1); do' in before
+    # after the loop: control 2, the one after the last round
+    assert after[after.index('done') + 1:] == [
+        'echo "### round 2" >> control.txt',
+        "'/opt/x y/ibrepro_control' >> control.txt 2>&1 || echo \"failed 2 $?\" >> control.txt"]
     control = next(line for line in before if 'ibrepro_control' in line)
     assert control.startswith("'/opt/x y/ibrepro_control' >> control.txt")   # quoted: one word
     assert 'failed $ibrepro_repetition $?' in control
@@ -38,9 +42,9 @@ def test_control_values_per_repetition():
 
 
 @pytest.mark.parametrize('text, message', [
-    (control_block(1), 'no control output for repetition\\(s\\) 2'),
+    (control_block(1), 'no output of control\\(s\\) 2 of 2'),
     (control_block(1) + '### round 2\nibrepro_control: the thread on CPU 1 did not answer within 10 s\n'
-     'failed 2 1\n', 'repetition 2 failed \\(exit 1: ibrepro_control: the thread on CPU 1'),
+     'failed 2 1\n', 'control 2 of 2 failed \\(exit 1: ibrepro_control: the thread on CPU 1'),
     (control_block(1) + control_block(2, copy='fast'), "printed 'copy_gbs fast'"),
     (control_block(1) + control_block(2, copy='nan'), "printed 'copy_gbs nan'"),
     (control_block(1) + '### round 2\npingpong_ns 5\n', 'printed no copy_gbs'),
@@ -91,7 +95,7 @@ def test_a_shipped_night_measures_the_bands_in_rounds_with_the_control(shipped_n
     sizes = bands.sizes('IMBPointToPoint')
     assert sorted(int(k.split('_')[1]) for k in case['repetition_values'] if k.startswith('lat_')) == sizes
     assert all(len(v) == rounds for v in case['repetition_values'].values())
-    assert len(case['control_values']) == rounds
+    assert len(case['control_values']) == rounds + 1      # before each round and after the last
     assert all(c['copy_gbs'] > 0 and c['wall_s'] > 0 for c in case['control_values'])
     assert len(case['repetition_pressure']) == rounds
     assert case['executable_opts'][1:3] == ['-msglen', 'msglen.txt']

@@ -11,13 +11,15 @@ The job script wraps the launch in a loop; each repetition's output starts with 
 ``/proc/pressure/cpu``, the exit status) to :data:`LOG_FILE` in the stage directory. The job fails when any
 repetition fails. With R = 1 the job script is the one without repetitions.
 
-**The control** (``-S control=true``, the nightly's rounds): before each repetition the job runs
-``ibrepro_control`` (benchmarks/control/control.c) on the CPUs the ranks run on: a core-to-core cache-line round trip,
-a memory copy, and the hypervisor's steal and the node's CPU pressure while it ran. No MPI, no network: what moves it
-is the machine, never the measured stack, so the verdict excludes a round on its evidence and never on the
-benchmark's own spread. Its output goes to :data:`CONTROL_FILE` (one block per repetition), the case stores it as
-``control_values``, one dict per repetition; a control that failed or is missing fails the case (a night whose
-control did not run cannot be told from a busy one). It runs on the job's first node (the batch step): what the
+**The control** (``-S control=true``, the nightly's rounds): before each repetition, and once more after the last,
+the job runs ``ibrepro_control`` (benchmarks/control/control.c) on the CPUs the ranks run on: a core-to-core cache-line
+round trip, a memory copy, and the hypervisor's steal and the node's CPU pressure while it ran. No MPI, no network:
+what moves it is the machine, never the measured stack, so the verdict excludes a round on its evidence and never on
+the benchmark's own spread. A round is framed by the control before it and the one after it (the next round's, or
+the last one): on the 2-core VM the machine's slow state often began between a round's control and its end, which
+the control before alone missed. Its output goes to :data:`CONTROL_FILE` (one block per control, ``### round N``,
+N = R + 1 for the one after the last), the case stores it as ``control_values``, R + 1 dicts in that order; a control
+that failed or is missing fails the case (a night whose control did not run cannot be told from a busy one). It runs on the job's first node (the batch step): what the
 1x2 layouts use; for several nodes it is the first node's machine state only.
 """
 
@@ -66,7 +68,7 @@ def check(repetitions):
 def job_commands(repetitions, control=None):
     """``(commands before the launch, commands after it)`` that run the launch ``repetitions`` times (the job
     exits with the last failing repetition's status); ``control``: the control program, run before each repetition
-    (a loop even for one)."""
+    and after the last (a loop even for one)."""
     check(repetitions)
     if repetitions == 1 and not control:
         return [], []
@@ -76,9 +78,7 @@ def job_commands(repetitions, control=None):
         f'echo "{MARKER} $ibrepro_repetition of {repetitions}"',
     ]
     if control:
-        before += [f'echo "### round $ibrepro_repetition" >> {CONTROL_FILE}',
-                   f'{shlex.quote(control)} >> {CONTROL_FILE} 2>&1 || '
-                   f'echo "failed $ibrepro_repetition $?" >> {CONTROL_FILE}']
+        before += _control_commands(control, '$ibrepro_repetition')
     before += [
         f'echo "start $ibrepro_repetition $(date +%s.%N) {_PRESSURE}" >> {LOG_FILE}',
     ]
@@ -88,7 +88,14 @@ def job_commands(repetitions, control=None):
         '[ "$ibrepro_status" = 0 ] || ibrepro_failed=$ibrepro_status',
         'done',
     ]
+    if control:             # the control after the last round: each round is framed by one on either side
+        after += _control_commands(control, str(repetitions + 1))
     return before, after
+
+
+def _control_commands(control, number):
+    return [f'echo "### round {number}" >> {CONTROL_FILE}',
+            f'{shlex.quote(control)} >> {CONTROL_FILE} 2>&1 || echo "failed {number} $?" >> {CONTROL_FILE}']
 
 
 def job_exit():
@@ -109,16 +116,17 @@ def split_output(text, repetitions):
     return [text[m.end():end] for m, end in zip(marks, ends)]
 
 
-def parse_control(text, repetitions):
-    """The control's values of each repetition: a list of ``repetitions`` dicts (:data:`CONTROL_FIELDS`, None where
-    it printed ``-``), or ValueError naming the repetition whose control failed or is missing."""
+def parse_control(text, controls):
+    """The values of each of the ``controls`` controls (a job of R repetitions runs R + 1): a list of dicts
+    (:data:`CONTROL_FIELDS`, None where it printed ``-``), or ValueError naming the control that failed or is
+    missing."""
     blocks = re.split(r'^### round (\d+)$', text, flags=re.M)
     found = {}
     for number, body in zip(blocks[1::2], blocks[2::2]):
         failed = re.search(r'^failed \d+ (\d+)$', body, re.M)
         if failed:
             reason = next((ln for ln in body.splitlines() if ln.startswith('ibrepro_control:')), 'no reason given')
-            raise ValueError(f'the control of repetition {number} failed (exit {failed.group(1)}: {reason[:200]})')
+            raise ValueError(f'control {number} of {controls} failed (exit {failed.group(1)}: {reason[:200]})')
         values = {}
         for line in body.splitlines():
             name, _, value = line.partition(' ')
@@ -126,17 +134,17 @@ def parse_control(text, repetitions):
                 try:
                     values[name] = None if value.strip() == '-' else float(value)
                 except ValueError:
-                    raise ValueError(f'the control of repetition {number} printed {line[:80]!r}') from None
+                    raise ValueError(f'control {number} of {controls} printed {line[:80]!r}') from None
                 if values[name] is not None and not (math.isfinite(values[name]) and values[name] >= 0):
-                    raise ValueError(f'the control of repetition {number} printed {line[:80]!r}')
+                    raise ValueError(f'control {number} of {controls} printed {line[:80]!r}')
         lacking = sorted(set(CONTROL_FIELDS) - set(values))
         if lacking:
-            raise ValueError(f'the control of repetition {number} printed no {", ".join(lacking)}')
+            raise ValueError(f'control {number} of {controls} printed no {", ".join(lacking)}')
         found[int(number)] = values
-    missing = [r for r in range(1, repetitions + 1) if r not in found]
+    missing = [r for r in range(1, controls + 1) if r not in found]
     if missing:
-        raise ValueError(f'no control output for repetition(s) {", ".join(map(str, missing[:10]))}')
-    return [found[r] for r in range(1, repetitions + 1)]
+        raise ValueError(f'no output of control(s) {", ".join(map(str, missing[:10]))} of {controls}')
+    return [found[r] for r in range(1, controls + 1)]
 
 
 def _pressure_intervals(log_text):
@@ -244,14 +252,14 @@ class Repetitions(rfm.RegressionTestPlugin):
     #: None where the node does not report it or for one repetition.
     cpu_pressure = variable(float, type(None), value=None, loggable=True)
 
-    #: Run the control measurement (``ibrepro_control``) before each repetition, on the ranks' node: the nightly
-    #: rounds' evidence of a busy machine (module doc).
+    #: Run the control measurement (``ibrepro_control``) before each repetition and after the last, on the ranks'
+    #: node: the nightly rounds' evidence of a busy machine (module doc).
     control = variable(typ.Bool, value=False, loggable=True)   # typ.Bool: -S control=false is False
 
     #: The control program (default: the one make setup builds in build/bench/bin).
     control_program = variable(str, value='')
 
-    #: Per repetition, the control's values (``control``; empty without it).
+    #: The control's values, before each repetition and after the last (``control``: R + 1; empty without it).
     control_values = variable(typ.List[typ.Dict[str, object]], value=[], loggable=True)
 
     #: Per repetition, the share of its time some task of the node waited for a CPU (None where not reported).
@@ -292,7 +300,7 @@ class Repetitions(rfm.RegressionTestPlugin):
             return self.diagnose()
         if self.control:
             try:
-                self.control_values = parse_control(self._read(CONTROL_FILE), self.repetitions)
+                self.control_values = parse_control(self._read(CONTROL_FILE), self.repetitions + 1)
             except ValueError as err:
                 raise SanityError(f'control: {err}') from None
         self.repetition_pressure = round_pressure(self._read(LOG_FILE))
