@@ -4,7 +4,7 @@ A regression rarely moves every message size of a benchmark: a per-message overh
 an eager/rendezvous switch the protocol sizes, a copy path or a link the bandwidth-bound ones. One median over all
 sizes dilutes it (+10 % on small messages only is +4.9 % of the whole case), so the verdict keeps one chart per
 case *and* band. A night measures only the bands' sizes (the full sweep is for the report's figures, run when the
-software changes), in ``rounds`` repetitions each preceded by the control measurement (:mod:`ibrepro.rfm.repeat`),
+software changes), in ``rounds`` repetitions each framed by the control measurement (:mod:`ibrepro.rfm.repeat`),
 with enough iterations that one latency-bound size spans milliseconds: a preempted slice is then a small share of
 its average, not a 10x value.
 
@@ -22,12 +22,14 @@ BANDS = {
 }
 
 #: Per check family: the night's settings (``-S <family>.<name>=<value>`` in the nightly mode). ``repetitions``
-#: are the night's rounds (each with the control before it); ``iterations`` IMB's ``-iter``: 10000 ping-pongs of
+#: are the night's rounds (each framed by the control): 5, because a chart's night is its best round the controls
+#: accept, and on the 2-core VM's first 91 nights of 3 rounds the controls accepted no round in 25 PingPong and 39
+#: Uniband nights (docs/verdict-protocol.md); ``iterations`` IMB's ``-iter``: 10000 ping-pongs of
 #: 0.15-0.4 us span 3-8 ms per latency-bound size (IMB's default 1000: 0.3 ms, where one preempted slice is a 10x
 #: value), and Uniband's 10000 windows of 64 messages stay under a second per size (IMB lowers the count for large
 #: messages by itself; 20000 made a busy night's Uniband take 2 minutes).
 NIGHT = {
-    'IMBPointToPoint': {'repetitions': 3, 'control': 'true', 'iterations': 10000},
+    'IMBPointToPoint': {'repetitions': 5, 'control': 'true', 'iterations': 10000},
 }
 
 
