@@ -108,41 +108,65 @@ def test_cusum_accumulates_a_lasting_shift_and_the_jump_limit_a_large_one():
 
 
 def test_calibration_meets_its_false_alarm_target_on_the_rows_it_replays():
-    # rows: the baseline nights' z of two charts (one night excluded on the second)
+    # rows: the baseline nights' z of two charts (one night excluded on the second); the second has a heavy tail
     zs = [-1.2, 0.3, 0.8, -0.4, 1.5, -0.9, 0.1, 2.1, -1.8, 0.6, -0.2, 1.1, -0.7, 0.4, -1.1, 0.9, 0.0, -0.3, 1.9, -1.4]
-    rows = [(z, None if i == 3 else -z / 2) for i, z in enumerate(zs)]
+    rows = [(z, None if i == 3 else (40.0 if i % 6 == 5 else -z / 2)) for i, z in enumerate(zs)]
     scales = [0.03, 0.03]
     replay = dict(series=40, length=200)
-    design = charts.calibrate(rows, scales, rate=0.01, **replay)
-    assert charts.false_alarm_rate(rows, scales, design, **replay) <= 0.01
+    designs = charts.calibrate(rows, scales, rate=0.01, **replay)
+    assert charts.false_alarm_rate(rows, scales, designs, **replay) <= 0.01
+    # each chart within its share of the budget alone; the heavy tail's chart needs the higher limits
+    for c, design in enumerate(designs):
+        assert charts.false_alarm_rate([(row[c],) for row in rows], [0.03], [design], **replay) <= 0.005
+    assert designs[1].z_big > 40.0 > designs[0].z_big and designs[1].h > designs[0].h
+    # one night alone alarms only by the jump limit: h is above one night's largest increment
+    for design, s0 in zip(designs, scales):
+        k, clip = design.k_and_clip(s0)
+        assert design.h > clip - k
     # a looser design alarms more often on the same replay: the search is not vacuous
-    assert charts.false_alarm_rate(rows, scales, charts.Design(h=design.h / 4, z_big=design.z_big / 2),
-                                   **replay) > 0.01
+    loose = [charts.Design(h=d.h / 4, z_big=d.z_big / 2) for d in designs]
+    assert charts.false_alarm_rate(rows, scales, loose, **replay) > 0.01
+
+
+def test_the_jump_limit_extrapolates_the_tail_beyond_the_nights_seen():
+    zs = [-1.2, 0.3, 0.8, -0.4, 1.5, -0.9, 0.1, 2.1, -1.8, 0.6, -0.2, 1.1, -0.7, 0.4, -1.1, 0.9, 0.0, -0.3, 1.9, -1.4]
+    limit = charts.tail_limit(zs, 0.0005)
+    assert limit > max(zs)                                        # a replay could only say "above the largest"
+    assert charts.tail_limit(zs, 0.00005) > limit                 # rarer: further out
+    assert charts.tail_limit(zs + [None] * 20, 0.0005) < limit    # excluded nights cannot alarm: fewer chances
+    heavy = zs[:-3] + [6.0, 9.0, 14.0]
+    assert charts.tail_limit(heavy, 0.0005) > limit + 10          # a heavier tail: much further out
+    assert charts.tail_limit([0.0] * 30, 0.5) > 0.0               # ties: never at the largest night itself
+    with pytest.raises(ValueError, match='needs 5'):
+        charts.tail_limit([1.0, None, 2.0, 3.0, 0.5], 0.001)
 
 
 def test_detectable_effect_grows_with_fewer_nights():
     zs = [-1.2, 0.3, 0.8, -0.4, 1.5, -0.9, 0.1, 2.1, -1.8, 0.6, -0.2, 1.1, -0.7, 0.4, -1.1, 0.9, 0.0, -0.3]
     rows = [(z, -z) for z in zs]
-    design = charts.Design(shift=0.10, h=5.0, z_big=4.0)
-    one = charts.detectable_effect(rows, [0], [0.03, 0.03], design, 1, series=100)
-    ten = charts.detectable_effect(rows, [0], [0.03, 0.03], design, 10, series=100)
+    designs = [charts.Design(shift=0.10, h=5.0, z_big=4.0)] * 2
+    one = charts.detectable_effect(rows, [0], [0.03, 0.03], designs, 1, series=100)
+    ten = charts.detectable_effect(rows, [0], [0.03, 0.03], designs, 10, series=100)
     assert one is not None and ten is not None and ten < one
-    assert charts.detection_probability(rows, [0], [0.03, 0.03], design, one, 1, series=100) >= 0.9
+    assert charts.detection_probability(rows, [0], [0.03, 0.03], designs, one, 1, series=100) >= 0.9
     # two charts of one case shifted together: any of them alarming is a detection, so no later than one alone
-    both = charts.detectable_effect(rows, [0, 1], [0.03, 0.03], design, 1, series=100)
+    both = charts.detectable_effect(rows, [0, 1], [0.03, 0.03], designs, 1, series=100)
     assert both <= one
 
 
 def test_a_false_alarm_restarts_every_chart_and_an_episode_counts_its_own_case():
     design = charts.Design(shift=0.10, h=4.0, z_big=6.0)
     rows = [(0.0, 0.0), (7.0, 0.0), (2.9, 2.9), (2.9, 2.9)]
-    states, alarms = charts.chart_states(rows, [0.05, 0.05], design)
+    states, alarms = charts.chart_states(rows, [0.05, 0.05], [design, design])
     assert alarms == [1] and states[1] == (0.0, 0.0)          # the jump on chart 0 restarted both
     k = design.k_and_clip(0.05)[0]
     assert states[3] == pytest.approx((2 * (2.9 - k), 2 * (2.9 - k)))
     # an episode of the second case: only its chart counts, from the state the history left
-    assert charts.episode_delay((0.0, 3.5), [(9.0, 0.0), (0.0, 2.9)], [1], [0.05, 0.05], design) == 2
-    assert charts.episode_delay((0.0, 0.0), [(9.0, 0.0)], [1], [0.05, 0.05], design) is None
+    assert charts.episode_delay((0.0, 3.5), [(9.0, 0.0), (0.0, 2.9)], [1], [0.05, 0.05], [design] * 2) == 2
+    assert charts.episode_delay((0.0, 0.0), [(9.0, 0.0)], [1], [0.05, 0.05], [design] * 2) is None
+    # each chart by its own design: a higher jump limit on chart 1 leaves the same night unalarmed there
+    assert charts.episode_delay((0.0, 0.0), [(0.0, 7.0)], [1], [0.05, 0.05],
+                                [design, charts.Design(shift=0.10, h=4.0, z_big=8.0)]) is None
 
 
 def test_the_study_of_the_real_ledger():

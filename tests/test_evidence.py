@@ -76,12 +76,12 @@ def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path, 
     # the same nights with the injection fields stripped: the same verdict (it never reads them)
     nights = evidence.stored_nights('local', db=stored.db)
     assert [n['night'] for n in nights] == [*doc['nights'], 'broken', 'slow']
-    baseline, design = charts.Baseline.from_json(doc)
+    baseline, designs = charts.Baseline.from_json(doc)
     for night in nights:
         for case in night['cases'].values():
             case['injected'], case['inject_added'] = '', {}
     zs = baseline.z_scores([n for n in nights if n['night'] == 'slow'])
-    assert max(z[0] for z in zs.values()) >= design.z_big
+    assert max(z[0] - designs[key].z_big for key, z in zs.items()) >= 0
 
 
 @pytest.mark.integration
@@ -129,10 +129,20 @@ def test_a_system_name_that_names_another_file_is_refused(tmp_path, monkeypatch)
 
 
 def test_a_baseline_file_that_is_not_one_is_refused():
-    for doc in ({'v': 2}, {'v': 1}, {'v': 1, 'nights': [], 'levels': {}, 'control': {'center': {}, 'limit': {}},
-                                     'design': {}, 'charts': [{'case': 'c', 'band': 'b', 'm0': 0, 's0': 0}]},
-                {'v': 1, 'nights': [], 'levels': {}, 'control': {'center': {}, 'limit': {}}, 'design': {},
-                 'charts': [{'case': 'c', 'band': 'b', 'm0': 0, 's0': float('inf')}]}):   # never an alarm: refused
+    good = {'shift': 0.1, 'h': 5.0, 'z_big': 6.0}
+    chart = {'case': 'c', 'band': 'b', 'm0': 0, 's0': 0.01, 'design': good}
+    empty = {'nights': [], 'levels': {}, 'control': {'center': {}, 'limit': {}}}
+    _, designs = charts.Baseline.from_json({'v': 2, **empty, 'charts': [chart]})
+    assert designs == {('c', 'b'): charts.Design(**good)}
+    # format 1: one design for every chart
+    _, designs = charts.Baseline.from_json({'v': 1, **empty, 'design': good, 'charts': [chart]})
+    assert designs == {('c', 'b'): charts.Design(**good)}
+    for doc in ({'v': 2}, {'v': 3, **empty, 'charts': []}, {'v': 1, **empty, 'charts': [chart]},
+                {'v': 2, **empty, 'charts': [chart | {'s0': 0}]},
+                {'v': 2, **empty, 'charts': [chart | {'s0': float('inf')}]},      # never an alarm: refused
+                {'v': 2, **empty, 'charts': [chart | {'design': good | {'h': float('inf')}}]},
+                {'v': 2, **empty, 'charts': [chart | {'design': good | {'z_big': -1}}]},
+                {'v': 2, **empty, 'charts': [chart | {'design': good | {'alpha': 1}}]}):
         with pytest.raises(ValueError):
             charts.Baseline.from_json(doc)
     assert ledger.VERSION == 1

@@ -22,9 +22,16 @@ each night alone, and never lets regressed nights become the reference.
 * **Chart**: ``z = (y - m0) / s0``; a one-sided CUSUM ``S = max(0, S + min(z, clip) - k)`` tuned to a design
   shift (``k`` half of it, in z units), alarm at ``S >= h``; beside it a one-night limit ``z >= z_big`` for large
   jumps (Lucas's combined Shewhart-CUSUM). After an alarm the chart stays in alarm: a person fixes or accepts it.
-* **Calibration** (:func:`calibrate`): ``h`` and ``z_big`` from replaying the baseline nights' residuals as a
-  stationary block bootstrap (Politis & Romano; whole nights, all charts together, so busy spells and the charts'
-  correlation keep their structure) to a system-wide false-alarm rate (default 1 per 100 nights).
+* **Calibration** (:func:`calibrate`): per chart its own ``h`` and ``z_big``; each chart gets an equal share of the
+  system-wide false-alarm budget (default 1 per 100 nights), so a chart with a heavy tail (a bimodal band) pays for
+  it in its own detectable effect and not in every other chart's. ``z_big`` takes ``jump_share`` of the share: a
+  one-night limit that rare (1 night in thousands) lies beyond every night of a Phase I, where a replay can only
+  put it at the largest night seen (on the VM's nights, the next 46 then crossed it 3 times), so it is the quantile
+  of the chart's upper tail fitted by peaks over a threshold (Pickands 1975; Davison & Smith 1990: the excesses over
+  the 80th percentile, exponential). ``h`` takes the rest, from replaying the baseline nights' residuals as a
+  stationary block bootstrap (Politis & Romano; whole nights, so busy spells keep their structure); it is at least
+  one night's largest increment, so one night alone alarms only by the jump limit. The system-wide rate replayed
+  with all charts together (their correlation kept) plus the tails' share is what the held-out nights are held to.
 * **Detectable effect** (:func:`detectable_effect`): per chart, the smallest lasting slowdown caught within ``d``
   nights with probability 0.9, by the same replay with the shift added.
 """
@@ -265,31 +272,33 @@ class Baseline:
         """The bands of ``case`` that leave out the control's slow-state rounds."""
         return {band for (c, band), z in self.gated.items() if c == case and (z is None or abs(z) >= SENSITIVITY_Z)}
 
-    def to_json(self, design):
-        """The frozen baseline and its design as one JSON document (``ibrepro charts baseline`` writes it)."""
-        return {'v': 1, 'nights': self.nights, 'levels': self.levels,
-                'charts': [{'case': c, 'band': b, 'm0': m0, 's0': s0}
+    def to_json(self, designs):
+        """The frozen baseline and each chart's design (``{(case, band): Design}``) as one JSON document
+        (``ibrepro charts baseline`` writes it)."""
+        return {'v': 2, 'nights': self.nights, 'levels': self.levels,
+                'charts': [{'case': c, 'band': b, 'm0': m0, 's0': s0, 'design': dataclasses.asdict(designs[(c, b)])}
                            for (c, b), (m0, s0) in sorted(self.charts.items())],
                 'control': {'center': self.control.center, 'limit': self.control.limit},
-                'gated': [{'case': c, 'band': b, 'shift_z': z} for (c, b), z in sorted(self.gated.items())],
-                'design': dataclasses.asdict(design)}
+                'gated': [{'case': c, 'band': b, 'shift_z': z} for (c, b), z in sorted(self.gated.items())]}
 
     @classmethod
     def from_json(cls, doc):
-        """``(Baseline, Design)`` from :meth:`to_json`'s document (ValueError naming what is wrong)."""
+        """``(Baseline, {(case, band): Design})`` from :meth:`to_json`'s document (ValueError naming what is
+        wrong; a format-1 document's one design is every chart's)."""
         try:
-            if doc['v'] != 1:
-                raise ValueError(f'format {doc["v"]!r}, this ibrepro reads 1')
+            if doc['v'] not in (1, 2):
+                raise ValueError(f'format {doc["v"]!r}, this ibrepro reads 1 and 2')
             charts_ = {(c['case'], c['band']): (float(c['m0']), float(c['s0'])) for c in doc['charts']}
             if not all(math.isfinite(m) and math.isfinite(s) and s > 0 for m, s in charts_.values()):
                 raise ValueError('a chart whose m0 is not finite or whose s0 is not a positive finite number')
+            designs = {(c['case'], c['band']): Design.from_json(c['design'] if doc['v'] == 2 else doc['design'])
+                       for c in doc['charts']}
             levels = {case: {k: float(v) for k, v in lv.items()} for case, lv in doc['levels'].items()}
             control = ControlLimits({k: float(v) for k, v in doc['control']['center'].items()},
                                     {k: float(v) for k, v in doc['control']['limit'].items()})
-            design = Design(**{k: float(v) for k, v in doc['design'].items()})
             gated = {(g['case'], g['band']): None if g['shift_z'] is None else float(g['shift_z'])
                      for g in doc.get('gated', [])}
-            return cls(levels, charts_, control, [str(n) for n in doc['nights']], gated), design
+            return cls(levels, charts_, control, [str(n) for n in doc['nights']], gated), designs
         except (KeyError, TypeError, AttributeError) as err:
             raise ValueError(f'not a chart baseline ({type(err).__name__}: {err})') from None
 
@@ -332,6 +341,14 @@ class Design:
         mu = math.log1p(self.shift) / s0          # the design shift in z units
         return mu / 2, max(3.0, mu)
 
+    @classmethod
+    def from_json(cls, doc):
+        """A design from its JSON dict (ValueError unless shift, h and z_big are positive finite numbers)."""
+        design = cls(**{k: float(v) for k, v in doc.items()})
+        if not all(math.isfinite(x) and x > 0 for x in (design.shift, design.h, design.z_big)):
+            raise ValueError(f'a chart design whose shift, h or z_big is not a positive finite number: {doc}')
+        return design
+
 
 def run_chart(zs, s0, design):
     """The chart over one z series: ``(S per night, the first alarm night index or None, its kind)``. Excluded
@@ -359,9 +376,10 @@ def _bootstrap_series(rows, length, mean_block, rng):
     return out
 
 
-def false_alarm_rate(rows, scales, design, *, series=200, length=300, mean_block=3.0, seed=1):
+def false_alarm_rate(rows, scales, designs, *, series=200, length=300, mean_block=3.0, seed=1):
     """Alarms per night, system-wide (any chart), over bootstrap replays of ``rows`` (the baseline nights' z per
-    chart, None where excluded); after an alarm every chart restarts (the site fixed or accepted it)."""
+    chart, None where excluded), each chart with its design (``designs``, in the order of ``scales``); after an
+    alarm every chart restarts (the site fixed or accepted it)."""
     rng = random.Random(seed)
     alarms = nights = 0
     for _ in range(series):
@@ -370,7 +388,7 @@ def false_alarm_rate(rows, scales, design, *, series=200, length=300, mean_block
         while start < length:
             first = None
             for c, s0 in enumerate(scales):
-                _, at, _ = run_chart([row[c] for row in replay[start:]], s0, design)
+                _, at, _ = run_chart([row[c] for row in replay[start:]], s0, designs[c])
                 if at is not None and (first is None or at < first):
                     first = at
             if first is None:
@@ -382,21 +400,64 @@ def false_alarm_rate(rows, scales, design, *, series=200, length=300, mean_block
     return alarms / nights
 
 
+#: The search range of the limits (z units): a chart that needs more cannot promise the rate (its design stays at
+#: the top, and ``ibrepro charts baseline`` says so).
+MAX_LIMIT = 400.0
+#: The tail fit's threshold: the excesses over this quantile of a chart's Phase-I nights.
+TAIL_QUANTILE = 0.8
+
+
+def tail_limit(zs, rate):
+    """The z a night exceeds with probability ``rate``, from the upper tail of the Phase-I nights ``zs`` (None:
+    excluded, a night that cannot alarm): peaks over the :data:`TAIL_QUANTILE` threshold ``u`` with exponential
+    excesses, ``P(Z > z) = (m / n) exp(-(z - u) / beta)``, ``beta`` their mean (its MLE, at least 0.5: a tail of
+    ties says little), ``m`` of ``n`` nights beyond ``u``; never below the largest night seen."""
+    xs = sorted(z for z in zs if z is not None)
+    if len(xs) < 5:
+        raise ValueError(f'{len(xs)} measured night(s): the tail fit needs 5')
+    u = xs[min(int(TAIL_QUANTILE * len(xs)), len(xs) - 3)]
+    excesses = [z - u for z in xs if z > u] or [0.0]
+    beta = max(0.5, statistics.fmean(excesses))
+    found = u + beta * math.log(len(excesses) / (len(zs) * rate))
+    return min(MAX_LIMIT, max(found, xs[-1] + 1e-9))
+
+
 def calibrate(rows, scales, *, rate=0.01, shift=0.10, jump_share=0.3, **replay):
-    """The :class:`Design` whose replayed system-wide false-alarm rate is at most ``rate``: ``z_big`` first, taking
-    ``jump_share`` of the budget (the one-night limit alone), then the smallest ``h`` on a grid that keeps the total
-    within it."""
-    def search(make, lo, hi, target):
-        for _ in range(14):
+    """Per chart (in the order of ``scales``), its :class:`Design` for its share of ``rate`` (``rate / charts``):
+    ``z_big`` the :func:`tail_limit` at ``jump_share`` of the share, ``h`` the smallest (bisection, from one
+    night's largest increment up) whose replayed false-alarm rate on that chart alone is within the rest."""
+    share = rate / max(1, len(scales))
+
+    def search(column, s0, make, lo, hi, target):
+        for _ in range(16):
             mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if false_alarm_rate(rows, scales, make(mid), **replay) <= target else (mid, hi)
+            lo, hi = (lo, mid) if false_alarm_rate(column, [s0], [make(mid)], **replay) <= target else (mid, hi)
         return hi
-    z_big = search(lambda z: Design(shift, h=1e9, z_big=z), 2.0, 30.0, rate * jump_share)
-    h = search(lambda h: Design(shift, h=h, z_big=z_big), 0.5, 60.0, rate)
-    return Design(shift, h=round(h, 3), z_big=round(z_big, 3))
+    designs = []
+    for c, s0 in enumerate(scales):
+        column = [(row[c],) for row in rows]
+        z_big = tail_limit([row[c] for row in rows], share * jump_share)
+        k, clip = Design(shift).k_and_clip(s0)
+        lowest = max(0.5, clip - k)           # one night alone never alarms the CUSUM: the jump limit is for that
+        h = search(column, s0, lambda h: Design(shift, h=h, z_big=z_big), lowest, max(lowest, MAX_LIMIT),
+                   share * (1 - jump_share))
+        designs.append(Design(shift, h=_up(h), z_big=_up(z_big)))
+    return designs
 
 
-def detection_probability(rows, chart_set, scales, design, effect, within, *, series=400, mean_block=3.0, seed=2):
+def _up(x):
+    """``x`` rounded up to 3 decimals (a limit rounded down could let the night it was set above alarm)."""
+    return math.ceil(x * 1000) / 1000
+
+
+def predicted_rate(rows, scales, designs, *, jump_share=0.3, rate=0.01, **replay):
+    """The system-wide false alarms per night the held-out nights are held to: the replay of all charts together
+    (what the Phase-I nights show) plus the tails' share beyond them (the jump limits' fitted rate)."""
+    share = rate / max(1, len(scales))
+    return false_alarm_rate(rows, scales, designs, **replay) + len(scales) * share * jump_share
+
+
+def detection_probability(rows, chart_set, scales, designs, effect, within, *, series=400, mean_block=3.0, seed=2):
     """P(a lasting slowdown of ``effect`` (relative) on the charts ``chart_set`` (indexes: one band, or every band of
     a case) is alarmed within ``within`` nights), by the bootstrap replay of the baseline residuals with the shift
     added to those charts."""
@@ -407,19 +468,19 @@ def detection_probability(rows, chart_set, scales, design, effect, within, *, se
         replay = _bootstrap_series(rows, within, mean_block, rng)
         shifted = [tuple(None if row[c] is None else row[c] + shifts.get(c, 0.0) for c in range(len(row)))
                    for row in replay]
-        hits += episode_delay([0.0] * len(scales), shifted, chart_set, scales, design) is not None
+        hits += episode_delay([0.0] * len(scales), shifted, chart_set, scales, designs) is not None
     return hits / series
 
 
-def detectable_effect(rows, chart_set, scales, design, within, *, power=0.9, **replay):
+def detectable_effect(rows, chart_set, scales, designs, within, *, power=0.9, **replay):
     """The smallest lasting slowdown (relative) on ``chart_set`` caught within ``within`` nights with probability
     ``power`` (None: not even a 5x slowdown)."""
     lo, hi = 0.0, 4.0
-    if detection_probability(rows, chart_set, scales, design, hi, within, **replay) < power:
+    if detection_probability(rows, chart_set, scales, designs, hi, within, **replay) < power:
         return None
     for _ in range(12):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if detection_probability(rows, chart_set, scales, design, mid, within, **replay) < power \
+        lo, hi = (mid, hi) if detection_probability(rows, chart_set, scales, designs, mid, within, **replay) < power \
             else (lo, mid)
     return hi
 
@@ -434,9 +495,10 @@ def rows_of(baseline, nights):
         [baseline.charts[key][1] for key in keys]
 
 
-def describe(baseline, nights, design, *, within=(1, 3, 10), **replay):
+def describe(baseline, nights, designs, *, within=(1, 3, 10), **replay):
     """Per chart: its noise (robust and classical sd of the night values, log units), the nights excluded and why,
-    and the detectable effect within each of ``within`` nights at ``design``, from the replay of ``nights``."""
+    and the detectable effect within each of ``within`` nights at its design (``designs``, in the order of
+    :func:`rows_of`'s keys), from the replay of ``nights``."""
     keys, rows, scales = rows_of(baseline, nights)
     series = baseline.series(nights)
     out = []
@@ -444,29 +506,29 @@ def describe(baseline, nights, design, *, within=(1, 3, 10), **replay):
         values = [v.value for v in series[key] if v.value is not None]
         excluded = [v.excluded for v in series[key] if v.value is None]
         out.append({
-            'case': key[0], 'band': key[1], 's0': scales[c],
+            'case': key[0], 'band': key[1], 's0': scales[c], 'h': designs[c].h, 'z_big': designs[c].z_big,
             'sd': statistics.stdev(values) if len(values) > 2 else None,
             'nights': len(values), 'excluded': len(excluded), 'why': sorted(set(excluded))[:5],
-            'mde': {str(d): detectable_effect(rows, [c], scales, design, d, **replay) for d in within},
+            'mde': {str(d): detectable_effect(rows, [c], scales, designs, d, **replay) for d in within},
         })
     return out
 
 
-def chart_states(rows, scales, design):
+def chart_states(rows, scales, designs):
     """Per night, every chart's CUSUM after that night, replaying ``rows`` in order; an alarm restarts every chart
     (the site fixed or accepted it). ``(states, alarm nights)``."""
     states, alarms, s = [], [], [0.0] * len(scales)
     for i, row in enumerate(rows):
         hit = False
         for c, s0 in enumerate(scales):
-            k, clip = design.k_and_clip(s0)
+            k, clip = designs[c].k_and_clip(s0)
             z = row[c]
             if z is None:
                 continue
-            if z >= design.z_big:
+            if z >= designs[c].z_big:
                 hit = True
             s[c] = max(0.0, s[c] + min(z, clip) - k)
-            hit = hit or s[c] >= design.h
+            hit = hit or s[c] >= designs[c].h
         if hit:
             alarms.append(i)
             s = [0.0] * len(scales)
@@ -474,7 +536,7 @@ def chart_states(rows, scales, design):
     return states, alarms
 
 
-def episode_delay(state, injected, charts_of_case, scales, design):
+def episode_delay(state, injected, charts_of_case, scales, designs):
     """Nights until an alarm of the injected case's charts (``charts_of_case``: indexes) when the rows ``injected``
     follow a history whose chart state is ``state``; None when none alarms during the episode."""
     s = list(state)
@@ -483,9 +545,9 @@ def episode_delay(state, injected, charts_of_case, scales, design):
             z = row[c]
             if z is None:
                 continue
-            k, clip = design.k_and_clip(scales[c])
+            k, clip = designs[c].k_and_clip(scales[c])
             s[c] = max(0.0, s[c] + min(z, clip) - k)
-            if z >= design.z_big or s[c] >= design.h:
+            if z >= designs[c].z_big or s[c] >= designs[c].h:
                 return i + 1
     return None
 
@@ -509,16 +571,16 @@ def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), s
     baseline = Baseline.fit(first)
     keys, rows, scales = rows_of(baseline, first)
     replay = dict(series=series, length=300, seed=seed)
-    design = calibrate(rows, scales, rate=rate, shift=shift, **replay)
-    predicted = false_alarm_rate(rows, scales, design, **replay)
+    designs = calibrate(rows, scales, rate=rate, shift=shift, **replay)
+    predicted = predicted_rate(rows, scales, designs, rate=rate, **replay)
     replay = dict(series=2 * series, seed=seed)          # the detection replays: episodes, not long histories
 
     _, held_rows, _ = rows_of(baseline, held_out)
-    states, alarms = chart_states(held_rows, scales, design)
+    states, alarms = chart_states(held_rows, scales, designs)
     low, high = stats.clopper_pearson(len(alarms), len(held_out))
     out = {'phase1': {'nights': len(first), 'first': first[0]['night'] if first else None,
                       'last': first[-1]['night'] if first else None},
-           'design': dataclasses.asdict(design), 'replayed_false_alarm_rate': round(predicted, 5),
+           'replayed_false_alarm_rate': round(predicted, 5),
            'target_false_alarm_rate': rate, 'target_met': predicted <= rate,
            'false_alarms': {'clean_nights': len(held_out), 'alarms': len(alarms), 'upper95': high,
                             'predicted': round(predicted * len(held_out), 2),
@@ -537,14 +599,14 @@ def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), s
     series_of = baseline.series(first)
     for case, members in sorted(charts_of.items()):
         row = {'case': case, 'bands': [], 'levels': [],
-               'mde': {str(d): detectable_effect(rows, members, scales, design, d, **replay) for d in within}}
+               'mde': {str(d): detectable_effect(rows, members, scales, designs, d, **replay) for d in within}}
         for c in members:
             values = [v.value for v in series_of[keys[c]] if v.value is not None]
             row['bands'].append({
-                'band': keys[c][1], 'noise_sd': scales[c],
+                'band': keys[c][1], 'noise_sd': scales[c], 'design': dataclasses.asdict(designs[c]),
                 'classical_sd': statistics.stdev(values) if len(values) > 2 else None,
                 'excluded': sum(v.value is None for v in series_of[keys[c]]),
-                'mde': {str(d): detectable_effect(rows, [c], scales, design, d, **replay) for d in within}})
+                'mde': {str(d): detectable_effect(rows, [c], scales, designs, d, **replay) for d in within}})
         row['noise_sd'] = min(b['noise_sd'] for b in row['bands'])
         levels = {}
         for episode, injected in sorted(episodes.items()):
@@ -553,7 +615,7 @@ def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), s
                 continue
             _, inj_rows, _ = rows_of(baseline, injected)
             state = states[rng.randrange(len(states))] if states else tuple([0.0] * len(scales))
-            delay = episode_delay(state, inj_rows, members, scales, design)
+            delay = episode_delay(state, inj_rows, members, scales, designs)
             slot = levels.setdefault(entry.get('level'), {'level': entry.get('level'), 'episodes': 0,
                                                           'injected_ratio': entry.get('injected_ratio'),
                                                           'delays': []})

@@ -2,8 +2,8 @@
 
 * ``ibrepro charts baseline --nights N``: Phase I. The last N stored nights (nights, not sessions: the sessions of
   one nightly run are one night), stated clean by the person who runs it, become the frozen baseline of every
-  chart of the system: levels, noise, the control's limits, and ``h`` and ``z_big`` calibrated by replaying those
-  nights to at most ``--rate`` false alarms per night, system-wide. It prints what each chart can catch (the
+  chart of the system: levels, noise, the control's limits, and each chart's ``h`` and ``z_big`` calibrated by
+  replaying those nights to its share of at most ``--rate`` false alarms per night, system-wide. It prints what each chart can catch (the
   slowdown caught within 1, 3 and 10 nights with probability 0.9). Written to ``<IBREPRO_HOME>/charts/<system>.json``
   privately (a temporary file, then a rename); an existing baseline is replaced only with ``--replace`` (a person
   accepting a change: the nights after it are the new Phase I).
@@ -84,7 +84,7 @@ def write_private(path, text):
 
 
 def load(system):
-    """``(Baseline, Design)`` of the system's frozen baseline file."""
+    """``(Baseline, {(case, band): Design})`` of the system's frozen baseline file."""
     return charts.Baseline.from_json(json.loads(baseline_path(system).read_text()))
 
 
@@ -138,22 +138,27 @@ def cmd_baseline(args):
     if not keys:
         print('ibrepro charts: no chart: no case with size bands measured in these nights', file=sys.stderr)
         return EXIT_UNJUDGED
-    design = charts.calibrate(rows, scales, rate=args.rate, series=args.series, length=300)
-    replayed = charts.false_alarm_rate(rows, scales, design, series=args.series, length=300)
+    designs = charts.calibrate(rows, scales, rate=args.rate, series=args.series, length=300)
+    replayed = charts.predicted_rate(rows, scales, designs, rate=args.rate, series=args.series, length=300)
+    for key, design in zip(keys, designs):
+        if max(design.h, design.z_big) >= charts.MAX_LIMIT:
+            print(f'ibrepro charts: warning: {key[0]} | {key[1]}: even h = {design.h} and z_big = {design.z_big} '
+                  'cannot keep it to its share of the false alarms: its nights are too heavy-tailed for the chart '
+                  'to promise the rate', file=sys.stderr)
     if replayed > args.rate:
-        print(f'ibrepro charts: warning: even h = {design.h} and z_big = {design.z_big} alarm on {replayed:.1%} of the '
-              f'replayed nights (asked: at most {args.rate:g}): these nights are too heavy-tailed for the charts to '
-              'promise it', file=sys.stderr)
-    described = charts.describe(baseline, phase1, design, series=args.series)
-    doc = baseline.to_json(design)
+        print(f'ibrepro charts: warning: the charts together alarm on {replayed:.1%} of the replayed nights (asked: '
+              f'at most {args.rate:g})', file=sys.stderr)
+    described = charts.describe(baseline, phase1, designs, series=args.series)
+    doc = baseline.to_json(dict(zip(keys, designs)))
     doc['mde'] = {f'{row["case"]}|{row["band"]}': row['mde'] for row in described}
     write_private(path, json.dumps(doc, indent=1, sort_keys=True) + '\n')
     print(f'charts of {args.system}: Phase I = {len(phase1)} nights ({phase1[0]["night"]} .. {phase1[-1]["night"]}),'
-          f' h = {design.h}, z_big = {design.z_big} (at most {args.rate:g} false alarms per night, replayed)')
-    print('case | band | noise (robust sd) | caught within 1 / 3 / 10 nights (90 %)')
+          f' {replayed:.2%} false alarms per night predicted, system-wide (replayed, plus the fitted tails; asked: at '
+          f'most {args.rate:g})')
+    print('case | band | noise (robust sd) | h | z_big | caught within 1 / 3 / 10 nights (90 %)')
     for row in described:
         mde = ' / '.join(_pct(row['mde'][d]) for d in ('1', '3', '10'))
-        print(f'{row["case"]} | {row["band"]} | {_pct(row["s0"])} | {mde}')
+        print(f'{row["case"]} | {row["band"]} | {_pct(row["s0"])} | {row["h"]:g} | {row["z_big"]:g} | {mde}')
     print(f'written: {path}')
     return EXIT_CLEAN
 
@@ -173,7 +178,7 @@ def judge(system, db=None, night=None):
     if not path.exists():
         return EXIT_NOT_YET, [f'charts of {system}: not judged yet: no baseline (ibrepro charts baseline --nights N)']
     try:
-        baseline, design = load(system)
+        baseline, designs = load(system)
     except (OSError, ValueError) as err:
         return EXIT_UNJUDGED, [f'charts of {system}: could not judge: {path}: {err}']
     problems = []
@@ -198,6 +203,7 @@ def judge(system, db=None, night=None):
     for c, key in enumerate(keys):
         zs = [row[c] for row in rows]
         measured = measured or zs[-1] is not None
+        design = designs[key]
         path_, at, kind = charts.run_chart(zs, scales[c], design)
         name = f'{key[0]} | {key[1]}'
         if at is not None:
