@@ -86,3 +86,23 @@ def test_no_rail_where_there_is_none_to_choose_or_no_mpi():
     assert 'names no rdma_devices' in launch.one_rail('srun', ['openmpi'], None)[2]
     assert launch.one_rail('srun', ['perftest'], ('mlx5_0', 1)) == ({}, '', '')
     assert launch.one_rail('smpirun', ['mpich'], ('mlx5_0', 1)) == ({}, '', '')
+
+
+@pytest.mark.integration
+def test_boolean_knobs_take_false_from_the_command_line(tmp_path):
+    """``-S one_rail=false`` is False: a plain ``bool`` variable turns any non-empty string, 'false' too, into True,
+    and the case would then pin a rail the site asked it not to (``allow_oversubscription`` the same)."""
+    import json
+
+    from conftest import ReFrameRunner, output
+    runner = ReFrameRunner(tmp_path / 'home')
+    proc = runner('-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '--describe',
+                  '-S', 'one_rail=false', '-S', 'allow_oversubscription=true',
+                  checks='reframe-checks/mpi/pt2pt_collectives.py')
+    assert proc.returncode == 0, output(proc)
+    (case,) = json.loads(proc.stdout[proc.stdout.index('['):])
+    assert case['one_rail'] is False and case['allow_oversubscription'] is True
+    proc = runner('-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '--describe', '-S', 'one_rail=true',
+                  '-S', 'allow_oversubscription=false', checks='reframe-checks/mpi/pt2pt_collectives.py')
+    (case,) = json.loads(proc.stdout[proc.stdout.index('['):])
+    assert case['one_rail'] is True and case['allow_oversubscription'] is False

@@ -194,7 +194,7 @@ class Placement(rfm.RegressionTestPlugin):
 
     #: Whether an MPI case is kept on one rail of its partition (:func:`partition_rail`); a check that sets its
     #: own rails (MVAPICH2's multi-rail policies) sets it False before the run.
-    one_rail = variable(bool, value=True)
+    one_rail = variable(typ.Bool, value=True)     # typ.Bool: -S one_rail=false is False (bool would make it True)
 
     #: The rail (``device:port``) the MPI ran on, as pinned ('' when not pinned: the binding says why).
     mpi_rail = variable(str, value='', loggable=True)

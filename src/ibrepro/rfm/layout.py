@@ -83,7 +83,7 @@ class NodeLayout(rfm.RegressionTestPlugin):
 
     #: Allow more processes per node than cores (for what is not timed, e.g. memory use), where the
     #: partition allows it (extras ``oversubscribe``: a scheduler such as Slurm refuses it by default).
-    allow_oversubscription = variable(bool, value=False)
+    allow_oversubscription = variable(typ.Bool, value=False)    # typ.Bool: -S ...=false is False
 
     #: Launcher options for block mapping (ranks 0..n-1 on the first node), by launcher name. Multi-pair
     #: tests pair rank i with rank i + pairs, so block mapping puts each pair across the two nodes.
