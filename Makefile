@@ -32,7 +32,7 @@ SOFTROCE_SLURM_RFM = $(BIN)/reframe -C configs/softroce-slurm.py -c reframe-chec
 SOFTROCE_RUN = $(BIN)/ibrepro softroce run --nodes 2 --extra build/bench-verbs -- \
                $(BIN)/reframe -C configs/softroce.py --system softroce -c reframe-checks \
                --exec-policy=serial --max-retries=2 -r
-.PHONY: help setup test run report nightly where baseline refs catalog spack wheelhouse constraints clean \
+.PHONY: help setup test run report nightly where baseline refs catalog otava spack wheelhouse constraints clean \
         cluster-up cluster-down cluster-status cluster-smoke cluster-test ci-templates-test cgroup-up cgroup-down \
         cgroup-test fleet-up fleet-down fleet-test \
         softroce-up softroce-down softroce-status softroce-test softroce-nightly \
@@ -48,6 +48,7 @@ help:
 	@echo "make baseline   write references for this system from its last 5 sessions"
 	@echo "make refs       validate the papers' reference data (reference-data/)"
 	@echo "make catalog    the papers' experiments, their checks, and what this system can run"
+	@echo "make otava      install Apache Otava (.deps/otava): where the charts' changes began"
 	@echo "make spack      build the benchmarks with Spack into .deps/spack-view/\$$SPACK_ENV (docs/spack.md)"
 	@echo "make wheelhouse download every wheel setup needs into wheelhouse/ (for air-gapped sites)"
 	@echo "make cluster-test  (root) a real two-node Slurm cluster: up, the inter-node families, faults, down"
@@ -88,6 +89,10 @@ refs:
 
 catalog:
 	$(BIN)/ibrepro catalog -C $(CONFIG)
+
+# Apache Otava in a virtual environment of its own (ibrepro.changepoints): it brings numpy, scipy, cloud clients.
+otava:
+	$(BIN)/python -c 'from ibrepro import changepoints; changepoints.install()'
 
 # Spack reads SPACK_ENV as its active environment: the script takes the name from it, then unsets it.
 spack:

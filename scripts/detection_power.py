@@ -44,11 +44,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ibrepro import parsers, paths, results, stats, verdict
+from ibrepro import changepoints, parsers, paths, results, stats, verdict
 
 BIN = Path(sys.executable).parent
-OTAVA_ENV = paths.DEPS_DIR / 'otava'
-OTAVA_VERSION = '0.8.0'
 
 
 def log(text):
@@ -305,38 +303,13 @@ def _slug(text):
 
 # -- Apache Otava on the same series ------------------------------------------------------------------------
 
-_OTAVA = r'''
-import json, sys
-from otava.analysis import compute_change_points
-jobs = json.load(sys.stdin)
-out = []
-for series in jobs['series']:
-    try:
-        points, _ = compute_change_points(series, window_len=jobs['window'], max_pvalue=jobs['max_pvalue'])
-        out.append([int(cp.index) for cp in points])
-    except Exception as err:   # a series Otava cannot split: counted as such, not a lost harness run
-        out.append(f'{type(err).__name__}: {err}')
-print(json.dumps(out))
-'''
-
-
-def otava_python():
-    """The Python of the virtual environment with apache-otava (made on first use: it brings scipy, numpy and
-    cloud clients that ibrepro itself does not need)."""
-    python = OTAVA_ENV / 'bin' / 'python'
-    if not python.exists():
-        subprocess.run([sys.executable, '-m', 'venv', str(OTAVA_ENV)], check=True)
-        subprocess.run([str(python), '-m', 'pip', 'install', '-q', f'apache-otava=={OTAVA_VERSION}'], check=True)
-    return python
-
-
 def otava_change_points(series_list, args):
-    """Otava's change points (indexes) of each series (log slowdowns)."""
-    job = {'series': [[math.log1p(x) for x in s] for s in series_list], 'window': args.otava_window,
-           'max_pvalue': args.otava_pvalue}
-    proc = subprocess.run([str(otava_python()), '-c', _OTAVA], input=json.dumps(job), capture_output=True,
-                          text=True, check=True)
-    return json.loads(proc.stdout)
+    """Otava's change points (indexes) of each series (log slowdowns), or a string where it could not split one."""
+    if changepoints.otava_python() is None:
+        changepoints.install()
+    found = changepoints.locate([[math.log1p(x) for x in s] for s in series_list], window=args.otava_window,
+                                max_pvalue=args.otava_pvalue)
+    return [points if isinstance(points, str) else [p['index'] for p in points] for points in found]
 
 
 def otava_clean(series, args):
@@ -394,7 +367,8 @@ def main():
     if args.from_ledger:
         from ibrepro import charts, ledger
         try:
-            output = charts.study(ledger.read(args.from_ledger), phase1=args.phase1, seed=args.seed)
+            output = charts.study(ledger.read(args.from_ledger), phase1=args.phase1, seed=args.seed,
+                                  otava=args.otava)
         except (ledger.LedgerError, ValueError) as err:
             print(f'detection_power.py: {err}', file=sys.stderr)
             return 2

@@ -558,11 +558,12 @@ def _clean(night):
     return night.get('schedule', {}).get('kind') == 'clean'
 
 
-def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), seed=1, series=200):
+def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), seed=1, series=200, otava=False):
     """Every figure of the verdict study from ledger ``nights``: Phase I (the ``phase1`` first clean tuning nights,
     default all), the calibrated design, per case and band its noise and detectable effects, the false alarms on
     the clean nights after Phase I (``held_out``), and per injected episode (schedule ``episode``, ``case``,
-    ``level``) the nights until its case alarmed, spliced after a random point of the held-out clean history."""
+    ``level``) the nights until its case alarmed, spliced after a random point of the held-out clean history.
+    ``otava``: Otava's columns beside them (:func:`otava_columns`)."""
     tuning = [n for n in nights if n.get('phase') == 'tuning' and _clean(n)]
     first = tuning[:phase1] if phase1 else tuning
     chosen = {n['night'] for n in first}
@@ -611,22 +612,76 @@ def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), s
         levels = {}
         for episode, injected in sorted(episodes.items()):
             entry = injected[0]['schedule']
-            if entry.get('case') != case:
+            if str(entry.get('case', '')).replace(' ', '') != case.replace(' ', ''):   # a -n pattern or the name
                 continue
             _, inj_rows, _ = rows_of(baseline, injected)
-            state = states[rng.randrange(len(states))] if states else tuple([0.0] * len(scales))
+            point = rng.randrange(len(states)) if states else None
+            state = states[point] if states else tuple([0.0] * len(scales))
             delay = episode_delay(state, inj_rows, members, scales, designs)
             slot = levels.setdefault(entry.get('level'), {'level': entry.get('level'), 'episodes': 0,
                                                           'injected_ratio': entry.get('injected_ratio'),
-                                                          'delays': []})
+                                                          'delays': [], 'spliced': []})
             slot['episodes'] += 1
             slot['delays'].append(delay)
+            slot['spliced'].append((rows + held_rows[:0 if point is None else point + 1], inj_rows, members))
         for slot in levels.values():
             slot['detected_within'] = {str(d): sum(1 for x in slot['delays'] if x is not None and x <= d)
                                        for d in within}
+            spliced = slot.pop('spliced')
+            if otava:
+                slot['otava_delays'] = otava_delays(spliced)
+                slot['otava_detected_within'] = {str(d): sum(1 for x in slot['otava_delays'] if x is not None
+                                                             and x <= d) for d in within}
             row['levels'].append(slot)
         out['cases'].append(row)
+    if otava:
+        out['otava'] = otava_false_alarms(rows, held_rows)
     return out
+
+
+def otava_false_alarms(history, held_rows, newest=3):
+    """Otava's false alarms on held-out clean nights, as a site running it nightly would see them: after each
+    held-out night, Otava on every chart's nights so far (``history`` then the held-out ones); an alarm when it
+    puts a change point among the ``newest`` nights (a change it would report that night), counted once per night.
+    ``{'clean_nights', 'alarms', 'upper95', 'nights'}`` (night indexes), or ``{'error': ...}``."""
+    from . import changepoints
+    charts_ = range(len(history[0]) if history else 0)
+    prefixes = [history + held_rows[:j + 1] for j in range(len(held_rows))]
+    try:
+        found = changepoints.locate([[row[c] for row in prefix] for prefix in prefixes for c in charts_])
+    except changepoints.OtavaError as err:
+        return {'error': str(err)}
+    alarms = []
+    for j, prefix in enumerate(prefixes):
+        mine = found[j * len(charts_):(j + 1) * len(charts_)]
+        if any(isinstance(points, list) and any(p['index'] >= len(prefix) - newest for p in points)
+               for points in mine):
+            alarms.append(j)
+    low, high = stats.clopper_pearson(len(alarms), len(held_rows))
+    return {'clean_nights': len(held_rows), 'alarms': len(alarms), 'upper95': high, 'nights': alarms}
+
+
+def otava_delays(spliced):
+    """Per episode ``(history rows, injected rows, charts of its case)``: the injected nights until Otava, run on
+    the history and the injected nights so far, puts a change point at the episode's first night (within one night)
+    on a chart of the case; None when it never does during the episode."""
+    from . import changepoints
+    jobs, owners = [], []
+    for e, (history, injected, members) in enumerate(spliced):
+        for d in range(1, len(injected) + 1):
+            for c in members:
+                jobs.append([row[c] for row in history + injected[:d]])
+                owners.append((e, d, len(history)))
+    try:
+        found = changepoints.locate(jobs) if jobs else []
+    except changepoints.OtavaError:
+        return [None] * len(spliced)
+    delays = [None] * len(spliced)
+    for (e, d, start), points in zip(owners, found):
+        if isinstance(points, list) and any(abs(p['index'] - start) <= 1 and p['after'] > p['before']
+                                            for p in points):
+            delays[e] = d if delays[e] is None else min(delays[e], d)
+    return delays
 
 
 def paired_levels(record):

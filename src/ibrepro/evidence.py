@@ -3,12 +3,15 @@
 * ``ibrepro charts baseline --nights N``: Phase I. The last N stored nights (nights, not sessions: the sessions of
   one nightly run are one night), stated clean by the person who runs it, become the frozen baseline of every
   chart of the system: levels, noise, the control's limits, and each chart's ``h`` and ``z_big`` calibrated by
-  replaying those nights to its share of at most ``--rate`` false alarms per night, system-wide. It prints what each chart can catch (the
-  slowdown caught within 1, 3 and 10 nights with probability 0.9). Written to ``<IBREPRO_HOME>/charts/<system>.json``
-  privately (a temporary file, then a rename); an existing baseline is replaced only with ``--replace`` (a person
-  accepting a change: the nights after it are the new Phase I).
+  replaying those nights to its share of at most ``--rate`` false alarms per night, system-wide. It prints what
+  each chart can catch (the slowdown caught within 1, 3 and 10 nights with probability 0.9). Written to
+  ``<IBREPRO_HOME>/charts/<system>.json`` privately (a temporary file, then a rename); an existing baseline is
+  replaced only with ``--replace`` (a person accepting a change: the nights after it are the new Phase I).
 * ``ibrepro charts status``: the charts over every stored night after the baseline's: per chart tonight's z, the
-  evidence ``S/h``, and an alarm with the night it started and by how much.
+  evidence ``S/h``, and an alarm with the night it started and by how much. Where Otava is installed (``make
+  otava``; :mod:`ibrepro.changepoints`), each chart's nights, Phase I's and the ones since, are also split by Otava:
+  an alarm says the night the change began and the re-baseline that accepts it, and every change Otava finds since
+  the baseline is listed (the retrospective view; the alarm itself stays the chart's, at its stated rate).
 
 Exit status of ``status``: 0 no alarm, 1 a chart alarmed, 2 could not judge (unreadable data or baseline), 3 not
 judged yet (no baseline: ``ibrepro charts baseline`` first).
@@ -24,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import charts, ledger, paths, results
+from . import changepoints, charts, ledger, paths, results
 
 EXIT_CLEAN, EXIT_ALARM, EXIT_UNJUDGED, EXIT_NOT_YET = 0, 1, 2, 3
 
@@ -186,7 +189,14 @@ def judge(system, db=None, night=None):
         nights = stored_nights(system, db=db, problems=problems)
     except results.ResultsError as err:
         return EXIT_UNJUDGED, [f'charts of {system}: could not judge: {err}']
-    lines = [f'charts of {system}: warning: {p}' for p in problems]
+    status, lines = judge_nights(system, baseline, designs, nights, night=night, stated=stated_mde(system))
+    return status, [f'charts of {system}: warning: {p}' for p in problems] + lines
+
+
+def judge_nights(system, baseline, designs, nights, night=None, stated=None):
+    """:func:`judge` on ``nights`` (ledger records, oldest first: Phase I's and the ones since), with the
+    baseline and designs it would load; ``stated``: the detectable effects the baseline stated."""
+    stated = stated or {}
     phase1 = set(baseline.nights)
     after = [n for n in nights if n['night'] not in phase1]
     if night is not None:       # as of that night (ibrepro nightly judges its own night, not a later one)
@@ -194,12 +204,13 @@ def judge(system, db=None, night=None):
         if night not in ids:
             return None, [f'charts of {system}: night {night} has none of its cases']
         after = after[:ids.index(night) + 1]
-    lines.append(f'charts of {system}: {len(after)} night(s) since the baseline of {len(baseline.nights)} nights')
+    lines = [f'charts of {system}: {len(after)} night(s) since the baseline of {len(baseline.nights)} nights']
     if not after:
         return EXIT_CLEAN, lines
     series = baseline.series(after)
     keys, rows, scales = charts.rows_of(baseline, after)
-    status, measured, stated = EXIT_CLEAN, False, stated_mde(system)
+    status, measured = EXIT_CLEAN, False
+    located, otava_note = _changes(baseline, [n for n in nights if n['night'] in phase1], after, keys)
     for c, key in enumerate(keys):
         zs = [row[c] for row in rows]
         measured = measured or zs[-1] is not None
@@ -213,8 +224,12 @@ def judge(system, db=None, night=None):
             if shifted >= design.k_and_clip(scales[c])[0]:
                 status = EXIT_ALARM
                 how = 'one night beyond the limit' if kind == 'jump' else 'evidence across nights'
+                began = [p for p in located.get(key, []) if p['at'] <= at]
+                where = (f'; Otava: it began at night {began[-1]["night"]} ({began[-1]["change"]:+.1%}), to accept '
+                         f'it: ibrepro charts baseline --accept {began[-1]["night"]} --nights {len(baseline.nights)}'
+                         if began else f'; Otava: {otava_note or "no change point yet"}')
                 lines.append(f'REGRESSION {name}: since {after[at]["night"]} ({how}), {moved:+.1%} over the '
-                             f'{len(since)} night(s) since')
+                             f'{len(since)} night(s) since{where}')
             else:
                 lines.append(f'back {name}: alarmed at {after[at]["night"]}, the nights since are back ({moved:+.1%})')
             continue
@@ -227,10 +242,34 @@ def judge(system, db=None, night=None):
                                for d in ('1', '3', '10'))
             lines.append(f'ok {name}: tonight z {zs[-1]:+.2f}, evidence {path_[-1] / design.h:.0%} of an alarm '
                          f'(catches {catch} within 1 / 3 / 10 nights)')
+    for key in keys:            # the retrospective view: every change Otava finds since the baseline
+        lines += [f'change {key[0]} | {key[1]}: Otava finds a change at night {p["night"]} ({p["change"]:+.1%}, '
+                  f'p = {p["pvalue"]:.2g})' for p in located.get(key, [])]
     if not measured:            # a standing regression stays one; otherwise nothing says the night was clean
         lines.append(f'charts of {system}: could not judge night {after[-1]["night"]}: no chart measured it')
         status = EXIT_ALARM if status == EXIT_ALARM else EXIT_UNJUDGED
     return status, lines
+
+
+def _changes(baseline, phase1, after, keys):
+    """``({chart key: [{'night', 'at' (index in after), 'change', 'pvalue'}]}, note)``: Otava's change points since
+    the baseline in each chart's night values (Phase I's nights, then ``after``); the note says why there are none
+    (Otava not installed or failed), '' when it ran."""
+    if not after or changepoints.otava_python() is None:
+        return {}, 'not installed (make otava)' if after else ''
+    values = baseline.series(phase1 + after)
+    try:
+        found = changepoints.locate([[v.value for v in values[key]] for key in keys])
+    except changepoints.OtavaError as err:
+        return {}, str(err)
+    located = {}
+    for key, points in zip(keys, found):
+        for p in points if isinstance(points, list) else []:
+            at = p['index'] - len(phase1)
+            if at >= 0:
+                located.setdefault(key, []).append({'night': after[at]['night'], 'at': at, 'pvalue': p['pvalue'],
+                                                    'change': math.expm1(p['after'] - p['before'])})
+    return located, ''
 
 
 def judge_night(night, db=None):

@@ -19,8 +19,9 @@ the benchmark's own spread. A round is framed by the control before it and the o
 the last one): on the 2-core VM the machine's slow state often began between a round's control and its end, which
 the control before alone missed. Its output goes to :data:`CONTROL_FILE` (one block per control, ``### round N``,
 N = R + 1 for the one after the last), the case stores it as ``control_values``, R + 1 dicts in that order; a control
-that failed or is missing fails the case (a night whose control did not run cannot be told from a busy one). It runs on the job's first node (the batch step): what the
-1x2 layouts use; for several nodes it is the first node's machine state only.
+that failed or is missing fails the case (a night whose control did not run cannot be told from a busy one). It
+runs on the job's first node (the batch step): what the 1x2 layouts use; for several nodes it is the first node's
+machine state only.
 """
 
 import collections
