@@ -341,6 +341,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('--from-ledger', metavar='FILE', type=Path,
                         help='no run: every table from the ledger of real nights (docs/verdict-protocol.md), offline')
+    parser.add_argument('--phase1-first', metavar='NIGHT', help='--from-ledger: Phase I starts at this tuning night '
+                        '(default: the first)')
     parser.add_argument('--phase1', type=int, metavar='N', help='--from-ledger: the first N clean tuning nights are '
                         'Phase I (default: every tuning night)')
     parser.add_argument('--cases', nargs='+', metavar='NAME', help='ReFrame -n patterns, one case each')
@@ -367,8 +369,8 @@ def main():
     if args.from_ledger:
         from ibrepro import charts, ledger
         try:
-            output = charts.study(ledger.read(args.from_ledger), phase1=args.phase1, seed=args.seed,
-                                  otava=args.otava)
+            output = charts.study(ledger.read(args.from_ledger), phase1=args.phase1, first=args.phase1_first,
+                                  seed=args.seed, otava=args.otava)
         except (ledger.LedgerError, ValueError) as err:
             print(f'detection_power.py: {err}', file=sys.stderr)
             return 2

@@ -558,13 +558,20 @@ def _clean(night):
     return night.get('schedule', {}).get('kind') == 'clean'
 
 
-def study(nights, *, phase1=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), seed=1, series=200, otava=False):
+def study(nights, *, phase1=None, first=None, rate=0.01, shift=0.10, within=(1, 2, 3, 10), seed=1, series=200,
+          otava=False):
     """Every figure of the verdict study from ledger ``nights``: Phase I (the ``phase1`` first clean tuning nights,
-    default all), the calibrated design, per case and band its noise and detectable effects, the false alarms on
-    the clean nights after Phase I (``held_out``), and per injected episode (schedule ``episode``, ``case``,
-    ``level``) the nights until its case alarmed, spliced after a random point of the held-out clean history.
-    ``otava``: Otava's columns beside them (:func:`otava_columns`)."""
+    default all, from the night ``first`` on, default the first), the calibrated design, per case and band its noise
+    and detectable effects, the false alarms on the clean nights after Phase I (``held_out``), and per injected
+    episode (schedule ``episode``, ``case``, ``level``) the nights until its case alarmed, spliced after a random
+    point of the held-out clean history. ``otava``: Otava's columns beside them (:func:`otava_false_alarms`,
+    :func:`otava_delays`)."""
     tuning = [n for n in nights if n.get('phase') == 'tuning' and _clean(n)]
+    if first is not None:
+        ids = [n['night'] for n in tuning]
+        if first not in ids:
+            raise ValueError(f'no clean tuning night {first!r} in the ledger')
+        tuning = tuning[ids.index(first):]
     first = tuning[:phase1] if phase1 else tuning
     chosen = {n['night'] for n in first}
     held_out = [n for n in nights if _clean(n) and n['night'] not in chosen
