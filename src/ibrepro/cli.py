@@ -8,7 +8,7 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
+from . import __version__, trust
 
 # Subcommand -> the module that defines it with add_cli(subparsers); the order is the order of --help.
 COMMANDS = {
@@ -56,6 +56,9 @@ def main(argv=None):
 
     try:
         return args.func(args) or 0
+    except trust.Refused as err:     # a path not ours to trust, a refused setting: one line, never a traceback
+        print(f'ibrepro {args.command}: {err}', file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:

@@ -75,7 +75,7 @@ def baseline_path(system):
 
 def write_private(path, text):
     """Write ``text`` to ``path`` through a private temporary file in the same directory, then rename it."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    paths.private_dir(path.parent)    # ours alone (ibrepro.trust): mkstemp's file cannot be planted there
     fd, tmp = tempfile.mkstemp(prefix=f'.{path.name}.', dir=path.parent)
     try:
         with os.fdopen(fd, 'w') as f:

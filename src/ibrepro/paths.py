@@ -34,6 +34,15 @@ def results_db() -> Path:
     return data_home() / 'results.db'
 
 
+def private_dir(path) -> Path:
+    """``path``, a directory of ours: missing levels created private, every level checked ours to trust
+    (:func:`ibrepro.trust.make_dir`; under the data home, the data home is held to it too)."""
+    from . import trust
+
+    path, home = Path(path), data_home()
+    return trust.make_dir(path, root=home if path == home or home in path.parents else path, name='IBREPRO_HOME')
+
+
 def run_reports_dir() -> Path:
     """Where every session's JSON run report is kept."""
     return data_home() / 'run-reports'
