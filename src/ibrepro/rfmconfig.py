@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import bands, paths, topology
+from . import bands, paths, topology, trust
 
 #: Tool feature -> executables whose presence proves it.
 TOOL_BINARIES = {
@@ -128,7 +128,7 @@ def refuse_shell_syntax(value, name):
     before any job script exists: quoting cannot help, only refusing."""
     found = sorted(set(_SHELL_SYNTAX.findall(str(value))))
     if found:
-        raise ValueError(f'{name}={str(value)!r}: a value that reaches an environment variable may not contain '
+        raise trust.Refused(f'{name}={str(value)!r}: a value that reaches an environment variable may not contain '
                          f'{", ".join(map(repr, found))} (ReFrame would expand or run it through a shell)')
     return value
 
@@ -409,7 +409,7 @@ def nightly_id(environ=os.environ):
     it), else the date and time."""
     night = environ.get('IBREPRO_NIGHTLY') or time.strftime('%Y%m%dT%H%M%S')
     if not _NIGHTLY_ID.fullmatch(night):
-        raise ValueError(f'IBREPRO_NIGHTLY={night!r}: a nightly id is 1-64 letters, digits and ._:- (it becomes a '
+        raise trust.Refused(f'IBREPRO_NIGHTLY={night!r}: a nightly id is 1-64 letters, digits and ._:- (it becomes a '
                          'session extra and a CI variable)')
     return night
 
@@ -428,6 +428,61 @@ def configured_host():
     raise LookupError(message)
 
 
+def trusted_storage(systems, environ=os.environ):
+    """The data directory, checked before ReFrame writes or runs anything under it; every refusal is one line
+    (:class:`ibrepro.trust.Refused`, a ConfigError to ReFrame).
+
+    ReFrame runs the job scripts it writes in ``<prefix>/stage/<system>/<partition>/<environ>/<test>/``, appends to
+    perflogs, and stores sessions in the results database, taking a lock beside it: each of these, and every
+    directory above them, must be ours to trust (:func:`ibrepro.trust.problem`): another user able to rename a
+    stage directory, or owning one, runs their job script as us. The directories ibrepro makes are made private.
+    The results database must be ReFrame's own tables, without a trigger (:func:`ibrepro.results.check_schema`).
+    """
+    from . import results   # noqa: PLC0415  (the configuration needs it only here)
+
+    home = paths.data_home()
+    refuse_shell_syntax(home, 'IBREPRO_HOME')    # the data directory: ReFrame expands its prefix
+    if any(c.isspace() for c in str(home)):
+        # ReFrame's job scripts and local scheduler split the stage directory's path at white space
+        raise trust.Refused(f'the ibrepro data directory {str(home)!r} has white space in its path, which ReFrame '
+                            'cannot run jobs in: set IBREPRO_HOME to a directory without')
+
+    def ours(path, make=False, kind='dir'):
+        path = Path(path)
+        root = home if path == home or home in path.parents else path
+        if make:
+            return trust.make_dir(path, root=root, name='IBREPRO_HOME', environ=environ)
+        return trust.check(path, kind=kind, root=root, name='IBREPRO_HOME', environ=environ)
+
+    ours(home, make=True)
+    for sub in ('logs', 'perflogs', paths.run_reports_dir().name):
+        ours(home / sub, make=True)
+    for system in systems:
+        prefix = Path(system.get('prefix', home / 'rfm'))
+        for kind in ('stage', 'output'):
+            base = Path(system.get(f'{kind}dir') or prefix / kind)
+            for part in system.get('partitions', []):
+                for environ_name in part.get('environs', []):
+                    level = ours(base / system['name'] / part['name'] / environ_name)
+                    if level.is_dir():   # a test's directory left by someone else: ReFrame would reuse it
+                        for entry in os.scandir(level):
+                            ours(entry.path, kind=None)
+        for part in system.get('partitions', []):
+            ours(home / 'perflogs' / system['name'] / part['name'])
+    db = paths.results_db()
+    named = 'RFM_SQLITE_DB_FILE' if os.environ.get('RFM_SQLITE_DB_FILE') else 'IBREPRO_HOME'
+    # ReFrame makes its lock and journal beside the database: a directory of ours, no sticky /tmp
+    trust.make_dir(db.parent, root=home if home in db.parents else db.parent, name=named, environ=environ)
+    for path in [db, db.with_name('.db.lock'), *(Path(f'{db}{s}') for s in ('-journal', '-wal', '-shm'))]:
+        trust.check(path, kind='file', root=db.parent, name=named, environ=environ)
+    if db.exists():
+        try:
+            results._connect(db).close()
+        except results.ResultsError as err:
+            raise trust.Refused(str(err)) from None
+    return home
+
+
 def site_configuration(systems, environments, *, modes=(), nightly_subset=False, environ=os.environ):
     """A complete ReFrame configuration for ``systems``, with ibrepro's storage, reports and references.
 
@@ -442,17 +497,13 @@ def site_configuration(systems, environments, *, modes=(), nightly_subset=False,
         systems = [run_in_allocation(system, job_id) for system in systems]
     night = nightly_id(environ)
     _HOSTNAMES.extend(p for system in systems for p in system['hostnames'] if p not in _HOSTNAMES)
-    home = paths.data_home()
-    refuse_shell_syntax(home, 'IBREPRO_HOME')    # the data directory: ReFrame expands its prefix
-    if any(c.isspace() for c in str(home)):
-        # ReFrame's job scripts and local scheduler split the stage directory's path at white space
-        raise ValueError(f'the ibrepro data directory {str(home)!r} has white space in its path, which ReFrame '
-                         'cannot run jobs in: set IBREPRO_HOME to a directory without')
+    home = trusted_storage(systems, environ)
     if nightly_subset:
-        from .rfm import nightly_cases   # noqa: PLC0415  (ReFrame is loaded here)
-        nightly_cases()                  # NightlyError: a broken subset fails the run, never a smaller night
-    for sub in ('logs', 'perflogs', paths.run_reports_dir().name):
-        (home / sub).mkdir(parents=True, exist_ok=True)
+        from .rfm import NightlyError, nightly_cases   # noqa: PLC0415  (ReFrame is loaded here)
+        try:
+            nightly_cases()              # a broken subset fails the run, never a smaller night
+        except NightlyError as err:
+            raise trust.Refused(str(err)) from None
 
     general = [{
         'target_systems': [system['name']],
@@ -464,7 +515,9 @@ def site_configuration(systems, environments, *, modes=(), nightly_subset=False,
         'environments': list(environments),
         'autodetect_methods': ['py::ibrepro.rfmconfig.configured_host'],
         'general': general,
-        'storage': [{'enable': True, 'sqlite_db_file': str(paths.results_db())}],
+        'storage': [{'enable': True, 'sqlite_db_file': str(paths.results_db()),
+                     # a shared group directory (IBREPRO_GROUP): the group writes the database and its lock
+                     **({'sqlite_db_file_mode': '660'} if trust.shared_group(environ) is not None else {})}],
         'modes': [
             # --ci-generate passes only --mode on to GitLab child jobs: the night's id comes with it
             {'name': 'nightly', 'options': ['--exec-policy=serial', '--max-retries=1', '--performance-report',
