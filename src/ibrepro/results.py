@@ -27,11 +27,10 @@ import math
 import os
 import re
 import sqlite3
-import stat
 import sys
 from pathlib import Path
 
-from . import parsers, paths
+from . import parsers, paths, trust
 
 
 class ResultsError(RuntimeError):
@@ -374,15 +373,79 @@ _INDEX_SCHEMA = [
 ]
 
 
+#: SQLite virtual-machine steps between two looks of the progress handler, and the looks one connection to a
+#: results database may take: about 10^10 steps, far beyond what reading a real database takes, so no crafted file
+#: (a huge or recursive query hidden in it) keeps a command busy without end.
+PROGRESS_EVERY = 100_000
+PROGRESS_LOOKS = 100_000
+
+#: The tables ReFrame 4.10 creates (reframe/frontend/reporting/storage.py) and their columns: what ibrepro and
+#: ReFrame query is these, never a view, a virtual table or anything a trigger rewrites.
+REFRAME_TABLES = {
+    'sessions': ['uuid', 'session_start_unix', 'session_end_unix', 'json_blob', 'report_file'],
+    'testcases': ['name', 'system', 'partition', 'environ', 'job_completion_time_unix', 'session_uuid', 'uuid'],
+    'metadata': ['schema_version'],
+}
+
+
+def _database_name():
+    return 'RFM_SQLITE_DB_FILE' if os.environ.get('RFM_SQLITE_DB_FILE') else 'IBREPRO_HOME'
+
+
 def _connect(db):
+    """A read-only connection to the results database ``db``: a file that is ours to trust (:mod:`ibrepro.trust`),
+    opened with SQLite's ``trusted_schema`` off, holding ReFrame's tables as ReFrame creates them
+    (:func:`check_schema`), every query bounded (:data:`PROGRESS_LOOKS`). ResultsError, one line, otherwise."""
     db = Path(db or paths.results_db())
+    try:   # the file and what SQLite reads beside it (a journal is played back into it): ours
+        for path in [db, *(Path(f'{db}{s}') for s in ('-journal', '-wal', '-shm'))]:
+            trust.check(path, kind='file', root=path, name=_database_name())
+    except trust.Refused as err:
+        raise ResultsError(f'results database {err}') from None
     if not db.is_file():
         raise ResultsError(f'no results database at {db} (run `make run` first, or set RFM_SQLITE_DB_FILE)')
 
     try:
-        return sqlite3.connect(f'file:{db}?mode=ro', uri=True, timeout=30)
+        conn = sqlite3.connect(f'file:{db}?mode=ro', uri=True, timeout=30)
     except sqlite3.Error as err:
         raise ResultsError(f'{db}: {err}') from None
+    looks = [0]
+
+    def bound():
+        looks[0] += 1
+        return looks[0] > PROGRESS_LOOKS
+
+    conn.set_progress_handler(bound, PROGRESS_EVERY)
+    try:
+        conn.execute('PRAGMA trusted_schema=OFF')
+        check_schema(conn, db)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def check_schema(conn, db):
+    """ResultsError unless the database holds no trigger and ReFrame's tables, where present, are the plain tables
+    ReFrame creates (:data:`REFRAME_TABLES`): a view or a trigger in a crafted file would run its SQL in every
+    command that reads the database, and in ReFrame when it stores a session."""
+    entries = _stored(conn, db, 'SELECT type, name, sql FROM sqlite_master')
+    triggers = sorted(str(name) for kind, name, _ in entries if kind == 'trigger')
+    if triggers:
+        raise ResultsError(f'{db}: holds trigger(s) {", ".join(triggers[:5])}, which ReFrame never creates (SQL '
+                           'that would run when the database is written): refused; remove them, or move the file '
+                           'away and let ReFrame start a new one')
+    for kind, name, sql in entries:
+        if name not in REFRAME_TABLES:
+            continue
+        if kind != 'table' or not str(sql or '').upper().startswith('CREATE TABLE'):
+            raise ResultsError(f'{db}: {name} is a {kind if kind != "table" else "virtual table"}, not the table '
+                               'ReFrame creates: refused; move the file away and let ReFrame start a new one')
+        columns = [row[1] for row in _stored(conn, db, f'PRAGMA table_xinfo({name})')]
+        if columns != REFRAME_TABLES[name]:
+            raise ResultsError(f'{db}: table {name} has columns {", ".join(map(str, columns))[:200]}, not '
+                               f'ReFrame\'s ({", ".join(REFRAME_TABLES[name])}): refused; is it a ReFrame 4.10 '
+                               'results database?')
 
 
 def _session_rows(conn, db, problems):
@@ -410,17 +473,15 @@ def _stored(conn, db, sql, args=()):
     try:
         return conn.execute(sql, args).fetchall()
     except sqlite3.Error as err:
-        raise ResultsError(f'{db}: cannot read the results database: {err}') from None
+        raise _read_error(db, err, 'cannot read the results database') from None
 
 
-def _ours(path, file=False):
-    """True when ``path`` is owned by us, writable by no one else and (``file``) a regular file, not a link."""
-    try:
-        info = os.lstat(path)
-    except OSError:
-        return False
-    kind = stat.S_ISREG(info.st_mode) if file else stat.S_ISDIR(info.st_mode)
-    return kind and info.st_uid == os.geteuid() and not info.st_mode & (0o002 if file else 0o022)
+def _read_error(db, err, what):
+    """The ResultsError of a failed query: the bound (:data:`PROGRESS_LOOKS`) named as such."""
+    if isinstance(err, sqlite3.OperationalError) and str(err) == 'interrupted':
+        return ResultsError(f'{db}: a query ran past {PROGRESS_EVERY * PROGRESS_LOOKS:.0e} SQLite steps (a crafted '
+                            'or damaged database?): stopped')
+    return ResultsError(f'{db}: {what}: {err}')
 
 
 def _index_files(path):
@@ -462,24 +523,27 @@ class ValueIndex:
 
     @staticmethod
     def default_path(db):
-        """``<database>.values`` when its directory is ours alone (owned by us, writable by no one else) and so are
-        the index files already there; else under the data home. In a shared directory (/tmp, a group's) another
-        user could plant an index (read as the truth) or a symbolic link (followed when we write)."""
+        """``<database>.values`` when its directory is ours to trust (:func:`ibrepro.trust.problem`: another user
+        could plant an index there, read as the truth, or a link, followed when we write) and we may write there;
+        else ``values-index/`` under the data home, itself held to the same check when the index is opened."""
         db = Path(db).resolve()
         beside = db.with_name(db.name + '.values')
-        if os.access(db.parent, os.W_OK) and _ours(db.parent) \
-                and all(_ours(f, file=True) for f in _index_files(beside) if os.path.lexists(f)) \
+        if os.access(db.parent, os.W_OK) and not trust.problem(db.parent) \
+                and not any(trust.problem(f, kind='file', follow=False) for f in _index_files(beside)) \
                 and (not beside.exists() or os.access(beside, os.W_OK)):
             return beside
         import hashlib
         return paths.data_home() / 'values-index' / f'{hashlib.sha256(str(db).encode()).hexdigest()[:16]}.values'
 
     def open(self):
-        """Open (create) the index and bring it in step with the database; the index is rebuilt if unusable."""
+        """Open (create) the index and bring it in step with the database; the index is rebuilt if unusable.
+        ResultsError (one line) where the database or the index's directory is not ours to trust."""
         source = _connect(self.db)
         try:
             self.conn = self._open_index()
             self._sync(source)
+        except trust.Refused as err:
+            raise ResultsError(f'values index: {err}') from None
         finally:
             source.close()
         return self
@@ -498,9 +562,12 @@ class ValueIndex:
     def _open_index(self):
         memory = str(self.path) == ':memory:'
         if not memory:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # a directory of ours: no one else can plant a file or a link between the checks and the connect
+            home = paths.data_home()
+            trust.make_dir(self.path.parent, root=home if home in self.path.parents else self.path.parent,
+                           name='IBREPRO_HOME')
             for path in _index_files(self.path):    # a link or another user's file is never opened (nor followed)
-                if os.path.lexists(path) and not _ours(path, file=True):
+                if trust.problem(path, kind='file', follow=False):
                     print(f'ibrepro: {path}: not a file of ours (a link, or another user\'s): removed, the index is '
                           'rebuilt from the database', file=sys.stderr)
                     path.unlink()
@@ -734,7 +801,7 @@ def check_sessions(check, system=None, partition=None, before=None, db=None):
         try:
             return [uuid for uuid, in conn.execute(sql, args)]
         except sqlite3.DatabaseError as err:
-            raise ResultsError(f'{db}: cannot read its test cases: {err}') from None
+            raise _read_error(db, err, 'cannot read its test cases') from None
 
 
 def sessions_by_uuid(uuids, db=None, problems=None):
