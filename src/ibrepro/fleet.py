@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from . import topology as ibtopology
+from . import trust
 from .fleet_plan import HOST_NAME
 
 
@@ -262,9 +263,11 @@ def _cli_verdict(args):
         print(f'ibrepro fleet verdict: {err}', file=sys.stderr)
         return 2
     out = Path(args.out)
-    partial = out.with_name(out.name + '.partial')
-    partial.write_text(fleet_drain.verdict_text(bad, links, args.night))
-    partial.replace(out)       # a node reading the file sees the old verdict or the new one, never half of one
+    try:   # a node reading the file sees the old verdict or the new one, never half of one; nodes read it: 0644
+        trust.write_file(out, fleet_drain.verdict_text(bad, links, args.night), mode=0o644, name='--out')
+    except (trust.Refused, OSError) as err:    # before any node is drained
+        print(f'ibrepro fleet verdict: {err}', file=sys.stderr)
+        return 2
     print(f'{out}: {len(bad)} bad node(s), {len(links)} switch link(s)')
     for component, why in links:
         print(f'switch link (drains no node): {why}')

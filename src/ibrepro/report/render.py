@@ -6,6 +6,8 @@ from pathlib import Path
 
 import jinja2
 
+from .. import trust
+
 
 def num(value, digits=4):
     if value is None:
@@ -68,11 +70,13 @@ def render(model, html_name='index.html'):
 
 def write(model, output_dir):
     stamp = str(model['newest'].get('time_start') or 'unknown').split('+')[0]
-    target = Path(output_dir) / _safe(model['system']) / _safe(stamp)
-    target.mkdir(parents=True, exist_ok=True)
+    output_dir = Path(output_dir)
+    target = output_dir / _safe(model['system']) / _safe(stamp)
+    # pages others may read (0644), in directories that are ours (ibrepro.trust): Refused, one line, otherwise
+    trust.make_dir(target, root=output_dir, mode=0o755, name='--output-dir')
     html, md = render(model)
-    (target / 'index.html').write_text(html, encoding='utf-8')
-    (target / 'summary.md').write_text(md, encoding='utf-8')
+    trust.write_file(target / 'index.html', html, mode=0o644, root=output_dir)
+    trust.write_file(target / 'summary.md', md, mode=0o644, root=output_dir)
     return target
 
 
