@@ -84,6 +84,16 @@ RANK_VARIABLES = [('SLURM_PROCID', 'SLURM_NTASKS'), ('PMIX_RANK', 'PMIX_SIZE'), 
                   ('OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE'), ('PALS_RANKID', 'PALS_SIZE'),
                   ('IBREPRO_NODE_RANK', 'IBREPRO_NODES')]
 
+#: Bounds of a spec: a job spans at most this many nodes (a large fleet in one job), runs at most this many flows,
+#: each side at most this many processes; a spec past them is refused before a file is written.
+MAX_NODES = 16384
+MAX_FLOWS = 100000
+MAX_PROCESSES = 4096
+MAX_RAILS = 64
+
+#: A rank or a count in a launcher's variable: ASCII digits only (``'²'.isdigit()`` is True, ``int('²')`` fails).
+_COUNT = re.compile(r'[0-9]{1,9}')
+
 #: Client output that means "the server is not listening yet": worth a retry.
 _NOT_READY = ("Couldn't connect to", 'Unable to open file descriptor for socket connection',
               'Connection refused', 'Failed to establish connection')
@@ -140,31 +150,39 @@ def check_spec(spec, path='<spec>'):
     flows = _field(spec, 'flows', list, path)
     if not flows:
         raise SpecError(f'{path}: field \'flows\' is empty')
+    if len(flows) > MAX_FLOWS:
+        raise SpecError(f'{path}: field \'flows\' holds {len(flows)} flows, more than {MAX_FLOWS}')
     rails = _field(spec, 'rails', list, path, [[None, None]])
+    if not 1 <= len(rails) <= MAX_RAILS:
+        raise SpecError(f'{path}: field \'rails\' must hold 1 to {MAX_RAILS} rails, not {len(rails)}')
     for rail in rails:
         if not (isinstance(rail, list) and len(rail) == 2 and isinstance(rail[0], (str, type(None)))
                 and isinstance(rail[1], (int, type(None)))):
             raise SpecError(f'{path}: each of \'rails\' must be [device, port], not {rail!r}')
     nodes = _field(spec, 'nodes', int, path, None)
+    if nodes is not None and not 1 <= nodes <= MAX_NODES:
+        raise SpecError(f'{path}: field \'nodes\' must be 1 to {MAX_NODES}, not {nodes}')
     ids = set()
     for flow in flows:
         where = f'{path}: flow {flow.get("id") if isinstance(flow, dict) else flow!r}'
         if not isinstance(flow, dict) or not isinstance(flow.get('id'), int) or flow['id'] in ids:
             raise SpecError(f'{where}: a flow needs a unique integer \'id\'')
         ids.add(flow['id'])
-        _field(flow, 'port', int, where)
+        if not 1 <= _field(flow, 'port', int, where) <= 65535:
+            raise SpecError(f'{where}: \'port\' must be 1 to 65535, not {flow["port"]}')
         for side in ('server', 'client'):
             end = _field(flow, side, dict, where)
-            if not isinstance(end.get('node'), int) or end['node'] < 0:
-                raise SpecError(f'{where}: {side} needs a node index \'node\'')
+            if not isinstance(end.get('node'), int) or isinstance(end['node'], bool) \
+                    or not 0 <= end['node'] < MAX_NODES:
+                raise SpecError(f'{where}: {side} needs a node index \'node\' (0 to {MAX_NODES - 1})')
             if not isinstance(end.get('rail', 0), int) or not 0 <= end.get('rail', 0) < len(rails):
                 raise SpecError(f'{where}: {side} rail {end.get("rail")!r} is not an index of \'rails\'')
             if 'argv' in end and not (isinstance(end['argv'], list) and end['argv']
                                       and all(isinstance(a, str) for a in end['argv'])):
                 raise SpecError(f'{where}: {side} \'argv\' must be a non-empty list of strings')
             count = end.get('processes', 1)
-            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-                raise SpecError(f'{where}: {side} \'processes\' must be a positive integer, not {count!r}')
+            if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_PROCESSES:
+                raise SpecError(f'{where}: {side} \'processes\' must be 1 to {MAX_PROCESSES}, not {count!r}')
     used = {f[side]['node'] for f in flows for side in ('server', 'client')}
     spec['nodes'] = nodes if nodes is not None else max(used) + 1
     if max(used) >= spec['nodes']:
@@ -174,8 +192,9 @@ def check_spec(spec, path='<spec>'):
         raise SpecError(f'{path}: missing field \'program\' (or an "argv" for every side)')
     _field(spec, 'options', list, path, [])
     sizes = _field(spec, 'sizes', (list, type(None)), path, None)
-    if sizes is not None and (not sizes or not all(isinstance(s, int) and s > 0 for s in sizes)):
-        raise SpecError(f'{path}: field \'sizes\' must be a non-empty list of positive integers, or null')
+    if sizes is not None and (not 1 <= len(sizes) <= 64 or not all(isinstance(s, int) and 0 < s <= 1 << 40
+                                                                   for s in sizes)):
+        raise SpecError(f'{path}: field \'sizes\' must be a list of 1 to 64 sizes from 1 to 2^40 bytes, or null')
     for key, default in (('timeout', 600), ('connect_timeout', 60)):
         value = _field(spec, key, (int, float), path, default)
         if value <= 0:
@@ -211,11 +230,15 @@ def load_spec(path):
 def my_nodes(spec, env=os.environ):
     """Node indices this process plays: its rank, or all of them when it is the only task."""
     for rank_var, size_var in RANK_VARIABLES:
-        if env.get(rank_var, '').isdigit():
-            size = env.get(size_var, '')
-            if size.isdigit() and int(size) == 1:
+        value = env.get(rank_var, '').strip()
+        if value:
+            if not _COUNT.fullmatch(value):
+                raise PairFailed(f'{rank_var}={value!r} is not a task rank (ASCII digits, 0 to {spec["nodes"] - 1}): '
+                                 'the launcher\'s environment is broken')
+            size = env.get(size_var, '').strip()
+            if _COUNT.fullmatch(size) and int(size) == 1:
                 break
-            rank = int(env[rank_var])
+            rank = int(value)
             if rank >= spec['nodes']:
                 raise PairFailed(f'this task has rank {rank} ({rank_var}), but the flows span {spec["nodes"]} '
                                  'node(s): the launcher started more tasks than the check asked for')
@@ -520,6 +543,8 @@ class Runner:
         self.workdir = Path(workdir).resolve()
         _check_workdir(self.workdir)
         self.log = log
+        if nodes is not None and not all(isinstance(n, int) and 0 <= n < spec['nodes'] for n in nodes):
+            raise PairFailed(f'--nodes {" ".join(map(str, nodes))}: node indices are 0 to {spec["nodes"] - 1}')
         self.nodes = my_nodes(spec) if nodes is None else nodes
         self.deadline = time.monotonic() + float(spec['timeout'])
         # one process playing every node needs no id shared with others; several get it from their spec file
