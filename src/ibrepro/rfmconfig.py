@@ -222,7 +222,7 @@ def site_environment(name, *, descr, tools, mpi=None, prefix=None, modules=(), s
 
 def impi_environment(env_vars=()):
     """Intel MPI 2021.14 with the IMB binaries, from the impi-rt wheel (make setup)."""
-    prefix = paths.DEPS_DIR / 'impi'
+    prefix = refuse_shell_syntax(paths.DEPS_DIR, 'IBREPRO_DEPS') / 'impi'   # named as the user set it
     return prefix_environment(
         'impi', prefix, descr='Intel MPI 2021.14 + IMB 2021.8 (PyPI impi-rt, make setup)',
         features=['impi'], extra_lib_dirs=['lib/libfabric'],
@@ -231,8 +231,9 @@ def impi_environment(env_vars=()):
 
 def mpich_environment(env_vars=()):
     """MPICH from the mpich wheel (make setup); its mpicc builds our own benchmarks."""
+    deps = refuse_shell_syntax(paths.DEPS_DIR, 'IBREPRO_DEPS')
     return prefix_environment(
-        'mpich', paths.DEPS_DIR / 'mpich', descr='MPICH 5.0 (PyPI mpich, make setup) and our own benchmarks',
+        'mpich', deps / 'mpich', descr='MPICH 5.0 (PyPI mpich, make setup) and our own benchmarks',
         features=['mpich', 'mpicc'], cc='mpicc', extra_bin_dirs=[BENCH_BIN], env_vars=env_vars)
 
 
