@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import output
 from ibrepro import pair, paths, results, rfmconfig, trust
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -275,6 +276,18 @@ def test_a_database_beside_which_another_user_left_a_journal_is_refused(tmp_path
         results.stored_sessions(db)
 
 
+def test_an_index_computed_on_every_write_is_refused_and_a_question_mark_is_part_of_the_path(tmp_path):
+    odd = tmp_path / 'a?mode=rwc#x'
+    odd.mkdir()
+    db = _history(odd / 'results.db', sessions=2)
+    assert len(results.stored_sessions(db)) == 2 and not (tmp_path / 'a').exists()
+    with sqlite3.connect(db) as conn:
+        conn.execute('CREATE INDEX heavy ON sessions(length(zeroblob(1000000)), json_blob)')
+    conn.close()
+    with pytest.raises(results.ResultsError, match=r'index heavy is on an expression .*: refused; drop it$'):
+        results.stored_sessions(db)
+
+
 # -- Why 4: a never-ending view ---------------------------------------------------------------------------------
 
 def test_sessions_as_a_never_ending_view_is_refused_at_once(tmp_path, monkeypatch):
@@ -436,3 +449,73 @@ def test_a_shared_group_directory_works_when_asked_for_and_holds_for_everyone_ou
     monkeypatch.setenv('IBREPRO_GROUP', 'no-such-group-here')
     with pytest.raises(trust.Refused, match="^IBREPRO_GROUP='no-such-group-here': no such group"):
         config()
+
+
+# -- through ReFrame itself: one line, no traceback, nothing run ---------------------------------------------------
+
+def _refusal(proc):
+    """The one line ReFrame prints for a refused configuration (its note on where its log went aside)."""
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and 'Traceback' not in text, output(proc)
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith('Log file(s) saved in')]
+    assert len(lines) == 1 and lines[0].startswith('ERROR: failed to load configuration: '), output(proc)
+    return lines[0][len('ERROR: failed to load configuration: '):]
+
+
+@needs_another_user
+def test_reframe_runs_no_job_in_a_data_directory_others_can_write(shared, reframe):
+    home = reframe.home = shared / 'home'
+    reframe.env['IBREPRO_HOME'] = str(home)
+    home.mkdir()
+    home.chmod(0o1777)
+    as_nobody('mkdir', '-p', str(home / 'rfm' / 'stage' / 'local' / 'default' / 'impi'))
+    proc = reframe('-r', '-n', 'SoftwareVersions', checks='reframe-checks/system')
+    assert _refusal(proc).startswith(f'{home} (owner root, group root, mode 1777) is writable by others')
+    assert sorted(str(p.relative_to(home)) for p in home.rglob('*')) == [
+        'rfm', 'rfm/stage', 'rfm/stage/local', 'rfm/stage/local/default', 'rfm/stage/local/default/impi']
+
+
+def test_reframe_never_stores_a_session_into_a_database_with_a_trigger(tmp_path, reframe):
+    db = _with_trigger(tmp_path / 'results.db')
+    before = db.read_bytes()
+    for args in (['--list-stored-sessions'], ['-r', '-n', 'SoftwareVersions']):
+        proc = reframe(*args, checks='reframe-checks/system', env={'RFM_SQLITE_DB_FILE': str(db)})
+        assert _refusal(proc).startswith(f'{db}: holds trigger(s) pwn, which ReFrame never creates')
+    assert db.read_bytes() == before and not (reframe.home / 'rfm').exists()
+
+
+def test_reframe_lists_no_sessions_from_a_never_ending_view(tmp_path, reframe):
+    db = tmp_path / 'results.db'
+    with sqlite3.connect(db) as conn:
+        conn.execute('CREATE VIEW sessions(uuid, session_start_unix, session_end_unix, json_blob, report_file) AS '
+                     'WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) '
+                     "SELECT printf('%08d', n), 1.7e9, 1.7e9, '{}', NULL FROM r")
+    conn.close()
+    proc = reframe('--list-stored-sessions', checks='reframe-checks/system', env={'RFM_SQLITE_DB_FILE': str(db)})
+    assert _refusal(proc) == (f'{db}: sessions is a view, not the table ReFrame creates: refused; move the file away '
+                              'and let ReFrame start a new one')
+
+
+@pytest.mark.parametrize('variable, value, named', [
+    ('IBREPRO_PREFIXES', '/opt/$(touch pwned)', 'IBREPRO_PREFIXES='),
+    ('IBREPRO_DEPS', '/tmp/`touch pwned`', 'IBREPRO_DEPS=')])
+def test_reframe_refuses_a_setting_in_one_line(tmp_path, reframe, variable, value, named):
+    proc = reframe('-l', checks='reframe-checks/system',
+                   env={variable: value.replace('/tmp', str(tmp_path)), 'IBREPRO_ROOT': str(ROOT)})
+    line = _refusal(proc)
+    assert named in line and 'may not contain' in line
+    assert not list(tmp_path.rglob('pwned')) and not (ROOT / 'pwned').exists()
+
+
+def test_reframe_refuses_a_broken_nightly_subset_in_one_line(tmp_path, reframe):
+    root = tmp_path / 'checkout'
+    root.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name != 'reference-data':
+            (root / entry.name).symlink_to(entry)
+    shutil.copytree(paths.REFERENCE_DATA, root / 'reference-data')
+    nightly = root / 'reference-data' / 'nightly.yaml'
+    nightly.write_text(nightly.read_text().replace('\ncases:', '\ncases: ['))
+    proc = reframe('-l', '--mode', 'nightly', '--system', 'example-cluster:hdr', config='configs/example-cluster.py',
+                   env={'IBREPRO_ROOT': str(root), 'IBREPRO_DEPS': str(paths.DEPS_DIR)})
+    assert _refusal(proc).startswith('the nightly subset cannot be read: nightly.yaml:14: malformed YAML')

@@ -28,6 +28,7 @@ import os
 import re
 import sqlite3
 import sys
+import urllib.parse
 from pathlib import Path
 
 from . import parsers, paths, trust
@@ -388,6 +389,11 @@ REFRAME_TABLES = {
 }
 
 
+#: An index on plain columns (what ReFrame creates): no expression to compute, no WHERE, on every write.
+_PLAIN_INDEX = re.compile(r'CREATE\s+(UNIQUE\s+)?INDEX\s+"?\w+"?\s+ON\s+"?\w+"?\s*\(\s*"?\w+"?(\s+(ASC|DESC))?'
+                          r'(\s*,\s*"?\w+"?(\s+(ASC|DESC))?)*\s*\)', re.IGNORECASE)
+
+
 def _database_name():
     return 'RFM_SQLITE_DB_FILE' if os.environ.get('RFM_SQLITE_DB_FILE') else 'IBREPRO_HOME'
 
@@ -406,7 +412,8 @@ def _connect(db):
         raise ResultsError(f'no results database at {db} (run `make run` first, or set RFM_SQLITE_DB_FILE)')
 
     try:
-        conn = sqlite3.connect(f'file:{db}?mode=ro', uri=True, timeout=30)
+        # quoted: a '?' or '#' in the path would otherwise set URI parameters (mode=rwc)
+        conn = sqlite3.connect(f'file:{urllib.parse.quote(str(db))}?mode=ro', uri=True, timeout=30)
     except sqlite3.Error as err:
         raise ResultsError(f'{db}: {err}') from None
     looks = [0]
@@ -436,6 +443,9 @@ def check_schema(conn, db):
                            'that would run when the database is written): refused; remove them, or move the file '
                            'away and let ReFrame start a new one')
     for kind, name, sql in entries:
+        if kind == 'index' and sql is not None and not _PLAIN_INDEX.fullmatch(str(sql).strip()):
+            raise ResultsError(f'{db}: index {name} is on an expression or a part of a table, which ReFrame never '
+                               'creates (SQL that would run when the database is written): refused; drop it')
         if name not in REFRAME_TABLES:
             continue
         if kind != 'table' or not str(sql or '').upper().startswith('CREATE TABLE'):
