@@ -223,6 +223,8 @@ def test_a_values_index_directory_another_user_made_is_refused(shared, monkeypat
         index.open()
     assert _one_line(err.value).startswith(f'values index: {home / "values-index"} (owner nobody, group nogroup, '
                                            'mode 0777) is owned by nobody, not by you')
+    with pytest.raises(results.ResultsError, match='^values index: .* is owned by nobody'):
+        index.remove()                                         # `ibrepro results reindex` deletes nothing there
     assert victim.read_text() == 'precious' and [p.name for p in (home / 'values-index').iterdir()] == [index.path.name]
 
 

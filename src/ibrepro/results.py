@@ -573,9 +573,7 @@ class ValueIndex:
         memory = str(self.path) == ':memory:'
         if not memory:
             # a directory of ours: no one else can plant a file or a link between the checks and the connect
-            home = paths.data_home()
-            trust.make_dir(self.path.parent, root=home if home in self.path.parents else self.path.parent,
-                           name='IBREPRO_HOME')
+            trust.make_dir(self.path.parent, root=self._root(), name='IBREPRO_HOME')
             for path in _index_files(self.path):    # a link or another user's file is never opened (nor followed)
                 if trust.problem(path, kind='file', follow=False):
                     print(f'ibrepro: {path}: not a file of ours (a link, or another user\'s): removed, the index is '
@@ -607,9 +605,17 @@ class ValueIndex:
                 self.remove()
         raise ResultsError(f'{self.path}: cannot create the values index')
 
+    def _root(self):
+        home = paths.data_home()
+        return home if home in self.path.parents else self.path.parent
+
     def remove(self):
+        """Delete the index files; ResultsError where their directory is not ours (nothing deleted there)."""
         if str(self.path) == ':memory:':
             return
+        why = trust.problem(self.path.parent, root=self._root(), name='IBREPRO_HOME')
+        if why:
+            raise ResultsError(f'values index: {why}')
         for suffix in ('', '-wal', '-shm'):
             Path(f'{self.path}{suffix}').unlink(missing_ok=True)
 
