@@ -159,9 +159,10 @@ def problem(path, *, kind='dir', root=None, name=None, follow=True, environ=os.e
     # (name, index of the component of ``path`` it resolves, whether it ends that component's resolution)
     todo = [(part, i, True) for i, part in enumerate(named) if i]
     current, links = Path('/'), 0
-    why = _judge(current, os.lstat(current), root == current, group)
+    info = os.lstat(current)
+    why = _judge(current, info, root == current, group)
     if why:
-        return f'/ {why}'
+        return f'/ ({describe(info)}) {why}: {_todo(why, current, name)}'
     while todo:
         part, i, final = todo.pop(0)
         entry = current.parent if part == '..' else current if part == '.' else current / part
