@@ -437,7 +437,7 @@ def test_a_shared_group_directory_works_when_asked_for_and_holds_for_everyone_ou
     with pytest.raises(trust.Refused, match='owned by nobody'):
         config()
     monkeypatch.setenv('IBREPRO_GROUP', 'nogroup')
-    config()
+    assert config()['storage'][0]['sqlite_db_file_mode'] == '660'      # the group writes the database and its lock
     logs = home / 'logs'
     assert (logs.stat().st_gid, stat.S_IMODE(logs.stat().st_mode)) == (NOBODY, 0o2770)
     # someone outside the group (uid 1, daemon) owns a directory of the group's: refused all the same
