@@ -471,7 +471,7 @@ def test_reframe_runs_no_job_in_a_data_directory_others_can_write(shared, refram
     home.mkdir()
     home.chmod(0o1777)
     as_nobody('mkdir', '-p', str(home / 'rfm' / 'stage' / 'local' / 'default' / 'impi'))
-    proc = reframe('-r', '-n', 'SoftwareVersions', checks='reframe-checks/system')
+    proc = reframe('--nocolor', '-r', '-n', 'SoftwareVersions', checks='reframe-checks/system')
     assert _refusal(proc).startswith(f'{home} (owner root, group root, mode 1777) is writable by others')
     assert sorted(str(p.relative_to(home)) for p in home.rglob('*')) == [
         'rfm', 'rfm/stage', 'rfm/stage/local', 'rfm/stage/local/default', 'rfm/stage/local/default/impi']
@@ -481,7 +481,7 @@ def test_reframe_never_stores_a_session_into_a_database_with_a_trigger(tmp_path,
     db = _with_trigger(tmp_path / 'results.db')
     before = db.read_bytes()
     for args in (['--list-stored-sessions'], ['-r', '-n', 'SoftwareVersions']):
-        proc = reframe(*args, checks='reframe-checks/system', env={'RFM_SQLITE_DB_FILE': str(db)})
+        proc = reframe('--nocolor', *args, checks='reframe-checks/system', env={'RFM_SQLITE_DB_FILE': str(db)})
         assert _refusal(proc).startswith(f'{db}: holds trigger(s) pwn, which ReFrame never creates')
     assert db.read_bytes() == before and not (reframe.home / 'rfm').exists()
 
@@ -493,7 +493,8 @@ def test_reframe_lists_no_sessions_from_a_never_ending_view(tmp_path, reframe):
                      'WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) '
                      "SELECT printf('%08d', n), 1.7e9, 1.7e9, '{}', NULL FROM r")
     conn.close()
-    proc = reframe('--list-stored-sessions', checks='reframe-checks/system', env={'RFM_SQLITE_DB_FILE': str(db)})
+    proc = reframe('--nocolor', '--list-stored-sessions', checks='reframe-checks/system',
+                   env={'RFM_SQLITE_DB_FILE': str(db)})
     assert _refusal(proc) == (f'{db}: sessions is a view, not the table ReFrame creates: refused; move the file away '
                               'and let ReFrame start a new one')
 
@@ -502,7 +503,7 @@ def test_reframe_lists_no_sessions_from_a_never_ending_view(tmp_path, reframe):
     ('IBREPRO_PREFIXES', '/opt/$(touch pwned)', 'IBREPRO_PREFIXES='),
     ('IBREPRO_DEPS', '/tmp/`touch pwned`', 'IBREPRO_DEPS=')])
 def test_reframe_refuses_a_setting_in_one_line(tmp_path, reframe, variable, value, named):
-    proc = reframe('-l', checks='reframe-checks/system',
+    proc = reframe('--nocolor', '-l', checks='reframe-checks/system',
                    env={variable: value.replace('/tmp', str(tmp_path)), 'IBREPRO_ROOT': str(ROOT)})
     line = _refusal(proc)
     assert named in line and 'may not contain' in line
@@ -518,6 +519,7 @@ def test_reframe_refuses_a_broken_nightly_subset_in_one_line(tmp_path, reframe):
     shutil.copytree(paths.REFERENCE_DATA, root / 'reference-data')
     nightly = root / 'reference-data' / 'nightly.yaml'
     nightly.write_text(nightly.read_text().replace('\ncases:', '\ncases: ['))
-    proc = reframe('-l', '--mode', 'nightly', '--system', 'example-cluster:hdr', config='configs/example-cluster.py',
+    proc = reframe('--nocolor', '-l', '--mode', 'nightly', '--system', 'example-cluster:hdr',
+                   config='configs/example-cluster.py',
                    env={'IBREPRO_ROOT': str(root), 'IBREPRO_DEPS': str(paths.DEPS_DIR)})
     assert _refusal(proc).startswith('the nightly subset cannot be read: nightly.yaml:14: malformed YAML')
