@@ -64,7 +64,7 @@ def offline_states(nights, first, phase1, count, series):
     for i, (row, state) in enumerate(zip(held, states)):
         night, before = {}, states[i - 1] if i else [0.0] * len(keys)
         for c, key in enumerate(keys):
-            if i in alarms and _alarmed(before[c], row[c], scales[c], designs[c]):
+            if i in alarms and designs[c].step(before[c], row[c], scales[c])[1]:
                 night[key] = ('alarm', None, None)
             elif row[c] is None:
                 night[key] = ('excluded', None, None)
@@ -72,14 +72,6 @@ def offline_states(nights, first, phase1, count, series):
                 night[key] = ('ok', round(row[c], 2), round(100 * state[c] / designs[c].h))
         out.append((after[i]['night'], night))
     return out, [after[i]['night'] for i in alarms]
-
-
-def _alarmed(previous, z, s0, design):
-    """Whether a chart whose CUSUM was ``previous`` alarms on a night of ``z``."""
-    if z is None:
-        return False
-    k, clip = design.k_and_clip(s0)
-    return z >= design.z_big or max(0.0, previous + min(z, clip) - k) >= design.h
 
 
 def main(argv=None):

@@ -80,3 +80,19 @@ def pytest_collection_modifyitems(config, items):
     if left_out:
         config.hook.pytest_deselected(items=left_out)
         items[:] = [item for item in items if item.nodeid not in passed]
+
+
+def broken_nightly_checkout(tmp_path):
+    """A checkout (links to this one) whose reference-data/nightly.yaml has a YAML error on line 14."""
+    import shutil
+
+    from ibrepro import paths
+    root = tmp_path / 'checkout'
+    root.mkdir()
+    for entry in ROOT.iterdir():
+        if entry.name != 'reference-data':
+            (root / entry.name).symlink_to(entry)
+    shutil.copytree(paths.REFERENCE_DATA, root / 'reference-data')
+    nightly = root / 'reference-data' / 'nightly.yaml'
+    nightly.write_text(nightly.read_text().replace('\ncases:', '\ncases: ['))
+    return root

@@ -2,11 +2,10 @@
 
 import json
 import re
-import shutil
 
 import yaml
 
-from conftest import ROOT, SHORT_IMB, output
+from conftest import ROOT, SHORT_IMB, broken_nightly_checkout, output
 from ibrepro import paths
 
 DOC = ROOT / 'docs' / 'site-setup.md'
@@ -78,14 +77,7 @@ def test_the_two_port_case_with_two_processes_asks_a_cpu_for_each(reframe):
 
 def test_a_broken_nightly_subset_fails_the_night_and_the_run(reframe, tmp_path):
     """A typo that breaks reference-data/nightly.yaml once cut `--mode nightly` from 41 checks to 2 without a word."""
-    root = tmp_path / 'checkout'
-    root.mkdir()
-    for entry in ROOT.iterdir():
-        if entry.name != 'reference-data':
-            (root / entry.name).symlink_to(entry)
-    shutil.copytree(paths.REFERENCE_DATA, root / 'reference-data')
-    nightly = root / 'reference-data' / 'nightly.yaml'
-    nightly.write_text(nightly.read_text().replace('\ncases:', '\ncases: ['))
+    root = broken_nightly_checkout(tmp_path)
     env = {'IBREPRO_ROOT': str(root), 'IBREPRO_DEPS': str(paths.DEPS_DIR)}
     proc = reframe('-lC', '--mode', 'nightly', *SITE, env=env, **EXAMPLE)
     assert proc.returncode != 0 and 'the nightly subset cannot be read: nightly.yaml:14: malformed YAML' \

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import output
+from conftest import broken_nightly_checkout, output
 from ibrepro import pair, paths, results, rfmconfig, trust
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -292,13 +292,18 @@ def test_an_index_computed_on_every_write_is_refused_and_a_question_mark_is_part
 
 # -- Why 4: a never-ending view ---------------------------------------------------------------------------------
 
-def test_sessions_as_a_never_ending_view_is_refused_at_once(tmp_path, monkeypatch):
-    db = tmp_path / 'results.db'
+def _never_ending_view(db):
+    """A database whose ``sessions`` is a view that never ends."""
     with sqlite3.connect(db) as conn:
         conn.execute('CREATE VIEW sessions(uuid, session_start_unix, session_end_unix, json_blob, report_file) AS '
                      'WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) '
                      "SELECT printf('%08d', n), 1.7e9, 1.7e9, '{}', NULL FROM r")
     conn.close()
+    return db
+
+
+def test_sessions_as_a_never_ending_view_is_refused_at_once(tmp_path, monkeypatch):
+    db = _never_ending_view(tmp_path / 'results.db')
     with pytest.raises(results.ResultsError) as err:
         results.stored_sessions(db)
     assert _one_line(err.value) == (f'{db}: sessions is a view, not the table ReFrame creates: refused; move the '
@@ -487,12 +492,7 @@ def test_reframe_never_stores_a_session_into_a_database_with_a_trigger(tmp_path,
 
 
 def test_reframe_lists_no_sessions_from_a_never_ending_view(tmp_path, reframe):
-    db = tmp_path / 'results.db'
-    with sqlite3.connect(db) as conn:
-        conn.execute('CREATE VIEW sessions(uuid, session_start_unix, session_end_unix, json_blob, report_file) AS '
-                     'WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) '
-                     "SELECT printf('%08d', n), 1.7e9, 1.7e9, '{}', NULL FROM r")
-    conn.close()
+    db = _never_ending_view(tmp_path / 'results.db')
     proc = reframe('--nocolor', '--list-stored-sessions', checks='reframe-checks/system',
                    env={'RFM_SQLITE_DB_FILE': str(db)})
     assert _refusal(proc) == (f'{db}: sessions is a view, not the table ReFrame creates: refused; move the file away '
@@ -511,14 +511,7 @@ def test_reframe_refuses_a_setting_in_one_line(tmp_path, reframe, variable, valu
 
 
 def test_reframe_refuses_a_broken_nightly_subset_in_one_line(tmp_path, reframe):
-    root = tmp_path / 'checkout'
-    root.mkdir()
-    for entry in ROOT.iterdir():
-        if entry.name != 'reference-data':
-            (root / entry.name).symlink_to(entry)
-    shutil.copytree(paths.REFERENCE_DATA, root / 'reference-data')
-    nightly = root / 'reference-data' / 'nightly.yaml'
-    nightly.write_text(nightly.read_text().replace('\ncases:', '\ncases: ['))
+    root = broken_nightly_checkout(tmp_path)
     proc = reframe('--nocolor', '-l', '--mode', 'nightly', '--system', 'example-cluster:hdr',
                    config='configs/example-cluster.py',
                    env={'IBREPRO_ROOT': str(root), 'IBREPRO_DEPS': str(paths.DEPS_DIR)})

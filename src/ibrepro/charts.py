@@ -341,6 +341,15 @@ class Design:
         mu = math.log1p(self.shift) / s0          # the design shift in z units
         return mu / 2, max(3.0, mu)
 
+    def step(self, s, z, s0):
+        """One night of a chart of scale ``s0``: ``(its CUSUM after z, whether it alarms)``; an excluded night
+        (None) leaves it as it was."""
+        if z is None:
+            return s, False
+        k, clip = self.k_and_clip(s0)
+        s = max(0.0, s + min(z, clip) - k)
+        return s, z >= self.z_big or s >= self.h
+
     @classmethod
     def from_json(cls, doc):
         """A design from its JSON dict (ValueError unless shift, h and z_big are positive finite numbers)."""
@@ -521,14 +530,8 @@ def chart_states(rows, scales, designs):
     for i, row in enumerate(rows):
         hit = False
         for c, s0 in enumerate(scales):
-            k, clip = designs[c].k_and_clip(s0)
-            z = row[c]
-            if z is None:
-                continue
-            if z >= designs[c].z_big:
-                hit = True
-            s[c] = max(0.0, s[c] + min(z, clip) - k)
-            hit = hit or s[c] >= designs[c].h
+            s[c], alarmed = designs[c].step(s[c], row[c], s0)
+            hit = hit or alarmed
         if hit:
             alarms.append(i)
             s = [0.0] * len(scales)
@@ -542,12 +545,8 @@ def episode_delay(state, injected, charts_of_case, scales, designs):
     s = list(state)
     for i, row in enumerate(injected):
         for c in charts_of_case:
-            z = row[c]
-            if z is None:
-                continue
-            k, clip = designs[c].k_and_clip(scales[c])
-            s[c] = max(0.0, s[c] + min(z, clip) - k)
-            if z >= designs[c].z_big or s[c] >= designs[c].h:
+            s[c], alarmed = designs[c].step(s[c], row[c], scales[c])
+            if alarmed:
                 return i + 1
     return None
 
