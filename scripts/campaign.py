@@ -14,8 +14,9 @@ file ``--pause-file`` exists it waits between nights (to measure alone, pause it
 
 ``--schedule FILE``: the nights a pre-registered schedule names (docs/verdict-protocol.md section 8: a JSON
 ``{"seed": S, "clean": N, "episodes": [{"name": "u10", "case": PATTERN, "level": 10, "inject_pct": P, "count": 29,
-"nights": 2}, ...]}``), night ``<prefix><position>`` for each entry, resuming at the first entry not yet in the
-ledger; an injected night runs only its episode's case.
+"nights": 2}, ...]}``; an episode may slow one band only: ``"band": "bandwidth", "sizes": "1048576:4194304"``, and
+carry its level measured in paired jobs, ``"injected_ratio"``), night ``<prefix><position>`` for each entry,
+resuming at the first entry not yet in the ledger; an injected night runs only its episode's case.
 
 ``--paired PCT --case NAME``: instead of nights, jobs that measure what an injection really does (the protocol's
 levels): one case, ten rounds alternating clean and injected (``-S inject_pct=PCT``, in rounds 2, 4, ..., 10), each
@@ -53,9 +54,13 @@ def make_schedule(seed, clean, episodes):
     units = [[{'kind': 'clean'}] for _ in range(clean)]
     for e in episodes:
         for k in range(e['count']):
+            options = ['-S', f'inject_pct={float(e["inject_pct"]):g}']
+            if e.get('sizes'):          # a slowdown of one size range (a band), e.g. "1048576:4194304"
+                options += ['-S', f'inject_sizes={e["sizes"]}']
             units.append([{'kind': 'injected', 'case': e['case'], 'level': e['level'],
-                           'episode': f'{e["name"]}-{k + 1:02d}', 'night_in_episode': j + 1,
-                           'options': ['-S', f'inject_pct={float(e["inject_pct"]):g}']}
+                           **({'band': e['band']} if e.get('band') else {}),
+                           **({'injected_ratio': e['injected_ratio']} if e.get('injected_ratio') else {}),
+                           'episode': f'{e["name"]}-{k + 1:02d}', 'night_in_episode': j + 1, 'options': options}
                           for j in range(e['nights'])])
     random.Random(seed).shuffle(units)
     return [entry for unit in units for entry in unit]
@@ -65,8 +70,10 @@ def paired_schedule(args):
     """The schedule entry and ReFrame options of one paired level job."""
     rounds = ','.join(str(2 * k) for k in range(1, PAIRS + 1))
     return {'kind': 'paired', 'case': args.case, 'inject_pct': args.paired, 'pairs': PAIRS,
+            **({'sizes': args.sizes} if args.sizes else {}),
             'options': ['-S', f'repetitions={2 * PAIRS}', '-S', f'inject_pct={args.paired:g}',
-                        '-S', f'inject_repetitions={rounds}']}
+                        '-S', f'inject_repetitions={rounds}',
+                        *(['-S', f'inject_sizes={args.sizes}'] if args.sizes else [])]}
 
 
 def run_night(args, night, schedule):
@@ -117,10 +124,13 @@ def main(argv=None):
     p.add_argument('--until', help='HH:MM UTC: start no night after it')
     p.add_argument('--paired', type=float, metavar='PCT', help='paired level jobs of --case at inject_pct=PCT')
     p.add_argument('--case', help='the case of --paired (a ReFrame -n pattern)')
+    p.add_argument('--sizes', metavar='MIN:MAX', help='--paired: slow only messages of these sizes (a band)')
     p.add_argument('reframe_options', nargs=argparse.REMAINDER)
     args = p.parse_args(argv)
     if bool(args.paired) != bool(args.case):
         p.error('--paired and --case go together')
+    if args.sizes and not args.paired:
+        p.error('--sizes goes with --paired')
     if bool(args.nights) == bool(args.schedule):
         p.error('give --nights or --schedule')
     if args.reframe_options[:1] == ['--']:

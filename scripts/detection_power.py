@@ -345,6 +345,14 @@ def main():
                         '(default: the first)')
     parser.add_argument('--phase1', type=int, metavar='N', help='--from-ledger: the first N clean tuning nights are '
                         'Phase I (default: every tuning night)')
+    parser.add_argument('--rate', type=float, default=None, help='--from-ledger: the false alarms per night, '
+                        'system-wide, the charts are calibrated to (default: ibrepro.charts.RATE)')
+    parser.add_argument('--mean-block', type=float, default=None, help='--from-ledger: the replay\'s mean block of '
+                        'consecutive nights (default: from Phase I\'s persistence)')
+    parser.add_argument('--freeze', metavar='FILE', type=Path, help='--from-ledger: write Phase I\'s frozen baseline '
+                        'and designs (the pre-registered reference) to FILE, which must not exist, and stop')
+    parser.add_argument('--frozen', metavar='FILE', type=Path, help='--from-ledger: judge with the frozen reference '
+                        'in FILE (--freeze) instead of fitting Phase I again')
     parser.add_argument('--cases', nargs='+', metavar='NAME', help='ReFrame -n patterns, one case each')
     parser.add_argument('--environ', default='impi', help='programming environment (default impi)')
     parser.add_argument('-C', '--config', default=str(paths.REPO_ROOT / 'configs' / 'local.py'))
@@ -368,10 +376,22 @@ def main():
     args = parser.parse_args()
     if args.from_ledger:
         from ibrepro import charts, ledger
+        args.rate = charts.RATE if args.rate is None else args.rate
         try:
-            output = charts.study(ledger.read(args.from_ledger), phase1=args.phase1, first=args.phase1_first,
-                                  seed=args.seed, otava=args.otava)
-        except (ledger.LedgerError, ValueError) as err:
+            nights = ledger.read(args.from_ledger)
+            if args.freeze:
+                if args.freeze.exists():
+                    raise ValueError(f'{args.freeze} exists: a frozen reference is never overwritten')
+                phase1 = charts.phase1_nights(nights, phase1=args.phase1, first=args.phase1_first)
+                doc = charts.freeze(phase1, rate=args.rate, seed=args.seed, mean_block=args.mean_block)
+                args.freeze.write_text(json.dumps(doc, indent=1) + '\n')
+                print(f'froze Phase I ({phase1[0]["night"]}-{phase1[-1]["night"]}, {len(phase1)} nights) in '
+                      f'{args.freeze}: predicted {doc["predicted_rate"]:.4f} false alarms per night')
+                return 0
+            frozen = json.loads(args.frozen.read_text()) if args.frozen else None
+            output = charts.study(nights, phase1=args.phase1, first=args.phase1_first, frozen=frozen,
+                                  rate=args.rate, seed=args.seed, mean_block=args.mean_block, otava=args.otava)
+        except (ledger.LedgerError, ValueError, OSError) as err:
             print(f'detection_power.py: {err}', file=sys.stderr)
             return 2
         text = json.dumps(output, indent=1)

@@ -9,7 +9,8 @@ from conftest import ROOT
 campaign = types.SimpleNamespace(**runpy.run_path(str(ROOT / 'scripts' / 'campaign.py')))
 
 EPISODES = [{'name': 'u10', 'case': 'U', 'level': 10, 'inject_pct': 9.5, 'count': 4, 'nights': 2},
-            {'name': 'p3', 'case': 'P', 'level': 30, 'inject_pct': 25, 'count': 2, 'nights': 3}]
+            {'name': 'p3', 'case': 'P', 'level': 30, 'inject_pct': 25, 'count': 2, 'nights': 3, 'band': 'bandwidth',
+             'sizes': '1048576:4194304', 'injected_ratio': 0.291}]
 
 
 def test_the_schedule_is_seeded_and_keeps_each_episode_together():
@@ -22,11 +23,17 @@ def test_the_schedule_is_seeded_and_keeps_each_episode_together():
             assert at == list(range(at[0], at[0] + nights))       # consecutive, in order
             assert [entries[i]['night_in_episode'] for i in at] == list(range(1, nights + 1))
     injected = next(e for e in entries if e['kind'] == 'injected' and e['case'] == 'U')
-    assert injected['options'] == ['-S', 'inject_pct=9.5'] and injected['level'] == 10
+    assert injected['options'] == ['-S', 'inject_pct=9.5'] and injected['level'] == 10 and 'band' not in injected
+    one_band = next(e for e in entries if e['kind'] == 'injected' and e['case'] == 'P')
+    assert one_band['options'] == ['-S', 'inject_pct=25', '-S', 'inject_sizes=1048576:4194304']
+    assert one_band['band'] == 'bandwidth' and one_band['injected_ratio'] == 0.291
 
 
 def test_a_paired_job_alternates_clean_and_injected_rounds():
-    args = types.SimpleNamespace(case='IMBPointToPoint%benchmark=Uniband%layout=1x2', paired=10.0)
+    args = types.SimpleNamespace(case='IMBPointToPoint%benchmark=Uniband%layout=1x2', paired=10.0, sizes=None)
     entry = campaign.paired_schedule(args)
     assert entry['options'] == ['-S', 'repetitions=10', '-S', 'inject_pct=10', '-S', 'inject_repetitions=2,4,6,8,10']
-    assert entry['kind'] == 'paired' and entry['pairs'] == 5
+    assert entry['kind'] == 'paired' and entry['pairs'] == 5 and 'sizes' not in entry
+    args.sizes = '1048576:4194304'
+    entry = campaign.paired_schedule(args)
+    assert entry['options'][-2:] == ['-S', 'inject_sizes=1048576:4194304'] and entry['sizes'] == args.sizes

@@ -136,13 +136,13 @@ def cmd_baseline(args):
     if path.exists() and not args.replace:
         print(f'ibrepro charts: {path} exists (a frozen baseline): --replace to accept a new one', file=sys.stderr)
         return EXIT_UNJUDGED
-    baseline = charts.Baseline.fit(phase1)
-    keys, rows, scales = charts.rows_of(baseline, phase1)
-    if not keys:
+    doc = charts.freeze(phase1, rate=args.rate, series=args.series, mean_block=args.mean_block)
+    if not doc['charts']:
         print('ibrepro charts: no chart: no case with size bands measured in these nights', file=sys.stderr)
         return EXIT_UNJUDGED
-    designs = charts.calibrate(rows, scales, rate=args.rate, series=args.series, length=300)
-    replayed = charts.predicted_rate(rows, scales, designs, rate=args.rate, series=args.series, length=300)
+    baseline, by_chart = charts.Baseline.from_json(doc)
+    keys = sorted(by_chart)
+    designs, replayed = [by_chart[key] for key in keys], doc['predicted_rate']
     for key, design in zip(keys, designs):
         if max(design.h, design.z_big) >= charts.MAX_LIMIT:
             print(f'ibrepro charts: warning: {key[0]} | {key[1]}: even h = {design.h} and z_big = {design.z_big} '
@@ -151,13 +151,13 @@ def cmd_baseline(args):
     if replayed > args.rate:
         print(f'ibrepro charts: warning: the charts together alarm on {replayed:.1%} of the replayed nights (asked: '
               f'at most {args.rate:g})', file=sys.stderr)
-    described = charts.describe(baseline, phase1, designs, series=args.series)
-    doc = baseline.to_json(dict(zip(keys, designs)))
+    described = charts.describe(baseline, phase1, designs, series=args.series,
+                                mean_block=doc['replay']['mean_block'])
     doc['mde'] = {f'{row["case"]}|{row["band"]}': row['mde'] for row in described}
     write_private(path, json.dumps(doc, indent=1, sort_keys=True) + '\n')
     print(f'charts of {args.system}: Phase I = {len(phase1)} nights ({phase1[0]["night"]} .. {phase1[-1]["night"]}),'
-          f' {replayed:.2%} false alarms per night predicted, system-wide (replayed, plus the fitted tails; asked: at '
-          f'most {args.rate:g})')
+          f' {replayed:.2%} false alarms per night predicted, system-wide (replayed in blocks of '
+          f'{doc["replay"]["mean_block"]:g} nights on average, plus the fitted tails; asked: at most {args.rate:g})')
     print('case | band | noise (robust sd) | h | z_big | caught within 1 / 3 / 10 nights (90 %)')
     for row in described:
         mde = ' / '.join(_pct(row['mde'][d]) for d in ('1', '3', '10'))
@@ -304,8 +304,11 @@ def add_cli(subparsers):
     b.add_argument('--system', default='local')
     b.add_argument('--nights', type=int, required=True, help='the last N stored nights, stated clean')
     b.add_argument('--ledger', type=Path, help='a ledger of nights instead of the results database')
-    b.add_argument('--rate', type=float, default=0.01, help='false alarms per night, system-wide (default 0.01)')
+    b.add_argument('--rate', type=float, default=charts.RATE,
+                   help=f'false alarms per night, system-wide (default {charts.RATE:g})')
     b.add_argument('--series', type=int, default=200, help='bootstrap series of the replay (default 200)')
+    b.add_argument('--mean-block', type=float, help='the replay\'s mean block of consecutive nights (default: '
+                   'from the nights\' own persistence, the Politis-White rule)')
     b.add_argument('--replace', action='store_true', help='replace the frozen baseline (a person accepts a change)')
     b.add_argument('--accept', metavar='NIGHT', help='accept the change that started at NIGHT: Phase I is the N '
                    'nights from it (replaces the baseline)')

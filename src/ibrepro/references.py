@@ -183,8 +183,8 @@ def file_kind(path, root=None):
     parts = Path(_rel(path, data_root(root))).parts
     if parts[-1].endswith('.md') or parts[0] == 'schemas':
         return 'doc'
-    if len(parts) == 2 and parts[0] == 'ledger' and parts[1].endswith('.jsonl'):
-        return 'ledger'         # nights of a verdict study (ibrepro.ledger reads and checks them)
+    if len(parts) == 2 and parts[0] == 'ledger' and parts[1].endswith(('.jsonl', '.frozen.json', '.schedule.json')):
+        return 'ledger'         # a verdict study's nights, its frozen reference and its schedule (checked below)
     if len(parts) == 2 and parts[0] in ('papers', 'testbeds') and parts[1].endswith('.yaml'):
         return 'paper' if parts[0] == 'papers' else 'testbed'
     if len(parts) == 3 and parts[0] == 'systems' and parts[2] in ('references.yaml', 'provenance.yaml'):
@@ -425,6 +425,18 @@ def validate(paths_=None, root=None):
             try:
                 ledger.read(path)
             except ledger.LedgerError as err:
+                problems.append(Problem(_rel(path, root), None, str(err)))
+        from . import charts
+        for path in sorted((root / 'ledger').glob('*.json')):
+            try:
+                doc = json.loads(path.read_text())
+                if path.name.endswith('.frozen.json'):
+                    charts.Baseline.from_json(doc)
+                    if not all(isinstance(doc.get(k), (int, float)) for k in ('rate', 'predicted_rate')):
+                        raise ValueError('a frozen reference needs its rate and predicted_rate')
+                elif not (isinstance(doc, dict) and {'seed', 'clean', 'episodes'} <= set(doc)):
+                    raise ValueError('a schedule is {"seed": S, "clean": N, "episodes": [...]}')
+            except (OSError, ValueError) as err:
                 problems.append(Problem(_rel(path, root), None, str(err)))
     return problems
 
