@@ -645,27 +645,22 @@ def study(nights, *, phase1=None, first=None, frozen=None, rate=RATE, shift=0.10
     point of the held-out clean history. ``frozen``: :func:`freeze`'s document instead (its Phase I, baseline, designs
     and prediction, as pre-registered). ``otava``: Otava's columns beside them (:func:`otava_false_alarms`,
     :func:`otava_delays`)."""
-    if frozen is not None:
-        baseline, by_chart = Baseline.from_json(frozen)
-        by_id = {n['night']: n for n in nights}
-        missing = [x for x in baseline.nights if x not in by_id]
-        if missing:
-            raise ValueError(f'the frozen baseline names nights the ledger does not have: {", ".join(missing[:3])}')
-        first = [by_id[x] for x in baseline.nights]
-        keys, rows, scales = rows_of(baseline, first)
-        if set(keys) != set(by_chart):
-            raise ValueError('the frozen designs are not those of the charts its nights give')
-        designs = [by_chart[key] for key in keys]
-        rate, predicted = float(frozen['rate']), float(frozen['predicted_rate'])
-        mean_block = float(frozen.get('replay', {}).get('mean_block', MEAN_BLOCK))
-    else:
-        first = phase1_nights(nights, phase1=phase1, first=first)
-        baseline = Baseline.fit(first)
-        keys, rows, scales = rows_of(baseline, first)
-        mean_block = round(block_length(rows), 2) if mean_block is None else mean_block
-        replay = dict(series=series, length=300, seed=seed, mean_block=mean_block)
-        designs = calibrate(rows, scales, rate=rate, shift=shift, **replay)
-        predicted = predicted_rate(rows, scales, designs, rate=rate, **replay)
+    refitted = frozen is None   # fitted here the way a protocol freezes it: one path for both
+    if refitted:
+        frozen = freeze(phase1_nights(nights, phase1=phase1, first=first), rate=rate, shift=shift, seed=seed,
+                        series=series, mean_block=mean_block)
+    baseline, by_chart = Baseline.from_json(frozen)
+    by_id = {n['night']: n for n in nights}
+    missing = [x for x in baseline.nights if x not in by_id]
+    if missing:
+        raise ValueError(f'the frozen baseline names nights the ledger does not have: {", ".join(missing[:3])}')
+    first = [by_id[x] for x in baseline.nights]
+    keys, rows, scales = rows_of(baseline, first)
+    if set(keys) != set(by_chart):
+        raise ValueError('the frozen designs are not those of the charts its nights give')
+    designs = [by_chart[key] for key in keys]
+    rate, predicted = float(frozen['rate']), float(frozen['predicted_rate'])
+    mean_block = float(frozen.get('replay', {}).get('mean_block', MEAN_BLOCK))
     chosen = {n['night'] for n in first}
     held_out = [n for n in nights if _clean(n) and n['night'] not in chosen
                 and nights.index(n) > max(nights.index(m) for m in first)]
@@ -676,7 +671,7 @@ def study(nights, *, phase1=None, first=None, frozen=None, rate=RATE, shift=0.10
     low, high = stats.clopper_pearson(len(alarms), len(held_out))
     out = {'phase1': {'nights': len(first), 'first': first[0]['night'] if first else None,
                       'last': first[-1]['night'] if first else None},
-           'mean_block': mean_block, 'frozen': frozen is not None,
+           'mean_block': mean_block, 'frozen': not refitted,
            'replayed_false_alarm_rate': round(predicted, 5),
            'target_false_alarm_rate': rate, 'target_met': predicted <= rate,
            'false_alarms': {'clean_nights': len(held_out), 'alarms': len(alarms), 'upper95': high,
