@@ -389,6 +389,11 @@ def main():
                       f'{args.freeze}: predicted {doc["predicted_rate"]:.4f} false alarms per night')
                 return 0
             frozen = json.loads(args.frozen.read_text()) if args.frozen else None
+            if frozen is not None:
+                try:
+                    charts.Baseline.from_json(frozen)
+                except ValueError as err:
+                    raise ValueError(f'{args.frozen}: not a frozen reference: {err}') from None
             output = charts.study(nights, phase1=args.phase1, first=args.phase1_first, frozen=frozen,
                                   rate=args.rate, seed=args.seed, mean_block=args.mean_block, otava=args.otava)
         except (ledger.LedgerError, ValueError, OSError) as err:
