@@ -66,9 +66,61 @@ def pytest_runtest_logreport(report):
             out.write(report.nodeid + '\n')
 
 
+# The `integration` marker (pyproject.toml) is what `-m "not integration"` leaves out: a test that takes the
+# `reframe` fixture has it without saying so, and a test without it that starts a ReFrame session or an MPI
+# program fails saying so (the guard below), so the fast subset stays what it claims to be.
+
+#: Programs whose start makes a test `integration`: ReFrame, the nightly's runner, MPI launchers, IMB.
+INTEGRATION_PROGRAMS = {'reframe', 'run-checks.sh', 'mpiexec', 'mpirun', 'mpiexec.hydra', 'smpirun', 'srun',
+                        'sbatch', 'IMB-MPI1'}
+
+_unmarked_test = None      # the nodeid of the running test when it is not `integration`
+
+
+def _starts_integration(argv):
+    """Whether ``argv`` starts ReFrame or MPI: one of INTEGRATION_PROGRAMS, or the ibrepro command line's
+    `nightly` without --no-run (it runs scripts/run-checks.sh in a child)."""
+    if isinstance(argv, (str, bytes, os.PathLike)):
+        argv = [argv]
+    words = [os.fsdecode(a) if isinstance(a, (bytes, os.PathLike)) else str(a) for a in argv]
+    if not words:
+        return False
+    if Path(words[0]).name in INTEGRATION_PROGRAMS:
+        return words[1:] not in (['-version'], ['--version'])      # asking a launcher its version runs nothing
+    cli = (Path(words[0]).name == 'ibrepro' or words[1:3] in (['-m', 'ibrepro'], ['-m', 'ibrepro.cli']))
+    return cli and 'nightly' in words and '--no-run' not in words
+
+
+_popen_init = subprocess.Popen.__init__
+
+
+def _guarded_popen_init(self, args, *rest, **kwargs):
+    if _unmarked_test and _starts_integration(args):
+        raise RuntimeError(f'{_unmarked_test} starts {args[0] if isinstance(args, list) else args} (ReFrame or MPI) '
+                           'without the `integration` marker: mark it (pytest.mark.integration)')
+    _popen_init(self, args, *rest, **kwargs)
+
+
+subprocess.Popen.__init__ = _guarded_popen_init
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    global _unmarked_test
+    _unmarked_test = None if item.get_closest_marker('integration') else item.nodeid
+
+
+def pytest_runtest_teardown(item):
+    global _unmarked_test
+    _unmarked_test = None
+
+
 def pytest_collection_modifyitems(config, items):
-    """With IBREPRO_ALREADY_PASSED set, deselect the tests that file lists (pytest's --deselect matches prefixes:
-    test_a would take test_a_as_root with it)."""
+    """Tests that take the `reframe` fixture are `integration`. With IBREPRO_ALREADY_PASSED set, deselect the tests
+    that file lists (pytest's --deselect matches prefixes: test_a would take test_a_as_root with it)."""
+    for item in items:
+        if 'reframe' in getattr(item, 'fixturenames', ()):
+            item.add_marker(pytest.mark.integration)
     listing = os.environ.get('IBREPRO_ALREADY_PASSED')
     if not listing:
         return

@@ -32,6 +32,7 @@ TOPOLOGY = CLUSTER_DIR / 'etc' / 'topology.conf'
 REFRAME = Path(sys.executable).with_name('reframe')
 FABRIC = ROOT / 'ci' / 'cluster' / 'fabric.sh'
 NIGHTS = int(os.environ.get('IBREPRO_FLEET_NIGHTS', '20'))
+pytestmark = pytest.mark.integration
 
 
 def _env(**extra):

@@ -260,6 +260,7 @@ def job_script(report, name, environ='mvapich2'):
         return fp.read()
 
 
+@pytest.mark.integration
 def test_dry_run_writes_a_job_script_for_every_variant(example_cluster):
     runner, proc, report = example_cluster
     assert report and all(c['result'] == 'pass' for c in report)        # nothing selected only to be skipped
@@ -276,6 +277,7 @@ def test_dry_run_writes_a_job_script_for_every_variant(example_cluster):
         assert 'export PATH="/opt/ibrepro/views/' in script                # the environment's prefix
 
 
+@pytest.mark.integration
 def test_the_old_window_size_warns_and_reaches_only_a_family_without_its_own_window(tmp_path):
     """``-S window_size=8`` (the old name of ``window``): read, with a warning, where the family leaves its window
     unset (osu_mbw_mr); the window parameter of osu_bw wins; a family without a window gets no -W."""
@@ -328,6 +330,7 @@ def test_the_old_window_size_warns_and_reaches_only_a_family_without_its_own_win
     ('NPB %case=lu.B-8x2', 'mvapich2', ['#SBATCH --ntasks=16', '#SBATCH --nodes=8', 'lu.B.x\n']),
     ('NPB %case=sp.B-4x1', 'mvapich2', ['#SBATCH --ntasks=4\n', '#SBATCH --nodes=4', 'sp.B.x\n']),
 ])
+@pytest.mark.integration
 def test_job_scripts_carry_the_papers_parameters(example_cluster, name, environ, lines):
     _, _, report = example_cluster
     script = job_script(report, name, environ)
@@ -335,6 +338,7 @@ def test_job_scripts_carry_the_papers_parameters(example_cluster, name, environ,
         assert line in script, script
 
 
+@pytest.mark.integration
 def test_job_script_without_extra_settings(example_cluster):
     _, _, report = example_cluster
     binding = job_script(report, 'MVAPICH2RailPolicy %policy=binding')
@@ -347,6 +351,7 @@ def test_job_script_without_extra_settings(example_cluster):
         'export MV2_IBA_HCA=mlx5_0', 'export MV2_NUM_HCAS=1', 'export MV2_NUM_PORTS=1', 'export MV2_DEFAULT_PORT=1'}
 
 
+@pytest.mark.integration
 def test_every_mpi_case_records_its_one_rail_unless_it_sets_its_own(example_cluster):
     _, _, report = example_cluster
     for case in report:
@@ -355,6 +360,7 @@ def test_every_mpi_case_records_its_one_rail_unless_it_sets_its_own(example_clus
         assert own or 'one rail, mlx5_0:1 (' in case['binding'], case['binding']
 
 
+@pytest.mark.integration
 def test_other_mpis_are_not_candidates_for_mvapich2_settings_and_npb_33_names(tmp_path):
     """Open MPI would ignore MV2_* silently: no such case runs in it; NPB 3.3.x binaries are named per process
     count."""
@@ -411,6 +417,7 @@ def replayed(tmp_path_factory):
 
 
 @pytest.mark.parametrize('fixture', sorted(REPLAY_FAILURES))
+@pytest.mark.integration
 def test_sanity_diagnoses_real_failures(replayed, fixture):
     case = replayed[fixture]
     assert (case['result'], case['fail_phase']) == ('fail', 'sanity')
@@ -426,6 +433,7 @@ def test_sanity_diagnoses_real_failures(replayed, fixture):
     ('npb/3.4.2/is.A-4.txt', ['mops', 'time']),
     ('npb/3.3.1/ft.A-4.txt', ['mops', 'time']),
 ])
+@pytest.mark.integration
 def test_good_outputs_give_one_variable_per_size(replayed, fixture, variables):
     case = replayed[fixture]
     assert case['result'] == 'pass', case['fail_reason']

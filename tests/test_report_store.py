@@ -79,6 +79,7 @@ def test_index_and_decoding_give_the_same_report(tmp_path):
     assert results.ValueIndex(db).path == Path(f'{db}.values') and Path(f'{db}.values').is_file()
 
 
+@pytest.mark.integration
 def test_index_follows_sessions_stored_and_deleted(tmp_path):
     db = _history(tmp_path / 'results.db', 12, values=100)
     with results.ValueIndex(db) as index:

@@ -170,6 +170,7 @@ def test_paths_with_shell_syntax_never_reach_an_environment_variable(tmp_path, n
 
 @pytest.mark.parametrize('variable, value', [('IBREPRO_PREFIXES', '/opt/$(touch pwned)'),
                                              ('IBREPRO_HOME', '/tmp/`touch pwned`')])
+@pytest.mark.integration
 def test_reframe_refuses_a_configuration_with_shell_syntax_in_a_path(tmp_path, variable, value):
     """Before ReFrame loads it (it would run the command as the user who runs it)."""
     import subprocess

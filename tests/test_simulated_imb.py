@@ -14,8 +14,9 @@ from ibrepro.paths import DEPS_DIR
 REPO = Path(__file__).resolve().parents[1]
 MPICC = os.environ.get('IBREPRO_MPICC') or next(
     (str(p) for p in [DEPS_DIR / 'mpich' / 'bin' / 'mpicc'] if p.exists()), None) or shutil.which('mpicc')
-pytestmark = pytest.mark.skipif(MPICC is None, reason='no MPI C compiler: run make setup (.deps/mpich), set '
-                                                      'IBREPRO_MPICC or put mpicc on PATH')
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(MPICC is None, reason='no MPI C compiler: run make setup (.deps/mpich), set '
+                                                       'IBREPRO_MPICC or put mpicc on PATH')]
 
 
 @pytest.fixture(scope='module')
