@@ -170,3 +170,65 @@ def test_node_confirmations_never_load_a_trunk_beyond_its_cables():
         trunk = {k: v for k, v in fp.link_loads(fabric, pairs).items() if 'spine' in k}
         assert trunk and all(v <= 2 for v in trunk.values()), (pairs, trunk)
     assert sum(len(pairs) for pairs in rounds) >= 2
+
+
+def _overloads(fabric, rounds, suspects):
+    """How the confirmation ``rounds`` break their promise: a node in two pairs, a leaf-spine link with more flows
+    than cables, or a flow of a link-loading pair through two suspect links (a list; empty when they keep it)."""
+    problems = []
+    links = [s for s in suspects if s.split(' ', 1)[0] in fp.LINK_KINDS]
+    for r in rounds:
+        nodes = [n for p in r.pairs for n in p]
+        if len(nodes) != len(set(nodes)):
+            problems.append(f'{r.name}: a node in two pairs')
+        for link, flows in fp.link_loads(fabric, r.pairs).items():
+            if 'spine' in link and flows > fabric.link_width(link):
+                problems.append(f'{r.name}: {link} carries {flows} flows, {fabric.link_width(link)} cable(s)')
+        loaded = [p for p, role in zip(r.pairs, r.roles) if role == fp.LINK_CONFIRMATION]
+        for a, b in fp.flows_of(loaded):
+            crossed = fp._directed(links) & set(fabric.directed_links(a, b))
+            if len(crossed) > 1:
+                problems.append(f'{r.name}: flow {a}->{b} crosses the suspect links {sorted(crossed)}')
+    return problems
+
+
+def test_two_suspect_uplinks_are_confirmed_each_by_its_own_flows_never_by_a_reverse_one():
+    """At N = 128 the pairs (n0000, n0017) for leaf000>spine1 and (n0016, n0032) for leaf001>spine0 both put a flow
+    on leaf001>spine0 (n0017 -> n0000 climbs it too): two flows on one cable, -69 % against one flow's expectation,
+    a healthy link confirmed. Each suspect uplink now carries its own pair's flow and nothing else."""
+    fabric = fp.fat_tree(128)
+    suspects = ['uplink leaf000>spine1', 'uplink leaf001>spine0']
+    (r,) = fp.confirmation_rounds(suspects, fabric, fabric.nodes)
+    assert _overloads(fabric, [r], suspects) == []
+    loads = fp.link_loads(fabric, r.pairs)
+    assert loads['leaf000>spine1'] == loads['leaf001>spine0'] == 1
+    for suspect in suspects:
+        flows = [f for f in fp.flows_of(r.pairs) if suspect in fabric.components(*f)]
+        assert len(flows) == 1 and fabric.leaf_of(flows[0][0]) == suspect.split(' ')[1].split('>')[0]
+
+
+def _random_case(rng):
+    """A random fat tree (leaves of 2-16 nodes, the last one may be short, 1-8 spines), a random set of suspects
+    (leaf-spine links in every form, nodes, ports, cables) and the good nodes."""
+    leaf_size = rng.randint(2, 16)
+    nodes = rng.randint(leaf_size + 1, leaf_size * rng.randint(2, 9))
+    fabric = fp.fat_tree(nodes, leaf_size=leaf_size, spines=rng.randint(1, leaf_size))
+    leaves = list(fabric.leaves)
+    suspects = set()
+    for _ in range(rng.randint(1, 6)):
+        leaf, q = rng.choice(leaves), rng.randrange(fabric.spines)
+        host = rng.choice(fabric.nodes)
+        suspects.add(rng.choice([f'uplink {leaf}>spine{q}', f'downlink spine{q}>{leaf}', f'spine link {leaf}-spine{q}',
+                                 f'node {host}', f'port {host}:mlx5_0/1', f'cable {host}:mlx5_0/1 up']))
+    suspects = sorted(suspects)
+    hosts = {s.split(' ')[1].split(':')[0] for s in suspects if s.split(' ', 1)[0] not in fp.LINK_KINDS}
+    return fabric, suspects, [n for n in fabric.nodes if n not in hosts]
+
+
+def test_no_confirmation_round_overloads_a_link_or_mixes_suspects_on_random_fabrics():
+    import random
+    rng = random.Random(20261129)
+    for case in range(2000):
+        fabric, suspects, good = _random_case(rng)
+        rounds = fp.confirmation_rounds(suspects, fabric, good)
+        assert _overloads(fabric, rounds, suspects) == [], (case, sorted(fabric.leaves.items()), suspects)

@@ -485,13 +485,26 @@ def link_confirmation_pairs(links, fabric, good):
     receivers on other leaves at positions routed through spine ``q``; for ``downlink spine q>B`` (and ``spine link
     B-spine q``) receivers on ``B`` at those positions, senders on other leaves. Good nodes first, then suspected
     ones (their own effect is taken out when the link is judged, :func:`ibrepro.fleet_localise.confirm`).
+
+    A pair runs both directions, so a pair is taken only when, with every pair before it, neither of its flows
+    puts more flows on a leaf-spine link than the link has cables (:meth:`Fabric.link_width`) nor crosses another
+    suspect's link: a suspect link then carries its own pairs' flows and nothing else, and a healthy one is never
+    loaded past its cables (two flows on one cable would read as a loss).
     Returns the round's pairs (disjoint in nodes; a link whose nodes are taken by an earlier one gets fewer)."""
     good = set(good)
     order = {n: i for i, n in enumerate(fabric.nodes)}
-    busy, pairs = set(), []
+    suspect_links = _directed(links)
+    busy, pairs, loads = set(), [], {}
 
     def ranked(nodes):
         return sorted((n for n in nodes if n not in busy), key=lambda n: (n not in good, order[n]))
+
+    def trunks(a, b):
+        return [link for s, d in ((a, b), (b, a)) for link in fabric.directed_links(s, d)[2:]]
+
+    def fits(a, b, own):
+        return all(loads.get(link, 0) < fabric.link_width(link) and (link not in suspect_links or link in own)
+                   for link in trunks(a, b))
 
     for link in links:
         kind, _, rest = link.partition(' ')
@@ -507,6 +520,7 @@ def link_confirmation_pairs(links, fabric, good):
         else:
             raise ValueError(f'not a leaf-spine link: {link!r}')
         q = int(spine.removeprefix('spine'))
+        own = _directed([link])
         on_leaf = [n for n in fabric.nodes if fabric.leaf_of(n) == leaf]
         elsewhere = [n for n in fabric.nodes if fabric.leaf_of(n) != leaf]
         if up:       # senders on the leaf, receivers routed through spine q
@@ -514,10 +528,12 @@ def link_confirmation_pairs(links, fabric, good):
         else:
             senders, receivers = elsewhere, [n for n in on_leaf if fabric.spine_for(n) == q]
         for _ in range(fabric.trunk_width(leaf)):
-            b = next(iter(ranked(receivers)), None)
-            a = next(iter(ranked([n for n in senders if n != b])), None)
-            if a is None or b is None:
+            first, second = ranked(receivers), ranked(senders)
+            pair = next(((a, b) for b in first for a in second if a != b and fits(a, b, own)), None)
+            if pair is None:
                 break
-            pairs.append((a, b))
-            busy.update((a, b))
+            pairs.append(pair)
+            busy.update(pair)
+            for trunk in trunks(*pair):
+                loads[trunk] = loads.get(trunk, 0) + 1
     return pairs
