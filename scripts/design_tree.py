@@ -35,13 +35,19 @@ def summary(path):
     return (text[:end.start() + 1] if end else text).replace('|', '\\|')
 
 
+def mapped(path):
+    """Whether the map lists ``path``: not a cache, and of third-party code shipped unchanged (``_vendor``) only
+    its package, whose docstring says what it is."""
+    return '__pycache__' not in path.parts and not ('_vendor' in path.parts and path.name != '__init__.py')
+
+
 def file_map():
     """The Markdown of the map (without the markers)."""
     lines = []
     for heading, directory, pattern in PARTS:
         lines += [f'### {heading}', '', '| file | what |', '|---|---|']
         for path in sorted((ROOT / directory).glob(pattern)):
-            if '__pycache__' not in path.parts:
+            if mapped(path):
                 lines.append(f'| `{path.relative_to(ROOT)}` | {summary(path)} |')
         lines.append('')
     return '\n'.join(lines).rstrip('\n') + '\n'

@@ -41,11 +41,12 @@ against the same reference and noise scale: a suspect is named only when its re-
 A suspect cleared by its confirmation is not named.
 """
 
-import dataclasses
 import math
 import statistics
+from typing import Optional
 
 from . import stats
+from .compat import dataclasses, fmean
 from .fleet_plan import LINK_CONFIRMATION, LINK_KINDS, NO_TOPOLOGY
 
 
@@ -137,9 +138,9 @@ class Suspect:
     members: tuple            # the components
     effect: float             # relative change of its metric: bandwidth negative = slower, latency positive
     p: float
-    q: float | None
+    q: Optional[float]
     flows: list               # evidence: [{round, src, dst, bw or lat, residual}]
-    confirmed: bool | None = None   # None: not re-tested
+    confirmed: Optional[bool] = None   # None: not re-tested
     confirmation: list = dataclasses.field(default_factory=list)
     alternative_to: str = ''  # a link re-tested beside this receiver-side suspect (:func:`localise`, 6): named only
                               # when its confirmation confirms it
@@ -165,7 +166,7 @@ class Result:
     statement: str = ''       # NO_TOPOLOGY when the fabric has none
     method: Method = Method()
     latency_references: dict = dataclasses.field(default_factory=dict)   # flow kind -> reference latency (us)
-    latency_scale: float | None = None   # the latency residuals' noise scale; None: no flow had a latency
+    latency_scale: Optional[float] = None   # the latency residuals' noise scale; None: no flow had a latency
 
     def reference(self, metric, kind):
         """The reference of a flow kind for a metric (the median of the kinds' when the night had none of it)."""
@@ -213,7 +214,8 @@ def component_effects(flows, fabric, expected=None, metric=BANDWIDTH):
 
 def night_effects(flows, fabric):
     """{metric: :func:`component_effects`} of a night, for each metric its flows measured."""
-    return {m: effects for m in (BANDWIDTH, LATENCY) if (effects := component_effects(flows, fabric, metric=m))}
+    found = {m: component_effects(flows, fabric, metric=m) for m in (BANDWIDTH, LATENCY)}
+    return {m: effects for m, effects in found.items() if effects}
 
 
 def hypotheses_of(flows, fabric):
@@ -241,7 +243,7 @@ def _specificity(component):
 
 def _stat(residuals, idx, scale, baseline=0.0):
     values = [residuals[i] for i in idx]
-    effect = statistics.fmean(values) - baseline
+    effect = fmean(values) - baseline
     z = effect * math.sqrt(len(values)) / scale
     return effect, _phi(z)
 
@@ -377,7 +379,7 @@ def _downlink_alternatives(suspects, fabric, bw):
             continue                  # no flow crossed it tonight, or it is a suspect already
         beside = [residuals[i] for i, f in enumerate(flows)
                   if f['dst'] == host and link not in fabric.components(f['src'], f['dst'], f['rail'])]
-        if beside and statistics.fmean(beside) <= bw.threshold:
+        if beside and fmean(beside) <= bw.threshold:
             continue                  # its flows that did not cross the link were slow too: its own side is
         effect, p = bw.stat(residuals, name)
         if effect >= 0:
@@ -432,7 +434,7 @@ def confirm(result, confirmation_flows, fabric):
     for s in [s for s in bandwidth if not is_link(s) or not loaded]:
         flows = crossing(s, unloaded if is_link(s) else clear)
         if flows:
-            effect = statistics.fmean(res(f) for f in flows)
+            effect = fmean(res(f) for f in flows)
             judge(s, flows, effect)
             if s.confirmed and not is_link(s):
                 taken.append((set(s.members), effect))
@@ -446,7 +448,7 @@ def confirm(result, confirmation_flows, fabric):
     for s in [s for s in result.suspects if s.metric == LATENCY]:
         flows = crossing(s, pings)
         if flows:
-            judge(s, flows, statistics.fmean(res(f, LATENCY) for f in flows))
+            judge(s, flows, fmean(res(f, LATENCY) for f in flows))
     return result
 
 

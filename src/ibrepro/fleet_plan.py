@@ -43,9 +43,10 @@ everything is one job, which confirms its own suspects; otherwise the confirmati
 more job. ``16`` is :data:`JOB_NODES`, the check's ``IBREPRO_FLEET_JOB_NODES``.
 """
 
-import dataclasses
 import math
 import re
+
+from .compat import dataclasses, removeprefix
 
 #: A plain host name (what Slurm's NodeName and NHC's $HOSTNAME are): sweep lines, flows' hosts and verdicts
 #: accept no other.
@@ -519,7 +520,7 @@ def link_confirmation_pairs(links, fabric, good):
             up = False
         else:
             raise ValueError(f'not a leaf-spine link: {link!r}')
-        q = int(spine.removeprefix('spine'))
+        q = int(removeprefix(spine, 'spine'))
         own = _directed([link])
         on_leaf = [n for n in fabric.nodes if fabric.leaf_of(n) == leaf]
         elsewhere = [n for n in fabric.nodes if fabric.leaf_of(n) != leaf]

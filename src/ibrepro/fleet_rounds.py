@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from . import fleet_localise, fleet_plan, pair, parsers
+from .compat import removeprefix
 
 #: seconds each flow runs; iperf3 leaves the first second (TCP's slow start) out of its figure
 SECONDS = 4
@@ -43,7 +44,7 @@ DECISION_TIMEOUT = 120
 #: :mod:`ibrepro.results` is imported where it is used), so a compute node's own interpreter (the partition's extras
 #: ``python``) runs a copy of them (:func:`copy_node_modules`) without this package installed there
 NODE_MODULES = ('__init__.py', 'fleet_rounds.py', 'fleet_localise.py', 'fleet_plan.py', 'pair.py', 'stats.py',
-                'parsers')
+                'parsers', 'compat.py', '_vendor')
 
 
 def copy_node_modules(dest):
@@ -53,7 +54,7 @@ def copy_node_modules(dest):
     target.mkdir(parents=True, exist_ok=True)
     for name in NODE_MODULES:
         if (package / name).is_dir():
-            shutil.copytree(package / name, target / name, dirs_exist_ok=True,
+            shutil.copytree(package / name, target / name, dirs_exist_ok=True,  # novm (on the login node)
                             ignore=shutil.ignore_patterns('__pycache__'))
         else:
             shutil.copy2(package / name, target / name)
@@ -194,7 +195,7 @@ def flow_records(d, round_number):
         device, port = spec['rails'][f['client'].get('rail', 0)]
         rec = {'round': round_number, 'host': hosts.get(f['client']['node']) or f['src'],
                'peer': hosts.get(f['server']['node']) or f['dst'],
-               'device': (device or '').removeprefix(pair.NETDEV_RAIL), 'port': port or 1, 'direction': 'send'}
+               'device': removeprefix(device or '', pair.NETDEV_RAIL), 'port': port or 1, 'direction': 'send'}
         path = d / f'flow-{f["id"]}.client.out'
         try:
             text = _tool_output(path)

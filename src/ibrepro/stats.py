@@ -40,10 +40,12 @@ them.
 The reported ``change`` is ``exp(shift) - 1``; its interval is the 95 % interval of the same t distribution.
 """
 
-import dataclasses
 import functools
 import math
 import statistics
+from typing import Optional
+
+from .compat import comb, dataclasses, fmean
 
 #: Scale factor making the MAD a consistent estimator of the standard deviation for normal data.
 MAD_TO_SIGMA = 1.4826
@@ -152,20 +154,20 @@ class Shift:
     """The history test of one series (a variable, or a test case's session index)."""
 
     verdict: str                   # regression, improvement, change, ok, or untested
-    better: str | None             # 'lower', 'higher', or None (two-sided)
+    better: Optional[str]             # 'lower', 'higher', or None (two-sided)
     n: int                         # baseline sessions
-    baseline: float | None = None  # baseline median (the variable's unit; log units for an index)
-    current: float | None = None   # median of the tested sessions
-    change: float | None = None    # relative change, current / baseline - 1
-    low: float | None = None       # 95 % interval of the relative change
-    high: float | None = None
-    noise: float | None = None     # noise scale used (relative, ~ robust CV)
-    t: float | None = None         # the statistic, positive = worse
-    df: int | None = None
-    p: float | None = None         # p-value in the worse direction (two-sided without direction)
-    p_better: float | None = None  # p-value in the better direction
-    q: float | None = None         # Benjamini-Hochberg adjusted p (regressions / changes)
-    q_better: float | None = None
+    baseline: Optional[float] = None  # baseline median (the variable's unit; log units for an index)
+    current: Optional[float] = None   # median of the tested sessions
+    change: Optional[float] = None    # relative change, current / baseline - 1
+    low: Optional[float] = None       # 95 % interval of the relative change
+    high: Optional[float] = None
+    noise: Optional[float] = None     # noise scale used (relative, ~ robust CV)
+    t: Optional[float] = None         # the statistic, positive = worse
+    df: Optional[int] = None
+    p: Optional[float] = None         # p-value in the worse direction (two-sided without direction)
+    p_better: Optional[float] = None  # p-value in the better direction
+    q: Optional[float] = None         # Benjamini-Hochberg adjusted p (regressions / changes)
+    q_better: Optional[float] = None
     reason: str = ''               # why untested
 
     @property
@@ -215,7 +217,7 @@ def shift_log(history, tested, better, *, method=Method(), floor=0.0):
 
     kept = screened(history)
     n = len(kept)
-    center = statistics.fmean(kept)
+    center = fmean(kept)
     sd = math.sqrt(sum((v - center) ** 2 for v in kept) / (n - 1))   # statistics.stdev is exact but slow
     scale = max(sd, method.min_cv, floor)
     se = scale * math.sqrt(_median_var(len(tested)) + 1 / n)
@@ -350,7 +352,7 @@ def _session_index(items, method):
 # -- rates ----------------------------------------------------------------------------------------------
 
 def _binomial_cdf(k, n, p):
-    return sum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+    return sum(comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
 
 
 def clopper_pearson(count, trials, confidence=0.95):

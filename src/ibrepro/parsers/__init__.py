@@ -10,13 +10,15 @@ The ReFrame side (:mod:`ibrepro.rfm`) turns :meth:`Table.metric_values` into one
 variable per message size, named ``<metric>_<bytes>`` (``lat_1024``, ``bw_65536``).
 """
 
-import dataclasses
 import importlib
 import json
 import math
 import re
 import sys
 from pathlib import Path
+from typing import Optional
+
+from ..compat import dataclasses
 
 #: Metric prefixes of performance variables, and their units.
 METRIC_UNITS = {
@@ -98,7 +100,7 @@ class Column:
 
     name: str                  # the header as printed, e.g. 't_avg[usec]'
     key: str                   # the row key, e.g. 't_avg_usec'
-    unit: str | None = None    # 'B', 'us', 'MB/s', 'msg/s', '%', 's', 'Mop/s'
+    unit: Optional[str] = None    # 'B', 'us', 'MB/s', 'msg/s', '%', 's', 'Mop/s'
 
 
 @dataclasses.dataclass
@@ -113,7 +115,7 @@ class Table:
     #: metric prefix (see METRIC_UNITS) -> column key holding it
     metrics: dict = dataclasses.field(default_factory=dict)
     #: the row key holding the message size in bytes; None for size-less tables (NPB)
-    size_key: str | None = 'bytes'
+    size_key: Optional[str] = 'bytes'
     #: notes about this table, e.g. a size skipped by a time-out
     notes: list = dataclasses.field(default_factory=list)
 
@@ -141,7 +143,7 @@ class ParsedOutput:
 
     tool: str
     source: str
-    version: str | None = None
+    version: Optional[str] = None
     tables: list = dataclasses.field(default_factory=list)
     #: header facts printed by the tool (command line, date, MPI version, ...)
     meta: dict = dataclasses.field(default_factory=dict)

@@ -1,0 +1,88 @@
+"""The modules a compute node runs (fleet_rounds.NODE_MODULES, copied to the job's stage directory and run by the
+node's own Python) need at most Python 3.6 (EL8's platform Python; EL9's is 3.9): ibrepro.compat is where they take
+what newer Pythons have. vermin reads them; where pyenv has an old Python, a real round of the fleet is parsed and
+its confirmation planned under it, and must come out as under this one."""
+
+import json
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from ibrepro import compat, fleet_rounds
+
+FLEET = ROOT / 'tests' / 'data' / 'fleet'
+
+#: Parses round 1 of a real night (tests/data/fleet/round-1: iperf3 outputs) and plans the confirmation of the
+#: uplink night's suspects, as a node's task 0 does; prints both as JSON.
+_NODE_TASK = '''
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+sys.modules.update(numpy=None, sqlite3=None, _sqlite3=None)      # what a node may lack
+from ibrepro import fleet_rounds
+data = Path(sys.argv[2])
+plan = json.loads((data / 'round-1' / 'plan.json').read_text())
+records = fleet_rounds.flow_records(data / 'round-1', 1)
+night = json.loads((data / 'fattree-uplink-leaf1-spine1-25.fleet.json').read_text())
+rounds, suspects = fleet_rounds.confirmation_plan(plan, night['flows'])
+print(json.dumps({'records': records, 'suspects': suspects, 'rounds': [r.as_json() for r in rounds]}))
+'''
+
+
+def _python(version):
+    """An interpreter of ``version`` (``3.6``) from pyenv or PATH that says it is one, or None."""
+    for candidate in [*sorted(Path.home().glob(f'.pyenv/versions/{version}.*/bin/python{version}')),
+                      shutil.which(f'python{version}')]:
+        if not candidate:
+            continue
+        done = subprocess.run([str(candidate), '-c', 'import sys; print("%d.%d" % sys.version_info[:2])'],
+                              capture_output=True, text=True)
+        if done.stdout.strip() == version:
+            return str(candidate)
+    return None
+
+
+def test_the_node_modules_need_at_most_python_3_6():
+    vermin = Path(sys.executable).parent / 'vermin'
+    if not vermin.exists():
+        pytest.skip('vermin not installed (pip install -e .[test])')
+    package = ROOT / 'src' / 'ibrepro'
+    done = subprocess.run([str(vermin), '--no-tips', '--violations', '-t=3.6-',
+                           *(str(package / name) for name in fleet_rounds.NODE_MODULES)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_what_compat_gives_is_what_newer_pythons_have():
+    values = [4.686478064764285, 4.661552768814791, 9.3, 1e-9, 7.25]
+    assert compat.fmean(values) == statistics.fmean(values)
+    with pytest.raises(ValueError):
+        compat.fmean([])
+    assert all(compat.comb(n, k) == math.comb(n, k) for n in range(0, 70) for k in range(0, 72))
+    for text, prefix in [('spine12', 'spine'), ('netdev:eth0', 'netdev:'), ('fab0', 'netdev:'), ('x', ''), ('', 'a')]:
+        assert compat.removeprefix(text, prefix) == text.removeprefix(prefix)
+
+
+@pytest.mark.parametrize('version', ['3.6', '3.9'])
+def test_a_nodes_old_python_parses_a_real_round_and_plans_the_confirmation_as_this_one(tmp_path, version):
+    old = _python(version)
+    if old is None:
+        pytest.skip(f'no Python {version} here (pyenv install {version})')
+    fleet_rounds.copy_node_modules(tmp_path)
+
+    def task(python):
+        done = subprocess.run([python, '-I', '-c', _NODE_TASK, str(tmp_path), str(FLEET)], capture_output=True,
+                              text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    there, here = task(old), task(sys.executable)
+    assert there == here
+    assert len(here['records']) == 8 and here['suspects'][0] == 'uplink leaf1>spine1 = downlink spine1>leaf2'
+    assert [r['name'] for r in here['rounds']] == ['confirmation', 'confirmation-1']
