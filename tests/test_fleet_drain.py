@@ -5,6 +5,7 @@ malformed file. NHC itself is not on this machine: the check runs in bash beside
 NHC's contract (``die <status> <message>``; scripts/common.nhc)."""
 
 import json
+import random
 import shlex
 import subprocess
 import sys
@@ -13,20 +14,35 @@ import time
 import pytest
 
 from conftest import ROOT
-from ibrepro import fleet, fleet_drain, fleet_localise as fl, fleet_plan as fp
-from test_fleet_localise import latency_night, night
+from ibrepro import fleet, fleet_drain, fleet_localise as fl, fleet_plan as fp, fleet_simulate as fs
+from ibrepro.cli import main
+from test_fleet_localise import LATENCY_MODEL, MODEL, latency_night, night
 
 NHC_CHECK = ROOT / 'scripts' / 'nhc' / 'ibrepro_fleet.nhc'
 
 
-def _analysis():
+def _confirmed(fabric, result, fault, seed, model=MODEL):
+    """``result`` with its suspects re-tested as the check plans it (fleet_plan.confirmation_rounds) on the fabric
+    with ``fault`` still there (modelled flows): the analysis JSON ``fleet verdict`` reads."""
+    hosts = fl.suspect_hosts(result.suspects, fabric)
+    rounds = fp.confirmation_rounds([s.members[0] for s in result.suspects], fabric,
+                                    [n for n in fabric.nodes if n not in hosts])
+    again = [{**f, 'round': r.label(k)} for r in rounds
+             for k, f in enumerate(fs.simulate_flows(fabric, r.pairs, model, fault, random.Random(seed), r.name))]
+    return fl.as_json(fl.confirm(result, again, fabric), fabric)
+
+
+def _analysis(confirm=True):
     fabric = fp.fat_tree(64)
-    return fl.as_json(fl.localise(night(fabric, ('cable n0005:mlx5_0/1 up', ('n0005>leaf',)), 3), fabric))
+    result = fl.localise(night(fabric, ('cable n0005:mlx5_0/1 up', ('n0005>leaf',)), 3), fabric)
+    fault = fs.Fault('cable', 'cable n0005:mlx5_0/1 up', ('n0005>leaf',), 0.10)
+    return _confirmed(fabric, result, fault, 4) if confirm else fl.as_json(result, fabric)
 
 
 def _uplink_analysis():
     fabric = fp.fat_tree(64)
-    return fl.as_json(fl.localise(night(fabric, ('uplink leaf001>spine7', ('leaf001>spine7',)), 2), fabric))
+    result = fl.localise(night(fabric, ('uplink leaf001>spine7', ('leaf001>spine7',)), 2), fabric)
+    return _confirmed(fabric, result, fs.Fault('uplink', 'uplink leaf001>spine7', ('leaf001>spine7',), 0.10), 5)
 
 
 SWEEP = {'nodes': 2, 'skipped': [], 'faults': [
@@ -34,26 +50,48 @@ SWEEP = {'nodes': 2, 'skipped': [], 'faults': [
 
 
 def test_findings_name_the_nodes_and_keep_switch_links_apart():
-    bad, links = fleet_drain.findings(SWEEP, _analysis())
-    assert sorted(bad) == ['n0005', 'n0009'] and links == []
+    bad, links, untested = fleet_drain.findings(SWEEP, _analysis())
+    assert sorted(bad) == ['n0005', 'n0009'] and links == [] == untested
     assert bad['n0005'][0].startswith('cable n0005:mlx5_0/1 up: bandwidth -')
-    bad, links = fleet_drain.findings(None, _uplink_analysis())
-    assert bad == {} and [c for c, _ in links] == ['uplink leaf001>spine7']
+    bad, links, untested = fleet_drain.findings(None, _uplink_analysis())
+    assert bad == {} and [c for c, _ in links] == ['uplink leaf001>spine7'] and untested == []
 
 
 def test_a_node_named_by_latency_is_drained_saying_latency():
     fabric = fp.fat_tree(64)
-    analysis = fl.as_json(fl.localise(latency_night(fabric, ('cable n0017:mlx5_0/1 up', ('n0017>leaf',)), 7),
-                                      fabric))
-    bad, links = fleet_drain.findings(None, analysis)
-    assert list(bad) == ['n0017'] and links == []
+    result = fl.localise(latency_night(fabric, ('cable n0017:mlx5_0/1 up', ('n0017>leaf',)), 7), fabric)
+    fault = fs.Fault('test', 'cable n0017:mlx5_0/1 up', ('n0017>leaf',), 0.0, latency=0.4)
+    bad, links, untested = fleet_drain.findings(None, _confirmed(fabric, result, fault, 8, LATENCY_MODEL))
+    assert list(bad) == ['n0017'] and links == [] == untested
     assert ': latency +' in bad['n0017'][0]
+
+
+def test_nothing_a_confirmation_did_not_re_test_is_drained_nor_a_host_outside_the_fabric():
+    """A night whose confirmation never ran names its suspects from the night alone; a stored night may name a host
+    its fabric does not have (slurmctld01). Both are written down as untested and drain nothing."""
+    alone = _analysis(confirm=False)
+    assert alone['named'] and alone['named'][0]['confirmed'] is None
+    bad, links, untested = fleet_drain.findings(SWEEP, alone)
+    assert list(bad) == ['n0009'] and links == []           # the sweep's own fault still drains its node
+    assert [c for c, _ in untested] == ['cable n0005:mlx5_0/1 up']
+    assert 'named from the night alone, no confirmation re-tested it' in untested[0][1]
+
+    confirmed = _analysis()
+    foreign = json.loads(json.dumps(confirmed).replace('n0005', 'slurmctld01'))
+    foreign['fabric_nodes'] = confirmed['fabric_nodes']
+    bad, links, untested = fleet_drain.findings(None, foreign)
+    assert bad == {} and links == [] and 'slurmctld01 not a node of the fabric the night ran on' in untested[0][1]
+    del foreign['fabric_nodes']                            # an analysis that names no fabric: nothing to check against
+    bad, _, untested = fleet_drain.findings(None, foreign)
+    assert bad == {} and 'the analysis names no fabric' in untested[0][1]
+    text = fleet_drain.verdict_text({}, [], 'n', untested=untested)
+    assert text.splitlines()[1].startswith('untested cable_slurmctld01:mlx5_0/1_up cable slurmctld01')
 
 
 def test_hostile_names_are_refused_and_reasons_kept_plain():
     with pytest.raises(fleet_drain.VerdictError, match='is not a host name'):
         fleet_drain.findings({'faults': [{'component': "n1;reboot:mlx5_0/1", 'fault': 'x'}]})
-    bad, _ = fleet_drain.findings({'faults': [{'component': 'n1:mlx5_0/1', 'fault': "it's $(reboot)\n`x`\\",
+    bad, _, _ = fleet_drain.findings({'faults': [{'component': 'n1:mlx5_0/1', 'fault': "it's $(reboot)\n`x`\\",
                                                'evidence': 'e'}]})
     assert not set("'$`\\\n") & set(bad['n1'][0]), bad
     argv, = fleet_drain.drain_commands(bad)
@@ -115,4 +153,30 @@ def test_the_cli_refuses_input_it_cannot_attribute(tmp_path):
 def test_a_sweeps_json_feeds_the_verdict(tmp_path):
     # the sweep's own JSON (ibrepro fleet sweep --json) is what verdict reads: the same keys
     result = fleet.sweep({})
-    assert set(result) >= {'faults', 'nodes'} and fleet_drain.findings(result) == ({}, [])
+    assert set(result) >= {'faults', 'nodes'} and fleet_drain.findings(result) == ({}, [], [])
+
+
+def test_the_cli_drains_nothing_it_could_not_judge_and_says_so(tmp_path):
+    analysis, out = tmp_path / 'analysis.json', tmp_path / 'verdict.txt'
+    analysis.write_text(json.dumps(_analysis(confirm=False)))
+    proc = subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'fleet', 'verdict', '--analysis', str(analysis),
+                           '--out', str(out), '--apply'], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2, proc.stdout + proc.stderr            # could not judge: not clean, nothing drained
+    assert 'not drained: cable n0005:mlx5_0/1 up' in proc.stdout and 'drain' not in proc.stdout.replace(
+        'not drained', '').replace('drains', '')
+    assert '\nuntested cable_n0005:mlx5_0/1_up ' in out.read_text() and '\nbad ' not in out.read_text()
+    assert _nhc(out, 'n0005').strip() == 'status 0'
+
+
+def test_fleet_analyse_of_a_night_whose_confirmation_never_ran_says_nothing_re_tested_it(tmp_path, capsys):
+    """The real uplink night of the namespace fat tree (tests/data/fleet) with its confirmation flows left out, as a
+    night stores them when its confirmation job never ran."""
+    night_ = json.loads((ROOT / 'tests' / 'data' / 'fleet' / 'fattree-uplink-leaf1-spine1-25.fleet.json').read_text())
+    del night_['confirmation']
+    (tmp_path / 'night.json').write_text(json.dumps(night_))
+    assert main(['fleet', 'analyse', str(tmp_path / 'night.json'), '--json', str(tmp_path / 'analysis.json')]) == 1
+    assert 'no confirmation re-tested this night' in capsys.readouterr().out
+    analysis = json.loads((tmp_path / 'analysis.json').read_text())
+    assert analysis['fabric_nodes'] == [f'node{i}' for i in range(1, 9)]
+    bad, links, untested = fleet_drain.findings(None, analysis)
+    assert bad == {} and links == [] and untested

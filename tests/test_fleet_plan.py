@@ -2,6 +2,7 @@
 direction in the leaf-shift rounds under destination-mod-k), the job cut and the confirmation pairs."""
 
 import math
+import re
 
 import pytest
 
@@ -232,3 +233,24 @@ def test_no_confirmation_round_overloads_a_link_or_mixes_suspects_on_random_fabr
         fabric, suspects, good = _random_case(rng)
         rounds = fp.confirmation_rounds(suspects, fabric, good)
         assert _overloads(fabric, rounds, suspects) == [], (case, sorted(fabric.leaves.items()), suspects)
+
+
+@pytest.mark.parametrize('text', ['n[0-99999999999]', 'r[1-1000]n[1-1000]', 'n[1-60000],m[1-60000]',
+                                  'n[0-1' + '0' * 5000 + ']'])
+def test_a_hostlist_of_more_nodes_than_any_cluster_is_refused_before_it_is_expanded(text):
+    with pytest.raises(ValueError, match=f'more than {fp.MAX_NODES} hosts|bad range'):
+        fp.expand_hostlist(text)
+    with pytest.raises(ValueError):
+        fp.parse_topology_conf(f'SwitchName=leaf1 Nodes={text}\n')
+    assert len(fp.expand_hostlist(f'n[1-{fp.MAX_NODES}]')) == fp.MAX_NODES
+
+
+@pytest.mark.parametrize('leaves, spines, said', [
+    ({'leaf1': ['n1', 'n2']}, float('inf'), 'spines: inf is not a number'),
+    ({'leaf1': ['n1', 'n2']}, -1, 'spines: -1'), ({'leaf1': ['n1', 'n2']}, True, 'spines: True'),
+    ({'leaf1': ['n1', '$(reboot)']}, 2, "'$(reboot)' is not a host name"),
+    ({'leaf1': 'n1,n2'}, 2, 'expected {leaf: [nodes]}'), (['n1'], 2, 'expected {leaf: [nodes]}')])
+def test_a_fabric_of_data_that_is_no_fabric_is_refused_saying_what(leaves, spines, said):
+    with pytest.raises(ValueError, match=re.escape(said)):
+        fp.fabric_from_leaves(leaves, spines) if isinstance(leaves, dict) else fp.Fabric(leaves, spines)
+    assert fp.spines_of(2.0) == 2 and fp.spines_of(None) == 0

@@ -435,3 +435,33 @@ def test_a_night_whose_plan_cannot_be_made_fails_saying_why(reframe, tmp_path, t
                    checks='reframe-checks/system/fleet_pairs.py',
                    env={'IBREPRO_FLEET_TOPOLOGY': str(tmp_path / topology), 'IBREPRO_FLEET_JOB_NODES': job_nodes})
     assert done.returncode == 1 and said in done.stdout, output(done)
+
+
+@pytest.mark.parametrize('job_nodes', ['²', '9' * 5000, '0; reboot', '0', '-4', ''])
+def test_a_job_size_that_is_no_number_of_nodes_is_the_nights_problem_not_a_check_that_fails_to_load(tmp_path,
+                                                                                                   job_nodes):
+    (tmp_path / 'topology.json').write_text(json.dumps({'leaf1': ['cn01', 'cn02']}))
+    env = {'IBREPRO_FLEET_TOPOLOGY': str(tmp_path / 'topology.json'), 'IBREPRO_FLEET_JOB_NODES': job_nodes}
+    fabric, rounds, jobs, problem = fleet_rounds.night_from_environment(env)
+    assert fabric is None and problem.startswith('IBREPRO_FLEET_JOB_NODES=') and 'expected a number of nodes' in problem
+    fabric, rounds, jobs, problem = fleet_rounds.night_from_environment({**env, 'IBREPRO_FLEET_JOB_NODES': '16'})
+    assert problem is None and fabric.nodes == ['cn01', 'cn02'] and len(jobs) == 1
+    assert fleet_rounds.night_from_environment({}) == (None, [], [], None)
+
+
+def test_a_topology_that_is_a_fifo_too_large_or_no_fabric_is_the_nights_problem(tmp_path):
+    import os
+    fifo = tmp_path / 'fifo'
+    os.mkfifo(fifo)                            # reading it would block every ReFrame run that loads the check
+    cases = [(fifo, 'not a regular file'),
+             ('SwitchName=leaf1 Nodes=n[0-99999999999]\n', 'names more than'),
+             (json.dumps({'leaves': {'leaf1': ['cn01']}, 'spines': 1e999}).replace('Infinity', '1e999'),
+              'spines: inf is not a number of spine switches'),
+             ('[' * 100000 + ']' * 100000, 'IBREPRO_FLEET_TOPOLOGY='),
+             (b'SwitchName=leaf1 Nodes=n\xff\n', "can't decode")]
+    for k, (topology, said) in enumerate(cases):
+        path = topology if isinstance(topology, Path) else tmp_path / f'topology-{k}'
+        if not isinstance(topology, Path):
+            path.write_bytes(topology if isinstance(topology, bytes) else topology.encode())
+        fabric, _, _, problem = fleet_rounds.night_from_environment({'IBREPRO_FLEET_TOPOLOGY': str(path)})
+        assert fabric is None and problem and said in problem, (k, problem)

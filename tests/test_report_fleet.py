@@ -100,10 +100,10 @@ def test_stored_fleet_variables_of_the_wrong_type_are_named_not_a_crash():
     from ibrepro.report import fleet
     base = json.loads((FLEET / 'fattree-clean.report.json').read_text())
     for field, value in [('fleet_named', 5), ('fleet_fabric', '$(touch pwned)'), ('fleet_flows', [1, 2]),
-                         ('fleet_confirmation', 'abc')]:
+                         ('fleet_confirmation', 'abc'), ('fleet_fabric', {'spines': float('inf')})]:
         data = json.loads(json.dumps(base))
         case = next(c for run in data['runs'] for c in run['testcases'] if 'fleet_flows' in c)
-        case[field] = value
+        case[field] = {**case[field], **value} if isinstance(value, dict) else value    # spines: 1e999 stored
         section, problems = fleet.section('fattree-cluster', [data])
         assert section is None and len(problems) == 1, (field, problems)
         assert data['session_info']['uuid'] in problems[0] and field in problems[0], problems

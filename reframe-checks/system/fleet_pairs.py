@@ -41,23 +41,8 @@ from ibrepro import fleet_localise, fleet_plan, fleet_rounds, results
 from ibrepro.rfm import launch, pair_runner
 
 
-def _night():
-    """``(fabric, rounds, jobs, problem)``: the night's plan, or why the environment gives none (the one case fails
-    saying so: a night must not vanish from the run because its topology could not be read)."""
-    path = os.environ.get('IBREPRO_FLEET_TOPOLOGY')
-    if not path:
-        return None, [], [], None
-    job_nodes = os.environ.get('IBREPRO_FLEET_JOB_NODES', str(fleet_plan.JOB_NODES))
-    if not job_nodes.isdigit() or int(job_nodes) < 1:
-        return None, [], [], f'IBREPRO_FLEET_JOB_NODES={job_nodes!r}: expected a number of nodes'
-    try:
-        topology = fleet_rounds.load_topology(Path(path).read_text())
-        return (*fleet_rounds.night(*topology, job_nodes=int(job_nodes)), None)
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-        return None, [], [], f'IBREPRO_FLEET_TOPOLOGY={path!r}: {err}'
-
-
-_FABRIC, _ROUNDS, _JOBS, _PROBLEM = _night()
+#: the night's plan, or why the environment gives none (its one case then fails saying so)
+_FABRIC, _ROUNDS, _JOBS, _PROBLEM = fleet_rounds.night_from_environment(os.environ)
 #: a night of several jobs: one more job, after them all, re-tests the night's suspects (FleetConfirmation)
 _CONFIRMATION_JOB = bool(_JOBS) and fleet_plan.confirmation_job_needed(_FABRIC, _JOBS)
 
@@ -171,10 +156,11 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
             raise SanityError(f'{len(failed)} flow(s) measured nothing: ' + '; '.join(
                 f"round {f['round']} {f['host']}->{f['peer']}: {f.get('error')}" for f in failed[:4]))
         history = fleet_rounds.read_history(self.stagedir)
-        result = fleet_rounds.analyse(flows, fleet_rounds.fabric_of(plan), again, history=history)
+        fabric = fleet_rounds.fabric_of(plan)
+        result = fleet_rounds.analyse(flows, fabric, again, history=history)
         self.fleet_named = [s.name for s in result.named] if name else []
         out = {'leaves': plan['leaves'], 'spines': plan['spines'], 'flows': flows, 'confirmation': again,
-               'history_from': self.fleet_history_from, 'result': fleet_localise.as_json(result)}
+               'history_from': self.fleet_history_from, 'result': fleet_localise.as_json(result, fabric)}
         (Path(self.stagedir) / 'fleet.json').write_text(json.dumps(out, indent=1, default=list) + '\n')
         self.keep_files = ['fleet.json', 'plan.json', fleet_rounds.HISTORY]
         if self.fleet_named:

@@ -258,19 +258,22 @@ def _cli_verdict(args):
         inputs = [json.loads(Path(p).read_text()) if p else None for p in (args.sweep, args.analysis)]
         if not all(x is None or isinstance(x, dict) for x in inputs):
             raise ValueError('not a JSON object')
-        bad, links = fleet_drain.findings(*inputs)
+        bad, links, untested = fleet_drain.findings(*inputs)
     except (OSError, ValueError) as err:      # VerdictError is a ValueError: a node name that is no host name
         print(f'ibrepro fleet verdict: {err}', file=sys.stderr)
         return 2
     out = Path(args.out)
     try:   # a node reading the file sees the old verdict or the new one, never half of one; nodes read it: 0644
-        trust.write_file(out, fleet_drain.verdict_text(bad, links, args.night), mode=0o644, name='--out')
+        trust.write_file(out, fleet_drain.verdict_text(bad, links, args.night, untested=untested), mode=0o644,
+                         name='--out')
     except (trust.Refused, OSError) as err:    # before any node is drained
         print(f'ibrepro fleet verdict: {err}', file=sys.stderr)
         return 2
-    print(f'{out}: {len(bad)} bad node(s), {len(links)} switch link(s)')
+    print(f'{out}: {len(bad)} bad node(s), {len(links)} switch link(s), {len(untested)} finding(s) not drained')
     for component, why in links:
         print(f'switch link (drains no node): {why}')
+    for component, why in untested:
+        print(f'not drained: {why}')
     commands = fleet_drain.drain_commands(bad)
     for argv in commands:
         print(('draining: ' if args.apply else 'to drain: ') + fleet_drain.printable(argv))
@@ -280,7 +283,8 @@ def _cli_verdict(args):
             if status:
                 failed += 1
                 print(f'ibrepro fleet verdict: {fleet_drain.printable(argv)}: exit {status}: {err}', file=sys.stderr)
-    return 2 if failed else (1 if bad or links else 0)
+    # findings that drain nothing (not re-tested, outside the fabric): the night could not judge them
+    return 2 if failed else (1 if bad or links else 2 if untested else 0)
 
 
 # -- pair rounds: analyse and simulate (ibrepro.fleet_plan, fleet_localise, fleet_simulate) -----------------
@@ -396,6 +400,9 @@ def _cli_analyse(args):
         fleet_localise.confirm(result, again, fabric)
     if result.statement:
         print(result.statement)
+    if result.named and not again:
+        print(f'no confirmation re-tested this night: its {len(result.named)} named component(s) come from the night '
+              'alone (`fleet verdict` drains none of them)')
     for s in result.suspects:
         state = {True: 'confirmed', False: 'cleared by its confirmation', None: 'not re-tested'}[s.confirmed]
         worst = sorted(s.flows, key=lambda f: f['residual'])[:3]
@@ -407,7 +414,7 @@ def _cli_analyse(args):
     print(f'{len(flows)} flow(s), {result.hypotheses} hypotheses, noise {result.scale:.2%}{latency}, '
           f'{len(result.named)} named')
     if args.json:
-        Path(args.json).write_text(json.dumps(fleet_localise.as_json(result), indent=1, default=list) + '\n')
+        Path(args.json).write_text(json.dumps(fleet_localise.as_json(result, fabric), indent=1, default=list) + '\n')
     return 1 if result.named else 0
 
 

@@ -11,6 +11,10 @@ check: a grep of a small local or shared file, well inside HealthCheckProgram's 
     # ibrepro fleet verdict v1 night=<id> written=<unix time>
     bad <node> <reason>
     link <component> <reason>
+    untested <component> <reason>
+
+Only a component a confirmation re-tested, on nodes of the night's fabric, is ``bad`` or a ``link``; one named from
+the night alone, or naming a host the fabric does not have, is ``untested``: written down, drains nothing.
 
 Node names and reasons come from data (sweep lines, flow records): a node name that is not a plain host name is
 refused; a reason keeps plain characters only (no quote, ``$``, backquote or backslash: NHC's ``die`` evals its
@@ -49,9 +53,14 @@ def _host(name):
 
 
 def findings(sweep=None, analysis=None):
-    """``(bad nodes {node: [reasons]}, switch links [(component, reason)])`` from a sweep's JSON result and a
-    localiser's JSON result (either may be None)."""
-    bad, links = {}, []
+    """``(bad nodes {node: [reasons]}, switch links [(component, reason)], untested [(component, reason)])`` from a
+    sweep's JSON result and a localiser's JSON result (either may be None). A named component drains only when a
+    confirmation re-tested it (``confirmed``) and its nodes are nodes of the night's fabric (``fabric_nodes``);
+    otherwise it is *untested*: listed, drains nothing (a night whose confirmation never ran, a stored night naming
+    a host of no topology)."""
+    bad, links, untested = {}, [], []
+    nodes = (analysis or {}).get('fabric_nodes')
+    nodes = set(nodes) if isinstance(nodes, list) else None
     for fault in (sweep or {}).get('faults', []):
         host = _host(str(fault.get('component', '')).split(':', 1)[0])
         bad.setdefault(host, []).append(_reason(f"{fault.get('component')}: {fault.get('fault')} "
@@ -64,19 +73,29 @@ def findings(sweep=None, analysis=None):
                       if isinstance(effect, (int, float)) else named.get('name'))
         hosts = {_host(m.split(' ', 1)[1].split(':', 1)[0]) for m in members
                  if m.split(' ', 1)[0] in _NODE_KINDS and ' ' in m}
-        for host in sorted(hosts):
-            bad.setdefault(host, []).append(why)
-        if not hosts:
+        outside = sorted(h for h in hosts if nodes is None or h not in nodes)
+        if named.get('confirmed') is not True:
+            untested.append((_reason(named.get('name')), _reason(f'{why}: named from the night alone, no '
+                                                                 'confirmation re-tested it')))
+        elif outside:
+            untested.append((_reason(named.get('name')), _reason(
+                f'{why}: {" ".join(outside)} not a node of the fabric the night ran on' if nodes is not None else
+                f'{why}: the analysis names no fabric (written before ibrepro listed it: run fleet analyse again)')))
+        elif hosts:
+            for host in sorted(hosts):
+                bad.setdefault(host, []).append(why)
+        else:
             links.append((_reason(named.get('name')), why))
-    return bad, links
+    return bad, links, untested
 
 
-def verdict_text(bad, links, night='', now=None):
-    """The verdict file's text."""
+def verdict_text(bad, links, night='', now=None, untested=()):
+    """The verdict file's text (NHC's check reads only its ``bad`` lines)."""
     night = re.sub(r'[^A-Za-z0-9_.:-]', '_', str(night))[:64] or '-'
     lines = [f'# ibrepro fleet verdict {VERSION} night={night} written={int(now if now is not None else time.time())}']
     lines += [f'bad {host} {"; ".join(reasons)[:REASON_CHARS * 2]}' for host, reasons in sorted(bad.items())]
     lines += [f'link {component.replace(" ", "_")} {why}' for component, why in links]
+    lines += [f'untested {component.replace(" ", "_")} {why}' for component, why in untested]
     return '\n'.join(lines) + '\n'
 
 

@@ -452,9 +452,11 @@ def confirm(result, confirmation_flows, fabric):
     return result
 
 
-def as_json(result):
-    """The named components with their evidence, JSON-ready."""
+def as_json(result, fabric=None):
+    """The named components with their evidence, JSON-ready; with ``fabric``, its nodes (``fabric_nodes``: what
+    ``ibrepro fleet verdict`` may drain)."""
     return {'named': [dataclasses.asdict(s) for s in result.named],
+            'fabric_nodes': fabric.nodes if fabric is not None else None,
             'suspects': [dataclasses.asdict(s) for s in result.suspects],
             'references': result.references, 'noise_scale': result.scale, 'hypotheses': result.hypotheses,
             'latency_references': result.latency_references, 'latency_noise_scale': result.latency_scale,

@@ -58,6 +58,10 @@ NO_TOPOLOGY = 'no topology: localised to node'
 #: Nodes per job budget: at most ceil(N / JOB_NODES) pair-round jobs a night.
 JOB_NODES = 16
 
+#: The most nodes a hostlist, a topology or a fabric may name (the largest Slurm clusters have tens of thousands):
+#: a 40-byte ``Nodes=n[0-99999999999]`` must be refused, not expanded until memory runs out.
+MAX_NODES = 100_000
+
 
 # -- Slurm hostlists and topology.conf -----------------------------------------------------------------
 
@@ -67,7 +71,7 @@ def expand_hostlist(text):
     hosts = []
     for item in _split_top(text.strip()):
         if item:
-            hosts += _expand_one(item)
+            hosts += _expand_one(item, MAX_NODES - len(hosts))
     return hosts
 
 
@@ -90,25 +94,27 @@ def _split_top(text):
     return [p.strip() for p in parts]
 
 
-def _expand_one(item):
+def _expand_one(item, room=MAX_NODES, whole=None):
+    """The hosts of one item, at most ``room`` of them (ValueError beyond: counted before any is made); ``whole``:
+    the item this one is the tail of, for messages."""
     m = re.match(r'([^\[]*)\[([^\]]*)\](.*)$', item)
     if not m:
+        if room < 1:
+            raise ValueError(f'hostlist names more than {MAX_NODES} hosts')
         return [item]
     prefix, ranges, rest = m.groups()
-    values = []
+    bounds = []
     for r in ranges.split(','):
-        r = r.strip()
-        if '-' in r:
-            lo, hi = r.split('-', 1)
-            if not (lo.isdigit() and hi.isdigit()) or int(hi) < int(lo):
-                raise ValueError(f'bad range {r!r} in hostlist {item!r}')
-            width = len(lo) if lo.startswith('0') else 0
-            values += [f'{i:0{width}d}' for i in range(int(lo), int(hi) + 1)]
-        elif r.isdigit():
-            values.append(r)
-        else:
-            raise ValueError(f'bad range {r!r} in hostlist {item!r}')
-    tails = _expand_one(rest) if rest else ['']
+        lo, _, hi = r.strip().partition('-')
+        hi = hi or lo
+        if not (re.fullmatch(r'[0-9]{1,12}', lo) and re.fullmatch(r'[0-9]{1,12}', hi)) or int(hi) < int(lo):
+            raise ValueError(f'bad range {r.strip()!r:.40} in hostlist {(whole or item)[:80]!r}')
+        bounds.append((lo, int(lo), int(hi)))
+    count = sum(hi - lo + 1 for _, lo, hi in bounds)
+    if count > room:
+        raise ValueError(f'hostlist {(whole or item)[:80]!r} names more than {MAX_NODES} hosts')
+    tails = _expand_one(rest, room // count, whole or item) if rest else ['']
+    values = [f'{i:0{len(text) if text.startswith("0") else 0}d}' for text, lo, hi in bounds for i in range(lo, hi + 1)]
     return [prefix + v + t for v in values for t in tails]
 
 
@@ -165,6 +171,7 @@ class Fabric:
     has_topology: bool = True
 
     def __post_init__(self):
+        _check_fabric(self.leaves, self.spines)
         where = {n: (leaf, i) for leaf, nodes in self.leaves.items() for i, n in enumerate(nodes)}
         object.__setattr__(self, '_where', where)
         if self.spines <= 0:
@@ -226,12 +233,40 @@ class Fabric:
         return out
 
 
+def _check_fabric(leaves, spines):
+    """ValueError saying what is wrong when ``leaves`` is not {leaf name: [host names]} of at most
+    :data:`MAX_NODES` nodes, or ``spines`` not a whole number from 0 (the leaf size) to that (a topology or a
+    stored night is data: ``spines: 1e999`` must be refused, not crash every report that reads it)."""
+    if not isinstance(leaves, dict) or not all(isinstance(k, str) and isinstance(v, (list, tuple))
+                                               for k, v in leaves.items()):
+        raise ValueError(f'leaves: expected {{leaf: [nodes]}}, not {type(leaves).__name__}')
+    if sum(len(v) for v in leaves.values()) > MAX_NODES:
+        raise ValueError(f'leaves: more than {MAX_NODES} nodes')
+    bad = next((n for v in leaves.values() for n in v if not (isinstance(n, str) and HOST_NAME.fullmatch(n))), None)
+    if bad is not None:
+        raise ValueError(f'leaves: {bad!r:.80} is not a host name')
+    if isinstance(spines, bool) or not isinstance(spines, int) or not 0 <= spines <= MAX_NODES:
+        raise ValueError(f'spines: {spines!r:.40} is not a number of spine switches (0 to {MAX_NODES})')
+
+
+def spines_of(value):
+    """A stored or written number of spines as an int (0 when absent); ValueError when it is not a whole number
+    in range (``1e999``, ``-1``, ``"2"``)."""
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    _check_fabric({}, value)
+    return value
+
+
 def no_topology(nodes, rails=(('mlx5_0', 1),)):
     """The fabric of nodes whose leaves are unknown: flows name nodes only (:data:`NO_TOPOLOGY`)."""
     return Fabric({'(no topology)': list(nodes)}, 1, tuple(rails), has_topology=False)
 
 
 def fabric_from_leaves(leaves, spines=0, rails=(('mlx5_0', 1),)):
+    _check_fabric(leaves, spines)      # before the copy: a string of nodes is no list of them
     return Fabric({k: list(v) for k, v in leaves.items()}, spines, tuple(rails))
 
 

@@ -13,7 +13,9 @@ and :func:`analyse` names the components (:mod:`ibrepro.fleet_localise`).
 
 import json
 import os
+import re
 import shutil
+import stat
 import sys
 import time
 from pathlib import Path
@@ -60,13 +62,46 @@ def copy_node_modules(dest):
             shutil.copy2(package / name, target / name)
 
 
+#: The largest topology file a night reads (a topology.conf of MAX_NODES nodes is a few MB).
+MAX_TOPOLOGY_BYTES = 64 * 2**20
+
+
+def night_from_environment(environ):
+    """``(fabric, rounds, jobs, problem)`` of the pair-round check from ``IBREPRO_FLEET_TOPOLOGY`` (a Slurm
+    topology.conf or JSON, :func:`load_topology`) and ``IBREPRO_FLEET_JOB_NODES``: the night's plan, or why the
+    environment gives none in ``problem`` (the check's case then fails saying so: a night must not vanish from the
+    run because the check could not load); ``(None, [], [], None)`` without a topology."""
+    path = environ.get('IBREPRO_FLEET_TOPOLOGY')
+    if not path:
+        return None, [], [], None
+    job_nodes = environ.get('IBREPRO_FLEET_JOB_NODES', str(fleet_plan.JOB_NODES))
+    if not re.fullmatch(r'[0-9]{1,6}', job_nodes) or int(job_nodes) < 1:
+        return None, [], [], f'IBREPRO_FLEET_JOB_NODES={job_nodes!r:.40}: expected a number of nodes'
+    try:
+        return (*night(*load_topology(read_topology(path)), job_nodes=int(job_nodes)), None)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        return None, [], [], f'IBREPRO_FLEET_TOPOLOGY={path!r:.200}: {err}'
+
+
+def read_topology(path):
+    """The text of a topology file: a regular file of at most :data:`MAX_TOPOLOGY_BYTES` in UTF-8 (a FIFO named
+    there would block every ReFrame run that loads the check, even ``-l``); OSError or ValueError otherwise."""
+    with open(path, 'rb', opener=lambda name, flags: os.open(name, flags | os.O_NONBLOCK)) as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ValueError('not a regular file')
+        data = f.read(MAX_TOPOLOGY_BYTES + 1)
+    if len(data) > MAX_TOPOLOGY_BYTES:
+        raise ValueError(f'larger than {MAX_TOPOLOGY_BYTES} bytes')
+    return data.decode('utf-8')
+
+
 def load_topology(text):
     """``(leaves, spines)`` from a Slurm topology.conf or JSON ``{leaf: [nodes]}`` / ``{"leaves": ..., "spines": k}``
     (spines 0: the leaf size, :class:`ibrepro.fleet_plan.Fabric`)."""
     if text.lstrip().startswith('{'):
         data = json.loads(text)
         if 'leaves' in data:
-            return data['leaves'], int(data.get('spines', 0))
+            return data['leaves'], fleet_plan.spines_of(data.get('spines'))
         return data, 0
     return fleet_plan.parse_topology_conf(text), fleet_plan.parse_topology_spines(text)
 
@@ -451,7 +486,10 @@ def from_report(report, system=None, partition=None):
         out['named'] |= {m for n in _stored(case, 'fleet_named', list, str) for m in n.split(' = ')}
         fabric = _stored(case, 'fleet_fabric', dict)
         out['leaves'] = out['leaves'] or fabric.get('leaves') or {}
-        out['spines'] = out['spines'] or int(fabric.get('spines') or 0)
+        try:
+            out['spines'] = out['spines'] or fleet_plan.spines_of(fabric.get('spines'))
+        except ValueError as err:
+            raise ValueError(f"test case {case.get('name')!r}: fleet_fabric {err}") from None
     out['named'] = sorted(out['named'])          # the components the night named, JSON-ready
     return out if found else None
 
