@@ -77,18 +77,6 @@ def test_clopper_pearson_interval():
     assert stats.clopper_pearson(0, 0) == (None, None)
 
 
-def test_confirmation_keeps_the_settings_not_the_selection():
-    from ibrepro import nightly
-    assert nightly.settings_only(['-n', 'X', '-S', 'a=1', '-p', 'impi', '-Sb=2', '--setvar', 'c=3', '-r']) == \
-        ['-S', 'a=1', '-Sb=2', '--setvar', 'c=3']
-    assert nightly.confirmation_runs([
-        {'system': 's', 'partition': 'p', 'environ': 'e', 'hashcode': 'bbbbbbbb'},
-        {'system': 's', 'partition': 'p', 'environ': 'e', 'hashcode': 'aaaaaaaa'},
-        {'system': 's', 'partition': 'q', 'environ': 'e', 'hashcode': 'cccccccc'},
-        {'system': 's', 'partition': 'q', 'environ': 'e', 'hashcode': None}]) == \
-        [('s', 'p', 'e', ['aaaaaaaa', 'bbbbbbbb']), ('s', 'q', 'e', ['cccccccc'])]
-
-
 # -- real sessions ---------------------------------------------------------------------------------------
 
 @pytest.fixture(scope='module')

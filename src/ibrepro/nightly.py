@@ -11,6 +11,9 @@
 4. **Report**: ``ibrepro report --nightly`` over the night and its confirmation (both shown, the page and
    summary.md written), whose exit status is the night's.
 
+One night at a time per data directory: a night holds ``$IBREPRO_HOME/nightly.lock`` from start to verdict; a night
+that finds it held does not start (exit 2, naming the night that holds it).
+
 Exit status: the verdict's (0 clean, 1 regression, 2 could not judge, 3 inconclusive: ``ibrepro report --help``);
 a check that failed in ReFrame (sanity, references; with ``--no-run``: a failed test case of the night's stored
 sessions) makes it 1 unless it is worse, and a night whose session was not stored 2; with ``--no-run``, a missing
@@ -19,6 +22,7 @@ out).
 """
 
 import argparse
+import fcntl
 import json
 import os
 import subprocess
@@ -41,6 +45,28 @@ NIGHT_ALPHA = 0.05
 
 #: ReFrame options a confirmation keeps from the night's: the settings (``-S``), not the selection.
 _SETTING_OPTIONS = ('-S', '--setvar')
+
+#: The lock a night holds in the data directory: one night at a time per ``$IBREPRO_HOME`` (a confirmation still
+#: waiting for nodes when the next night starts must not share the nodes, the history or the database with it).
+LOCK_NAME = 'nightly.lock'
+
+
+def hold_night_lock(night):
+    """``(fd, None)``: this night holds the lock while ``fd`` is open; ``(None, why)`` when another night holds it
+    (its night id, process and start are in the file). trust.Refused when the data directory is not ours."""
+    from . import trust
+    home = paths.private_dir(paths.data_home())
+    path = trust.check(home / LOCK_NAME, kind='file', root=home, name='IBREPRO_HOME')
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.read(fd, 300).decode('utf-8', 'replace').strip()
+        os.close(fd)
+        return None, f'another night holds {path} ({holder or "no holder recorded"})'
+    os.ftruncate(fd, 0)
+    os.write(fd, f'night {night}, process {os.getpid()}, since {time.strftime("%Y-%m-%d %H:%M:%S %Z")}\n'.encode())
+    return fd, None
 
 
 def settings_only(options):
@@ -141,6 +167,22 @@ def main(args):
     except ValueError as err:
         print(f'ibrepro nightly: {err}', file=sys.stderr)
         return verdict.EXIT_UNJUDGED
+    from . import trust
+    try:
+        lock, held = hold_night_lock(night)
+    except (trust.Refused, OSError) as err:
+        print(f'ibrepro nightly: could not take the night\'s lock: {err}', file=sys.stderr)
+        return verdict.EXIT_UNJUDGED
+    if lock is None:
+        print(f'ibrepro nightly: night {night} does not start: {held}', file=sys.stderr)
+        return verdict.EXIT_UNJUDGED
+    try:
+        return _night(args, night)
+    finally:
+        os.close(lock)
+
+
+def _night(args, night):
     env = {**os.environ, 'IBREPRO_NIGHTLY': night}
     os.environ['IBREPRO_NIGHTLY'] = night
     reframe_options = list(args.reframe_options or [])
