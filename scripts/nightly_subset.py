@@ -6,7 +6,7 @@ papers once, on two nodes where the figure allows it, in about half an hour. Thi
 greedy set cover over the figure tags (``s000-fig12``) of every test variant, as its init hooks tag it: first
 among the cases that fit two nodes, the one that covers the most figures not yet covered per estimated second;
 then, for the figures only larger layouts reproduce (4x1, 8x1 collectives and NPB), the cheapest such case.
-Checks tag the chosen cases ``nightly`` (:func:`ibrepro.rfm.nightly_cases`); ``--mode nightly`` selects them.
+Checks tag the chosen cases ``nightly`` (:func:`ibrepro.catalog.nightly_cases`); ``--mode nightly`` selects them.
 
 Estimated times are a model, not measurements (there is no InfiniBand here): seconds per case on an HDR cluster
 like the example cluster's ``hdr`` partition, Slurm's job start included (:data:`JOB_OVERHEAD`), per family and

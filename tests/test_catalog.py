@@ -8,7 +8,7 @@ import pytest
 
 from conftest import output
 from ibrepro import catalog, paths
-from ibrepro.rfm import NightlyError, nightly_cases
+from ibrepro.catalog import NightlyError, nightly_cases
 
 
 def test_all_43_experiments_are_encoded_or_out_of_scope_with_a_reason():

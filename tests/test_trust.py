@@ -351,7 +351,7 @@ def test_a_refusal_under_reframe_is_a_config_error_of_one_line():
 
 
 def test_a_broken_nightly_subset_is_one_line(tmp_path, monkeypatch):
-    from ibrepro.rfm import nightly_cases
+    from ibrepro.catalog import nightly_cases
     (tmp_path / 'nightly.yaml').write_text('cases: [\n')
     monkeypatch.setattr(paths, 'REFERENCE_DATA', tmp_path)
     nightly_cases.cache_clear()

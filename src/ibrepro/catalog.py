@@ -415,7 +415,6 @@ def validate(checks_dir=paths.CHECKS_DIR, nightly=None):
     named = {f for items in found.values() for _, names in items for f in names.values()}
     for name in sorted(set(classes) - named - SYSTEM_CHECKS):
         problems.append(f'check family {name} encodes no experiment of the catalog')
-    from .rfm import NightlyError, nightly_cases
     try:
         cases = nightly_cases(nightly)
     except NightlyError as err:
@@ -425,6 +424,32 @@ def validate(checks_dir=paths.CHECKS_DIR, nightly=None):
         if problem:     # a typo would leave the case out of every night without a word
             problems.append(f'nightly subset: case {case!r} matches no test case: {problem}')
     return problems
+
+
+class NightlyError(ValueError):
+    """reference-data/nightly.yaml cannot say which cases run every night (file, line and why)."""
+
+
+@functools.lru_cache(maxsize=None)
+def nightly_cases(path=None):
+    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py).
+
+    A file that cannot be read, or that lists no cases, raises NightlyError: tagging nothing would run a smaller
+    night without a word. (Names that match no check: :func:`ibrepro.catalog.validate`.)
+    """
+    from . import references
+
+    path = path or paths.REFERENCE_DATA / 'nightly.yaml'
+    try:
+        doc = references.read_yaml(path)
+    except references.DataError as err:
+        raise NightlyError(f'the nightly subset cannot be read: {err.problem}') from None
+    cases = doc.get('cases') if isinstance(doc, dict) else None
+    if not isinstance(cases, list) or not cases \
+            or not all(isinstance(c, dict) and isinstance(c.get('case'), str) and c['case'] for c in cases):
+        raise NightlyError(f'the nightly subset cannot be read: {path}: "cases" must be a non-empty list of '
+                           '{case: <display name>, ...} (scripts/nightly_subset.py writes it)')
+    return frozenset(c['case'] for c in cases)
 
 
 def _unknown_case(display_name, classes):

@@ -504,7 +504,7 @@ def site_configuration(systems, environments, *, modes=(), nightly_subset=False,
     _HOSTNAMES.extend(p for system in systems for p in system['hostnames'] if p not in _HOSTNAMES)
     home = trusted_storage(systems, environ)
     if nightly_subset:
-        from .rfm import NightlyError, nightly_cases   # noqa: PLC0415  (ReFrame is loaded here)
+        from .catalog import NightlyError, nightly_cases   # noqa: PLC0415  (what tags the checks' nightly cases)
         try:
             nightly_cases()              # a broken subset fails the run, never a smaller night
         except NightlyError as err:

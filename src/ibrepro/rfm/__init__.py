@@ -34,6 +34,7 @@ from reframe.core.builtins import run_after, run_before, sanity_function, variab
 from reframe.core.exceptions import PerformanceError, ReframeError, SanityError
 
 from .. import catalog, parsers, paths, rfmconfig
+from ..catalog import NightlyError, nightly_cases
 from .inject import Injection  # noqa: F401  (the plugins a family mixes in besides this base)
 from .knobs import Knobs, expand_sizes, size_bytes  # noqa: F401  (the size grammar's home: knobs)
 from .launch import Placement  # noqa: F401
@@ -374,32 +375,6 @@ def representative(values, paper_sizes=None):
             chosen.append(name)
     chosen += [f'{m}_{s}' for m, s in smallest.items()]
     return sorted(set(chosen))
-
-
-class NightlyError(ValueError):
-    """reference-data/nightly.yaml cannot say which cases run every night (file, line and why)."""
-
-
-@functools.lru_cache(maxsize=None)
-def nightly_cases(path=None):
-    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py).
-
-    A file that cannot be read, or that lists no cases, raises NightlyError: tagging nothing would run a smaller
-    night without a word. (Names that match no check: :func:`ibrepro.catalog.validate`.)
-    """
-    from .. import references
-
-    path = path or paths.REFERENCE_DATA / 'nightly.yaml'
-    try:
-        doc = references.read_yaml(path)
-    except references.DataError as err:
-        raise NightlyError(f'the nightly subset cannot be read: {err.problem}') from None
-    cases = doc.get('cases') if isinstance(doc, dict) else None
-    if not isinstance(cases, list) or not cases \
-            or not all(isinstance(c, dict) and isinstance(c.get('case'), str) and c['case'] for c in cases):
-        raise NightlyError(f'the nightly subset cannot be read: {path}: "cases" must be a non-empty list of '
-                           '{case: <display name>, ...} (scripts/nightly_subset.py writes it)')
-    return frozenset(c['case'] for c in cases)
 
 
 @functools.lru_cache(maxsize=None)
