@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import output
+from conftest import ReFrameRunner, output
 from ibrepro import catalog, paths
 from ibrepro.catalog import NightlyError, nightly_cases
 
@@ -21,11 +21,18 @@ def test_all_43_experiments_are_encoded_or_out_of_scope_with_a_reason():
             assert row['reason']
 
 
-def test_catalogued_checks_carry_the_experiment_tag(reframe):
-    """Each check a row names is a test case of the papers' testbeds tagged with that row (exp<N>)."""
-    proc = reframe('--describe', '--system', 'testbeds', config='configs/testbeds.py')
+@pytest.fixture(scope='module')
+def described(tmp_path_factory):
+    """``reframe --describe`` of every test case on the papers' testbeds (configs/testbeds.py)."""
+    proc = ReFrameRunner(tmp_path_factory.mktemp('describe') / 'home')('--describe', '--system', 'testbeds',
+                                                                          config='configs/testbeds.py')
     assert proc.returncode == 0, output(proc)
-    described = json.loads(proc.stdout[proc.stdout.index('['):])
+    return json.loads(proc.stdout[proc.stdout.index('['):])
+
+
+@pytest.mark.integration
+def test_catalogued_checks_carry_the_experiment_tag(described):
+    """Each check a row names is a test case of the papers' testbeds tagged with that row (exp<N>)."""
     for row in catalog.experiments().values():
         for check in row.get('checks', []):
             cases = [d for d in described if re.sub(r'\s+', '', d['display_name']).startswith(
@@ -33,6 +40,20 @@ def test_catalogued_checks_carry_the_experiment_tag(reframe):
             assert cases, f'experiment {row["id"]}: {check!r} is no test case'
             assert any(f'exp{row["id"]}' in d['tags'] for d in cases), \
                 f'experiment {row["id"]}: no case of {check!r} is tagged exp{row["id"]}'
+
+
+@pytest.mark.integration
+def test_a_leaf_case_carries_only_the_plugins_its_family_uses(described):
+    """Repetitions and the MPI injector belong to the MPI-launched families: a pair-runner case (perftest, our
+    verbs benchmark) measures once per job and preloads no MPI, so it has none of their variables."""
+    plugin = re.compile(r'(repetition|inject|control|cpu_pressure)')
+    pair_runner = [d for d in described if d['display_name'].startswith(('Perftest', 'VerbsTwoPort'))]
+    mpi = [d for d in described if d['display_name'].startswith(('IMB', 'OSU', 'BenchIMB'))]
+    assert pair_runner and mpi
+    for case in pair_runner:
+        assert [v for v in case if plugin.match(v)] == [], case['display_name']
+    for case in mpi:
+        assert {'repetitions', 'inject_us', 'control'} <= set(case), case['display_name']
 
 
 def test_catalog_says_what_runs_here_and_why_not(reframe):

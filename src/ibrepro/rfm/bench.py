@@ -11,7 +11,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 
-from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes, size_bytes
+from . import DEFAULT_TIME_LIMIT, Knobs, PaperExperiment, Placement, expand_sizes, size_bytes
 from .layout import parse_layout
 from .mpi import MPIRun
 from .pair_runner import PairRunner, rails
@@ -90,14 +90,13 @@ class BenchMPI(MPIRun):
             self.expected_sizes = expected_sizes(sizes)
 
 
-class BenchRDMA(rfm.RunOnlyRegressionTest, PairRunner, Injection, Placement, Knobs, PaperExperiment):
+class BenchRDMA(rfm.RunOnlyRegressionTest, PairRunner, Placement, Knobs, PaperExperiment):
     """``ibrepro_rdma`` client/server flows: one server and one client process, each on its own node (or,
     on one node, on its own rail), driving every rail of the node. One round: the program sweeps its sizes
     (``-m``) and drives its ports and pairs itself."""
 
     tool = 'bench'
     level = 'multirail'
-    repeatable = False
     valid_prog_environs = ['+ibrepro-rdma']
     time_limit = DEFAULT_TIME_LIMIT
 

@@ -18,7 +18,7 @@ from reframe.core.builtins import run_after, variable
 from reframe.core.exceptions import SanityError
 
 from .. import parsers
-from . import DEFAULT_TIME_LIMIT, Injection, Knobs, PaperExperiment, Placement, expand_sizes
+from . import DEFAULT_TIME_LIMIT, Knobs, PaperExperiment, Placement, expand_sizes
 from .pair_runner import PairRunner, zero_rates
 
 #: Message sizes of concurrent flows when the check names none: powers of four from 4 B to 4 MiB (one round of
@@ -74,11 +74,10 @@ def perftest_margin(options, duration):
     return duration / 4
 
 
-class PerftestFlows(rfm.RunOnlyRegressionTest, PairRunner, Injection, Placement, Knobs, PaperExperiment):
+class PerftestFlows(rfm.RunOnlyRegressionTest, PairRunner, Placement, Knobs, PaperExperiment):
     """perftest flows run by the pair runner; subclasses say which flows (:meth:`flows`)."""
 
     tool = 'perftest'
-    repeatable = False      # the flows of one job start together at one barrier
     level = 'verbs'
     valid_prog_environs = ['+perftest']
     time_limit = DEFAULT_TIME_LIMIT

@@ -236,7 +236,9 @@ def spread(per_repetition, better):
 
 
 class Repetitions(rfm.RegressionTestPlugin):
-    """Plugin of a family whose job can run its benchmark R times (``-S repetitions=R``); its steps run from
+    """Plugin of a family whose job can run its benchmark R times (``-S repetitions=R``: the MPI-launched families;
+    the pair runner's flows start together at one barrier and measure once per job, so its families do not mix it
+    in); its steps run from
     :class:`ibrepro.rfm.PaperExperiment`'s hooks (:meth:`measure` in sanity, :meth:`_repeat` before the run)."""
 
     #: Runs of the benchmark inside the job, back to back: each size reports the median over them, and their spread
@@ -266,9 +268,6 @@ class Repetitions(rfm.RegressionTestPlugin):
     #: Per repetition, the share of its time some task of the node waited for a CPU (None where not reported).
     repetition_pressure = variable(typ.List[object], value=[], loggable=True)
 
-    #: Whether the family's output can be repeated in one job (the pair runner's flows cannot: one barrier).
-    repeatable = True
-
     def in_each_repetition(self):
         """Job-script lines at the start of each repetition (the injection plugin's)."""
         return []
@@ -284,9 +283,6 @@ class Repetitions(rfm.RegressionTestPlugin):
 
     def _repeat(self):
         check(self.repetitions)
-        if (self.repetitions > 1 or self.control) and not self.repeatable:
-            raise ValueError(f'repetitions={self.repetitions}: {type(self).__name__} measures once per job (its '
-                             'flows start together at one barrier); run the case again instead')
         before, after = job_commands(self.repetitions, self.control_path() if self.control else None)
         before += self.in_each_repetition()
         if before:
