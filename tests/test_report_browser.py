@@ -94,14 +94,15 @@ def test_every_figure_decodes(page, tmp_path):
 
 
 def test_a_hostile_host_name_in_a_fleet_night_stays_text(tmp_path):
-    """A real pair-round night (tests/data/fleet) with node6 renamed to an HTML payload: in the browser the fleet
-    section's tables are there and the payload is text (no image element, nothing ran)."""
+    """A real pair-round night (tests/data/fleet) with its rail's device renamed to an HTML payload (a node name
+    that is no host name is refused with its fabric: tests/test_fleet_plan.py): in the browser the fleet section's
+    tables are there and the payload is text (no image element, nothing ran)."""
     from test_report_fleet import FLEET, report
     data = json.loads((FLEET / 'fattree-uplink-leaf1-spine1-25.report.json').read_text())
     case = next(c for run in data['runs'] for c in run['testcases'] if 'fleet_flows' in c)
     payload = '<img src=x onerror=document.title=1>'
-    for key in ('fleet_flows', 'fleet_confirmation', 'fleet_fabric'):
-        case[key] = json.loads(json.dumps(case[key]).replace('node6', payload))
+    for key in ('fleet_flows', 'fleet_confirmation'):
+        case[key] = json.loads(json.dumps(case[key]).replace('fab0', payload))
     (tmp_path / 'hostile.json').write_text(json.dumps(data))
     report(tmp_path, tmp_path / 'hostile.json')
     (page,) = (tmp_path / 'out').rglob('index.html')
