@@ -45,7 +45,7 @@ help:
 	@echo "make report     this system beside the papers, its history and its link limits (HTML + Markdown)"
 	@echo "make nightly    run, store, compare with the history; fails on a failed check or a regression"
 	@echo "make where      print where results are stored"
-	@echo "make baseline   write references for this system from its last 5 sessions"
+	@echo "make baseline   write references for this system from its last 5 nights"
 	@echo "make refs       validate the papers' reference data (reference-data/)"
 	@echo "make catalog    the papers' experiments, their checks, and what this system can run"
 	@echo "make otava      install Apache Otava (.deps/otava): where the charts' changes began"

@@ -172,7 +172,9 @@ def add_cli(subparsers):
         description=__doc__, formatter_class=__import__('argparse').RawDescriptionHelpFormatter)
     p.add_argument('--system', help='only this system (default: every system in the sessions)')
     p.add_argument('--sessions', nargs='+', metavar='UUID', help='sessions to use (UUID prefixes)')
-    p.add_argument('--last', type=int, default=5, help='use the last N stored sessions (default 5)')
+    p.add_argument('--last', type=int, default=5, metavar='N',
+                   help="use the last N stored nights (default 5): a night's sessions together (a CI child pipeline "
+                        'stores one per test case), confirmation re-runs left out')
     p.add_argument('--report', nargs='+', metavar='FILE', help='use JSON run reports instead of the database')
     p.add_argument('--output', help='write here instead of reference-data/systems/<system>/references.yaml')
     p.add_argument('--replace', action='store_true', help='replace the file instead of updating it')
@@ -191,8 +193,8 @@ def _cli(args):
         if args.report:
             sessions = [results.load_report(f) for f in args.report]
         else:
-            sessions = results.stored_sessions(uuids=args.sessions, last=None if args.sessions else args.last,
-                                               problems=problems)
+            sessions = (results.stored_sessions(uuids=args.sessions, problems=problems) if args.sessions else
+                        results.last_nights(args.last, problems=problems))
     except results.ResultsError as err:
         print(f'ibrepro baseline: {err}', file=sys.stderr)
         return 1

@@ -788,6 +788,19 @@ def stored_sessions(db=None, *, uuids=None, last=None, problems=None):
     return sessions_by_uuid([r[0] for r in rows], db, problems=problems)
 
 
+def last_nights(count, db=None, problems=None):
+    """The run reports of the last ``count`` nights, oldest first: the sessions of one nightly run are one night (a CI
+    child pipeline stores one session per test case), a session without a ``nightly`` extra a night of its own, and
+    a confirmation re-run no night (its night's suspects only). Unreadable sessions are named in ``problems``."""
+    with open_index(db) as index:
+        readable, unreadable = index.sessions()
+    if problems is not None:
+        problems.extend(unreadable)
+    rows = [row for row, _ in readable if not row.confirms]
+    keep = set(list(dict.fromkeys(row.night for row in rows))[-count:]) if count > 0 else set()
+    return sessions_by_uuid([row.uuid for row in rows if row.night in keep], db, problems=problems)
+
+
 def session_index(db=None):
     """``(uuid, start unix time, systems, run)`` of every readable stored session, oldest first (from the index).
 
