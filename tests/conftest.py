@@ -1,6 +1,7 @@
 """Shared test helpers: run real ReFrame sessions on the embedded default system, isolated per test."""
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,23 @@ IMPI = DEPS_DIR / 'impi' / 'bin' / 'IMB-MPI1'
 
 #: A short IMB sweep: the real binaries and pipeline, seconds instead of minutes.
 SHORT_IMB = ['-S', 'message_sizes=1:64', '-S', 'iterations=50', '-S', 'time_per_sample=2']
+
+def old_python(version):
+    """An interpreter of ``version`` (``3.6``) from pyenv or PATH that says it is one (a pyenv shim may answer as
+    another), or None: the oldest Pythons a compute node may run the node-side code with."""
+    for candidate in [*sorted(Path.home().glob(f'.pyenv/versions/{version}.*/bin/python{version}')),
+                      shutil.which(f'python{version}')]:
+        if not candidate:
+            continue
+        try:
+            done = subprocess.run([str(candidate), '-c', 'import sys; print("%d.%d" % sys.version_info[:2])'],
+                                  capture_output=True, text=True)
+        except OSError:
+            continue
+        if done.stdout.strip() == version:
+            return str(candidate)
+    return None
+
 
 needs_impi = pytest.mark.skipif(not IMPI.exists(), reason=f'{IMPI} missing: run `make setup`')
 

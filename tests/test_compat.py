@@ -5,7 +5,6 @@ its confirmation planned under it, and must come out as under this one."""
 
 import json
 import math
-import shutil
 import statistics
 import subprocess
 import sys
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, old_python
 from ibrepro import compat, fleet_rounds
 
 FLEET = ROOT / 'tests' / 'data' / 'fleet'
@@ -33,19 +32,6 @@ night = json.loads((data / 'fattree-uplink-leaf1-spine1-25.fleet.json').read_tex
 rounds, suspects = fleet_rounds.confirmation_plan(plan, night['flows'])
 print(json.dumps({'records': records, 'suspects': suspects, 'rounds': [r.as_json() for r in rounds]}))
 '''
-
-
-def _python(version):
-    """An interpreter of ``version`` (``3.6``) from pyenv or PATH that says it is one, or None."""
-    for candidate in [*sorted(Path.home().glob(f'.pyenv/versions/{version}.*/bin/python{version}')),
-                      shutil.which(f'python{version}')]:
-        if not candidate:
-            continue
-        done = subprocess.run([str(candidate), '-c', 'import sys; print("%d.%d" % sys.version_info[:2])'],
-                              capture_output=True, text=True)
-        if done.stdout.strip() == version:
-            return str(candidate)
-    return None
 
 
 def test_the_node_modules_need_at_most_python_3_6():
@@ -71,7 +57,7 @@ def test_what_compat_gives_is_what_newer_pythons_have():
 
 @pytest.mark.parametrize('version', ['3.6', '3.9'])
 def test_a_nodes_old_python_parses_a_real_round_and_plans_the_confirmation_as_this_one(tmp_path, version):
-    old = _python(version)
+    old = old_python(version)
     if old is None:
         pytest.skip(f'no Python {version} here (pyenv install {version})')
     fleet_rounds.copy_node_modules(tmp_path)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import output
+from conftest import output, old_python
 from ibrepro import pair
 
 PEER = str(Path(__file__).parent / 'programs' / 'tcp_peer.py')
@@ -333,19 +333,6 @@ def test_verbs_family_on_a_partition_without_the_device_says_so(reframe):
 
 # -- the oldest Python a compute node may have -------------------------------------------------------------
 
-def _old_python():
-    """A Python 3.6 interpreter (EL8's platform Python), if this machine has one (pyenv)."""
-    for candidate in [*sorted(Path.home().glob('.pyenv/versions/3.6*/bin/python3.6')), shutil.which('python3.6')]:
-        try:
-            done = subprocess.run([str(candidate), '-c', 'import sys; print(sys.version_info[:2] == (3, 6))'],
-                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True)
-        except (OSError, TypeError):
-            continue
-        if done.stdout.strip() == 'True':     # a pyenv shim answers, but not as 3.6
-            return str(candidate)
-    return None
-
-
 def test_the_runner_needs_at_most_python_3_6():
     vermin = Path(sys.executable).parent / 'vermin'
     if not vermin.exists():
@@ -356,12 +343,12 @@ def test_the_runner_needs_at_most_python_3_6():
     assert 'Minimum required versions: 3.6' in done.stdout or 'Minimum required versions: 3.' in done.stdout
 
 
-@pytest.mark.skipif(not _old_python(), reason='no Python 3.6 here (pyenv install 3.6)')
+@pytest.mark.skipif(not old_python('3.6'), reason='no Python 3.6 here (pyenv install 3.6)')
 def test_the_runner_runs_flows_under_python_3_6(tmp_path):
     """The runner itself under 3.6 (the sides are this test's own programs), both nodes in one task."""
     path = tmp_path / 'flows.json'
     path.write_text(json.dumps(peer_spec(2, 19390)))
-    done = subprocess.run([_old_python(), RUNNER, str(path)], cwd=tmp_path, stdout=subprocess.PIPE,
+    done = subprocess.run([old_python('3.6'), RUNNER, str(path)], cwd=tmp_path, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, universal_newlines=True, timeout=60,
                           env={k: v for k, v in os.environ.items() if k not in ('SLURM_PROCID', 'PMI_RANK')})
     assert done.returncode == 0, done.stdout

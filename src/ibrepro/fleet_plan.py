@@ -455,9 +455,6 @@ def confirmation_pairs(suspects, fabric, good, *, taken=(), suspect_links=()):
     suspect_links = _directed(suspect_links)
     rounds, busy, loads = [], [], []
 
-    def trunks(a, b):
-        return [link for s, d in ((a, b), (b, a)) for link in fabric.directed_links(s, d)[2:]]
-
     def new_round(pairs=()):
         rounds.append([])
         busy.append({n for p in pairs for n in p})
@@ -465,7 +462,7 @@ def confirmation_pairs(suspects, fabric, good, *, taken=(), suspect_links=()):
 
     def fits(a, b, r):
         return all(loads[r].get(link, 0) < fabric.link_width(link) and link not in suspect_links
-                   for link in trunks(a, b))
+                   for link in _trunks(fabric, a, b))
 
     def place(host, candidates, r):
         partner = None if host in busy[r] else next(
@@ -474,7 +471,7 @@ def confirmation_pairs(suspects, fabric, good, *, taken=(), suspect_links=()):
             return False
         rounds[r].append((host, partner))
         busy[r].update((host, partner))
-        for link in trunks(host, partner):
+        for link in _trunks(fabric, host, partner):
             loads[r][link] = loads[r].get(link, 0) + 1
         return True
 
@@ -499,6 +496,11 @@ def confirmation_pairs(suspects, fabric, good, *, taken=(), suspect_links=()):
     while rounds and not rounds[-1]:
         rounds.pop()
     return rounds
+
+
+def _trunks(fabric, a, b):
+    """The leaf-spine links a pair loads: both directions' flows (a pair runs both at once)."""
+    return [link for s, d in ((a, b), (b, a)) for link in fabric.directed_links(s, d)[2:]]
 
 
 def _directed(suspect_links):
@@ -535,12 +537,9 @@ def link_confirmation_pairs(links, fabric, good):
     def ranked(nodes):
         return sorted((n for n in nodes if n not in busy), key=lambda n: (n not in good, order[n]))
 
-    def trunks(a, b):
-        return [link for s, d in ((a, b), (b, a)) for link in fabric.directed_links(s, d)[2:]]
-
     def fits(a, b, own):
         return all(loads.get(link, 0) < fabric.link_width(link) and (link not in suspect_links or link in own)
-                   for link in trunks(a, b))
+                   for link in _trunks(fabric, a, b))
 
     for link in links:
         kind, _, rest = link.partition(' ')
@@ -570,6 +569,6 @@ def link_confirmation_pairs(links, fabric, good):
                 break
             pairs.append(pair)
             busy.update(pair)
-            for trunk in trunks(*pair):
+            for trunk in _trunks(fabric, *pair):
                 loads[trunk] = loads.get(trunk, 0) + 1
     return pairs
