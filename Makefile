@@ -32,7 +32,7 @@ SOFTROCE_SLURM_RFM = $(BIN)/reframe -C configs/softroce-slurm.py -c reframe-chec
 SOFTROCE_RUN = $(BIN)/ibrepro softroce run --nodes 2 --extra build/bench-verbs -- \
                $(BIN)/reframe -C configs/softroce.py --system softroce -c reframe-checks \
                --exec-policy=serial --max-retries=2 -r
-.PHONY: help setup test run report nightly where baseline refs catalog otava spack wheelhouse constraints clean \
+.PHONY: help setup test test-quick test-long test-all run report nightly where baseline refs catalog otava spack wheelhouse constraints clean \
         cluster-up cluster-down cluster-status cluster-smoke cluster-test ci-templates-test cgroup-up cgroup-down \
         cgroup-test fleet-up fleet-down fleet-test \
         softroce-up softroce-down softroce-status softroce-test softroce-nightly \
@@ -40,7 +40,10 @@ SOFTROCE_RUN = $(BIN)/ibrepro softroce run --nodes 2 --extra build/bench-verbs -
 
 help:
 	@echo "make setup      install ibrepro, its pinned dependencies and the embedded default's MPI stacks"
-	@echo "make test       run the test suite (pytest)"
+	@echo "make test       run the test suite (pytest), without the long end-to-end proofs (minutes)"
+	@echo "make test-quick the tests that start no ReFrame session and no MPI program (two minutes)"
+	@echo "make test-long  the long end-to-end proofs: many nights through the nightly flow, the power harness"
+	@echo "make test-all   both"
 	@echo "make run        run every experiment this machine can run (reframe -C $(CONFIG) -c reframe-checks -r)"
 	@echo "make report     this system beside the papers, its history and its link limits (HTML + Markdown)"
 	@echo "make nightly    run, store, compare with the history; fails on a failed check or a regression"
@@ -61,8 +64,22 @@ help:
 setup:
 	@scripts/setup.sh
 
+# The suite on up to 4 cores (pytest-xdist: one worker takes a whole test file, so its module-scoped stored
+# histories are built once), without the long end-to-end proofs; PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?=
 test:
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile -m 'not long' $(PYTEST_ARGS)
+
+# Without ReFrame sessions or MPI runs (the `integration` marker): about two minutes on two cores
+test-quick:
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --maxprocesses 4 --dist loadfile -m 'not integration and not long' $(PYTEST_ARGS)
+
+# The long end-to-end proofs: many nights through the nightly flow, the power harness (CI runs them as a phase)
+test-long:
+	$(BIN)/pytest -n $(PYTEST_WORKERS) --maxprocesses 4 -m long $(PYTEST_ARGS)
+
+test-all: test test-long
 
 # The main job: reframe -C $(CONFIG) -c reframe-checks -r, then where the results are and what did not run here.
 # Exit status: reframe's (non-zero when a check fails), non-zero too when the session was not stored.

@@ -134,10 +134,11 @@ def pytest_runtest_teardown(item):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests that take the `reframe` fixture are `integration`. With IBREPRO_ALREADY_PASSED set, deselect the tests
-    that file lists (pytest's --deselect matches prefixes: test_a would take test_a_as_root with it)."""
+    """Tests that take the `reframe` fixture, and the `long` ones, are `integration`. With IBREPRO_ALREADY_PASSED
+    set, deselect the tests that file lists (pytest's --deselect matches prefixes: test_a would take test_a_as_root
+    with it)."""
     for item in items:
-        if 'reframe' in getattr(item, 'fixturenames', ()):
+        if 'reframe' in getattr(item, 'fixturenames', ()) or item.get_closest_marker('long'):
             item.add_marker(pytest.mark.integration)
     listing = os.environ.get('IBREPRO_ALREADY_PASSED')
     if not listing:

@@ -30,6 +30,7 @@ def stored(tmp_path_factory):
 
 
 @pytest.mark.integration
+@pytest.mark.long
 @needs_impi
 def test_a_baseline_of_stated_nights_then_a_regression_alarms(stored, tmp_path, monkeypatch):
     env = {'IBREPRO_HOME': str(stored.home)}

@@ -144,6 +144,7 @@ def test_repetitions_of_a_bandwidth_case_keep_its_message_rates(reframe):
 
 @needs_impi
 @pytest.mark.integration
+@pytest.mark.long
 def test_a_confirmed_regression_fails_the_night_with_both_sessions_shown(night):
     proc = nightly(night, '--night', 'slow', *QUIET, '--', *NIGHT, *SLOW)
     assert proc.returncode == verdict.EXIT_REGRESSION, output(proc)
@@ -174,6 +175,7 @@ def test_a_suspect_whose_rerun_is_clean_is_cleared(night):
 
 @needs_impi
 @pytest.mark.integration
+@pytest.mark.long
 def test_noisy_nights_are_inconclusive_and_three_in_a_row_fail(night):
     # the slowdown in the second of three repetitions: their spread is far beyond the guard's 50 %, their median
     # is a clean repetition (and no change below 1000x counts: whatever else runs on this machine, nothing here
@@ -227,6 +229,7 @@ def test_a_crash_of_the_report_is_could_not_judge(capsys):
 
 @needs_impi
 @pytest.mark.integration
+@pytest.mark.long
 def test_suspects_file_names_the_hash_to_rerun(night, tmp_path):
     proc = night('-r', '--mode', 'nightly', '--session-extras=nightly=slow', *NIGHT, *SLOW)
     assert proc.returncode == 0, output(proc)
@@ -246,6 +249,7 @@ def case_nights(data):
 
 @needs_impi
 @pytest.mark.integration
+@pytest.mark.long
 def test_power_harness_runs_nights_through_the_nightly_flow(tmp_path):
     # the smallest real run: 8 clean history nights, one level, one injected and one clean night
     out = tmp_path / 'power.json'
@@ -298,6 +302,7 @@ def test_a_case_that_passed_only_on_a_retry_is_flaky_not_clean(reframe, tmp_path
 
 @needs_impi
 @pytest.mark.integration
+@pytest.mark.long
 def test_a_confirmation_that_failed_leaves_the_regression_unverified_not_cleared(night):
     """A night 200 us slower whose confirmation measured nothing (here: refused at setup, as when MPI cannot start):
     not cleared, and the night alone (q far below 0.01, 200x) is an alarm."""
@@ -321,6 +326,7 @@ def test_a_confirmation_that_failed_leaves_the_regression_unverified_not_cleared
 
 @needs_impi
 @pytest.mark.integration
+@pytest.mark.long
 def test_a_confirmation_stored_before_its_night_is_ignored(night):
     """A reused night id (a re-run CI workflow's): a clean session claiming to confirm the night, stored before the
     night's own 200 us slower session, must not clear it."""

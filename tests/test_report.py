@@ -11,6 +11,7 @@ import copy
 import importlib.util
 import json
 import math
+import os
 import re
 import sqlite3
 import statistics
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, ReFrameRunner, needs_impi, output
-from ibrepro import compare, report, results
+from ibrepro import cli, compare, report, results
 from ibrepro.report import provenance, render
 from test_topology import ACTIVE, ib_device, pci_function
 
@@ -71,6 +72,20 @@ def _script(name):
 
 def run_report(runner, *args):
     return runner.ibrepro('report', '--output-dir', str(runner.home / 'reports'), *args)
+
+
+def report_inline(runner, capsys, monkeypatch, *args, env=None):
+    """`ibrepro report` in this process (ibrepro.cli.main): what run_report checks, without a Python start-up and
+    the report's imports (seconds each); the environment is the runner's, as for the process."""
+    environ = {**runner.env, **(env or {})}
+    for var in set(os.environ) - set(environ):
+        monkeypatch.delenv(var)
+    for var, value in environ.items():
+        monkeypatch.setenv(var, value)
+    capsys.readouterr()
+    status = cli.main(['report', '--output-dir', str(runner.home / 'reports'), *args])
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(['ibrepro', 'report', *args], status, out.out, out.err)
 
 
 def written(proc):

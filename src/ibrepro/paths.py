@@ -26,6 +26,13 @@ def data_home() -> Path:
     return Path(xdg).expanduser() / 'ibrepro'
 
 
+def cache_home() -> Path:
+    """What ibrepro keeps only to be faster (the report's catalog answers): ``$XDG_CACHE_HOME/ibrepro``
+    (``~/.cache/ibrepro``). Deleting it loses nothing."""
+    xdg = os.environ.get('XDG_CACHE_HOME') or Path.home() / '.cache'
+    return Path(xdg).expanduser() / 'ibrepro'
+
+
 def results_db() -> Path:
     """ReFrame's results database: ``$RFM_SQLITE_DB_FILE`` or ``<data home>/results.db``."""
     if os.environ.get('RFM_SQLITE_DB_FILE'):

@@ -5,14 +5,9 @@ PNG rather than SVG: the page stays one self-contained file, and no string from 
 """
 
 import base64
+import functools
 import io
 import math
-
-import matplotlib
-
-matplotlib.use('Agg')
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the backend)
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
 #: One colour per seed paper, so a paper keeps its colour in every figure.
 SEED_COLOURS = {'000': '#1f77b4', '001': '#2ca02c', '002': '#d62728', '003': '#9467bd', '004': '#ff7f0e'}
@@ -29,10 +24,22 @@ def plain(text, width=160):
     return text.replace('$', r'\$')   # no unescaped '$' left: never mathtext
 
 
+@functools.lru_cache(maxsize=None)
+def _pyplot():
+    """matplotlib's pyplot on the Agg backend, imported on the first figure: a second of start-up that every
+    ibrepro command importing the report would pay otherwise."""
+    import matplotlib
+
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def data_uri(fig):
     buf = io.BytesIO()
     fig.savefig(buf, format='png', dpi=80)   # fixed layout: bbox_inches='tight' would draw everything twice
-    plt.close(fig)
+    _pyplot().close(fig)
     return 'data:image/png;base64,' + base64.b64encode(buf.getvalue()).decode('ascii')
 
 
@@ -50,7 +57,9 @@ def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None)
     is a horizontal line (a peak or a large-message value); ``limit_now``: MB/s of this system's links or None
     with ``limit_note`` saying why. (The limits of the papers' testbeds are in the headline table.)
     """
-    fig, ax = plt.subplots(figsize=(7.3, 4.4))
+    from matplotlib import ticker
+
+    fig, ax = _pyplot().subplots(figsize=(7.3, 4.4))
     fig.subplots_adjust(left=0.1, right=0.98, top=0.88, bottom=0.12)
     sizes = sorted({s for _, points in curves for s in points if s > 0})
     for i, (label, points) in enumerate(curves):
@@ -72,12 +81,12 @@ def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None)
                 color='dimgrey')
     if sizes:
         ax.set_xscale('log', base=2)
-        ax.xaxis.set_major_formatter(FuncFormatter(_size_label))
+        ax.xaxis.set_major_formatter(ticker.FuncFormatter(_size_label))
     shown = [v for _, p in curves for s, v in p.items() if s > 0]
     if ylabel.endswith('(us)') and shown and min(shown) > 0 and max(shown) / min(shown) > 20:   # > a decade
         ax.set_yscale('log')
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f'{v:g}'))   # plain text: no mathtext parsing
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _pos: f'{v:g}'))   # plain text: no mathtext parsing
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set_xlabel('message size (bytes)')
     ax.set_ylabel(plain(ylabel))
     ax.set_title('\n'.join(plain(line) for line in title.split('\n')), fontsize=10)
@@ -89,7 +98,7 @@ def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None)
 def trend(title, unit, dates, values, tested, band=None, reference=None):
     """One series over sessions: ``values`` aligned with ``dates`` (None = missing), the last ``tested`` points
     highlighted, ``band`` (low, high) of the baseline, ``reference`` (value, low, high) of ReFrame."""
-    fig, ax = plt.subplots(figsize=(6.0, 2.8))
+    fig, ax = _pyplot().subplots(figsize=(6.0, 2.8))
     fig.subplots_adjust(left=0.12, right=0.98, top=0.88, bottom=0.22)
     x = range(len(values))   # session order (sessions are not evenly spaced in time)
     points = [(i, v) for i, v in zip(x, values) if v is not None]

@@ -1,6 +1,8 @@
 """The provenance part of the report: system, partitions, environments, topology, software, failures, and the
 check families this system did not run with the reason."""
 
+import hashlib
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -164,20 +166,106 @@ _VERDICTS = ('import json, sys\nfrom ibrepro import catalog\n'
 def not_run_verdicts(system, config=None, platforms=None):
     """({test variant: [(why it cannot run, how to enable)]} on ``system``, {experiment id: [(item, [its test
     cases])]}), from the configuration given explicitly (``-C``) or the platforms the sessions recorded; the
-    verdicts are None when neither says; CatalogError if it cannot be read."""
+    verdicts are None when neither says; CatalogError if it cannot be read.
+
+    Without ``-C`` the answer is a function of the check files, this package, ReFrame, Python and the recorded
+    configuration (JSON data): it is kept in the user's cache (:func:`_cached`), so a report does not load every
+    check again (seconds) while none of them changed. A ``-C`` file is Python and may read anything: never cached."""
+    recorded = None if config else recorded_configuration(system, platforms or {})
+    key = None if config else _catalog_key(system, recorded)
+    answer = _cached(key) if key else None
+    if answer is None:
+        answer = _catalog_child(system, config, recorded)
+        if key:
+            _keep(key, answer)
+    return answer['verdicts'], {int(e): items for e, items in answer['experiments'].items()}
+
+
+def _catalog_child(system, config, recorded):
     with tempfile.TemporaryDirectory(prefix='ibrepro-report-') as tmp:
-        if not config:
-            recorded = recorded_configuration(system, platforms or {})
-            if recorded is not None:
-                config = Path(tmp) / 'recorded.json'
-                config.write_text(json.dumps(recorded))
+        if recorded is not None:
+            config = Path(tmp) / 'recorded.json'
+            config.write_text(json.dumps(recorded))
         proc = subprocess.run([sys.executable, '-c', _VERDICTS, str(config or ''), system, str(paths.CHECKS_DIR)],
                               capture_output=True, text=True, timeout=600)
     if proc.returncode:
         lines = [line for line in proc.stderr.splitlines() if line.strip()]
         raise catalog.CatalogError(lines[-1] if lines else f'exit {proc.returncode}')
     answer = json.loads(proc.stdout.splitlines()[-1])
-    return answer['verdicts'], {int(e): items for e, items in answer['experiments'].items()}
+    if not _well_formed(answer):
+        raise catalog.CatalogError('the catalog printed an answer of another shape')
+    return answer
+
+
+def _catalog_key(system, recorded):
+    """A digest of everything the catalog's answer depends on, or None when a file of it cannot be read."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps([sys.version, _reframe_version(), system, recorded], sort_keys=True).encode())
+    try:
+        # the check files, the package they import, and the embedded default the tags are read under
+        files = [*sorted(Path(paths.CHECKS_DIR).rglob('*')), *sorted(Path(catalog.__file__).parent.rglob('*')),
+                 paths.CONFIGS_DIR / 'local.py']
+        for path in files:
+            if path.suffix in ('.py', '.yaml', '.yml', '.json') and '__pycache__' not in path.parts:
+                digest.update(f'{path}\0{path.stat().st_size}\0'.encode())
+                digest.update(path.read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _reframe_version():
+    try:
+        return importlib.metadata.version('reframe-hpc')
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _cache_file(key):
+    return paths.cache_home() / f'catalog-{key}.json'
+
+
+def _cached(key):
+    """The kept answer for ``key``, or None: absent, not ours to trust (:mod:`ibrepro.trust`), or not of its shape."""
+    from .. import trust
+
+    path = _cache_file(key)
+    try:
+        trust.check(path, kind='file', root=path.parent, name='XDG_CACHE_HOME')
+        answer = json.loads(path.read_text(encoding='utf-8'))
+    except (OSError, ValueError):       # trust.Untrusted is a ValueError, as is a JSON or decoding error
+        return None
+    return answer if _well_formed(answer) else None
+
+
+def _keep(key, answer):
+    """Keep ``answer`` for ``key`` in a private cache directory; a cache that cannot be written is only slower."""
+    from .. import trust
+
+    path = _cache_file(key)
+    try:
+        trust.make_dir(path.parent, root=path.parent, name='XDG_CACHE_HOME')
+        trust.write_file(path, json.dumps(answer), root=path.parent, name='XDG_CACHE_HOME')
+    except (OSError, ValueError):
+        pass
+
+
+def _well_formed(answer):
+    """Whether ``answer`` has the catalog child's shape (a kept file is data someone may have changed)."""
+    def pairs(value, second):
+        return isinstance(value, list) and all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                                               and second(p[1]) for p in value)
+
+    def strings(value):
+        return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+    if not isinstance(answer, dict) or set(answer) != {'verdicts', 'experiments'}:
+        return False
+    verdicts, found = answer['verdicts'], answer['experiments']
+    return ((verdicts is None or isinstance(verdicts, dict)
+             and all(isinstance(k, str) and pairs(v, lambda how: isinstance(how, str)) for k, v in verdicts.items()))
+            and isinstance(found, dict)
+            and all(k.isdigit() and pairs(v, strings) for k, v in found.items()))
 
 
 def absent_families(system, current, platforms, platforms_config):
