@@ -91,7 +91,8 @@ report:
 	$(BIN)/ibrepro report
 
 # The nightly mode: run, store, judge against the history, re-run the suspects, report (ibrepro nightly).
-# Exit: 0 clean, 1 regression (or a failed check), 2 could not judge, 3 inconclusive (too noisy to judge).
+# Exit: 0 clean, 1 regression (or a check that failed after its job ran), 2 could not judge (a case that never ran,
+# unreadable data), 3 inconclusive (too noisy to judge).
 nightly:
 	$(BIN)/ibrepro nightly -C $(CONFIG)
 

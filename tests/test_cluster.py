@@ -9,6 +9,7 @@ Needs the cluster: ``make cluster-up`` (ci/cluster/up.sh), as root. Skipped othe
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -341,6 +342,26 @@ def test_nightly_run_store_compare_report(tmp_path):
     missing = _nightly(tmp_path, 'report', 'night3')
     assert missing.returncode == 2      # could not judge: nothing of that night is stored (1 means a regression)
     assert 'session of nightly night3 is stored' in missing.stderr     # no (readable) session of it
+
+
+def test_a_night_whose_job_never_starts_could_not_be_judged_and_is_not_a_regression(tmp_path):
+    """A job held in the queue past its max_pending_time is cancelled by ReFrame: its case measured nothing, so the
+    night is "could not judge" (exit 2) with the case and why, not a regression (1) and not clean (0)."""
+    env = _env(tmp_path, PATH=f'{REFRAME.parent}{os.pathsep}{os.environ["PATH"]}')
+    proc = subprocess.run([REFRAME.with_name('ibrepro'), 'nightly', '-C', CONFIG, '--night', 'held',
+                           '--output-dir', tmp_path / 'reports', '--',
+                           '-n', 'IMBPointToPoint%benchmark=PingPong%layout=2x1', '-p', '^impi$',
+                           '-S', 'message_sizes=1:64', '-S', 'iterations=100', '-S', 'time_per_sample=5',
+                           '--job-option=--begin=now+1hour', '-S', 'max_pending_time=20s'],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    print(proc.stdout[-4000:], proc.stderr[-4000:])
+    assert proc.returncode == 2, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert re.search(r'IMBPointToPoint %benchmark=PingPong %layout=2x1 @ci-cluster:\S+ measured nothing: its job \d+ '
+                     r'never started on a node', proc.stderr), proc.stderr
+    assert 'could not judge 1 test case(s) of night held' in proc.stderr
+    assert 'the night fails' not in proc.stderr
+    queued = subprocess.run(['squeue', '-h', '-o', '%i %j'], env=_slurm_env(), capture_output=True, text=True)
+    assert 'rfm_' not in queued.stdout, queued.stdout           # cancelled, not left in the queue
 
 
 def test_fleet_verdict_drains_the_named_node_only_with_apply(tmp_path):

@@ -1,9 +1,14 @@
 """ibrepro.verdict: a test case's verdict from its night, its noise and its confirmation, and the night's exit
 status. The sessions behind these verdicts, real ones, are in test_nightly_verdict.py."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from ibrepro import stats, verdict
+
+DATA = Path(__file__).resolve().parent / 'data'
 
 
 def shift(verdict_, change=0.3, p=1e-6):
@@ -71,3 +76,47 @@ def test_exit_status_of_a_night():
     assert verdict.ALARM_ALPHA == stats.Method().alpha
     assert verdict.combine([0, 3, 2]) == 2 and verdict.combine([3, 0]) == 3 and verdict.combine([2, 1]) == 1
     assert len({verdict.EXIT_CLEAN, verdict.EXIT_REGRESSION, verdict.EXIT_UNJUDGED, verdict.EXIT_INCONCLUSIVE}) == 4
+
+
+# -- a failed test case: the fabric's failure, or a job that never ran -------------------------------------------
+
+def _failed_on_slurm():
+    """A real failed case: the fleet's pair rounds on the CI fat tree, a slow uplink (its job ran on 8 nodes)."""
+    report = json.loads((DATA / 'fleet' / 'fattree-uplink-leaf1-spine1-25.report.json').read_text())
+    return next(c for c in report['runs'][0]['testcases'] if c['result'] == 'fail')
+
+
+def test_a_case_whose_job_ran_and_failed_is_the_fabrics_failure():
+    case = _failed_on_slurm()
+    assert case['scheduler'] == 'slurm' and case['jobid'] and case['job_nodelist'] and case['fail_phase'] == 'sanity'
+    assert verdict.not_measured(case) is None
+    assert verdict.not_measured({**case, 'fail_reason': 'job 36 ended TIMEOUT'}) is None     # ran out of time: ran
+    assert verdict.not_measured({**case, 'result': 'pass'}) is None
+
+
+@pytest.mark.parametrize('change, says', [
+    ({'job_nodelist': []}, 'its job 36 never started on a node (sanity: '),
+    ({'job_nodelist': None, 'fail_phase': 'run_wait'}, 'its job 36 never started on a node (run_wait: '),
+    ({'jobid': None, 'job_nodelist': [], 'fail_phase': 'run', 'fail_reason': 'spawned process error: sbatch'},
+     'its job was never submitted (run: spawned process error: sbatch)'),
+    ({'fail_phase': 'setup', 'fail_reason': 'the rail mlx5_1 is not on NUMA node 0'},
+     'failed in setup, before its job ran (the rail mlx5_1 is not on NUMA node 0)'),
+    ({'fail_phase': 'compile_wait', 'scheduler': 'local'}, 'failed in compile_wait, before its job ran'),
+])
+def test_a_case_whose_job_never_ran_measured_nothing(change, says):
+    assert verdict.not_measured({**_failed_on_slurm(), **change}).startswith(says)
+
+
+def test_on_the_local_scheduler_a_job_that_started_ran():
+    # the local scheduler starts the job at once on this host: a failure there is the case's own
+    assert verdict.not_measured({**_failed_on_slurm(), 'scheduler': 'local', 'job_nodelist': []}) is None
+
+
+def test_a_job_cancelled_while_pending_measured_nothing():
+    # a real night on the CI Slurm cluster whose job was held past its max_pending_time (both attempts)
+    report = json.loads((DATA / 'run-reports' / 'run-report.ci-cluster_held_past_max_pending_time.json').read_text())
+    cases = [c for run in report['runs'] for c in run['testcases']]
+    assert [c['result'] for c in cases] == ['fail', 'fail']
+    for case in cases:
+        assert verdict.not_measured(case) == (f'its job {case["jobid"]} never started on a node (sanity: sanity '
+                                              'error: control: no output of control(s) 1, 2, 3, 4, 5, 6 of 6)')

@@ -15,8 +15,11 @@ One night at a time per data directory: a night holds ``$IBREPRO_HOME/nightly.lo
 that finds it held does not start (exit 2, naming the night that holds it).
 
 Exit status: the verdict's (0 clean, 1 regression, 2 could not judge, 3 inconclusive: ``ibrepro report --help``);
-a check that failed in ReFrame (sanity, references; with ``--no-run``: a failed test case of the night's stored
-sessions) makes it 1 unless it is worse, and a night whose session was not stored 2; with ``--no-run``, a missing
+a check that failed in ReFrame after its job ran (sanity, references: a failed test case of the night's stored
+sessions) makes it 1; a case that never ran (it failed before its job, its job was never submitted or never
+started on a node: Slurm down, pending past ``max_pending_time``; :func:`ibrepro.verdict.not_measured`) makes it 2
+unless it is worse (infrastructure is not a regression, nor a clean night); a night whose session was not stored
+2; with ``--no-run``, a missing
 or unreadable database, or a night none of whose sessions can be read, 2 (other unreadable sessions: named, left
 out).
 """
@@ -99,10 +102,11 @@ def run_checks(config, options, env):
 
 
 def failed_cases(night):
-    """``name @system:partition+environ`` of each test case of ``night`` whose last attempt failed in ReFrame
-    (confirmation sessions aside: they re-measure suspects, their verdict is the report's)."""
+    """``(name @system:partition+environ, why it measured nothing or None)`` of each test case of ``night`` whose
+    last attempt failed in ReFrame (confirmation sessions aside: they re-measure suspects, their verdict is the
+    report's); the reason is :func:`ibrepro.verdict.not_measured`'s."""
     from . import results
-    return [f'{c["name"]} @{c["system"]}:{c["partition"]}+{c["environ"]}'
+    return [(f'{c["name"]} @{c["system"]}:{c["partition"]}+{c["environ"]}', verdict.not_measured(c))
             for report in results.stored_sessions(problems=[])
             if report['session_info'].get('nightly') == night and not report['session_info'].get('confirms')
             for c in results.readable_cases(report, []) if c.get('result') == 'fail']
@@ -241,12 +245,15 @@ def _night(args, night):
 
     print(f'\n== ibrepro nightly {night}: the verdict')
     status = _report([*report_options, *(['--output-dir', args.output_dir] if args.output_dir else [])])
-    # --no-run: the night's cases ran elsewhere (GitLab child jobs); their failures are in the stored sessions
+    # the night's failed cases, from its stored sessions (with --no-run they ran elsewhere: GitLab child jobs; else
+    # ReFrame's status says whether any failed)
     try:
-        failed = failed_cases(night) if args.no_run else []
+        failed = failed_cases(night) if args.no_run or ran else []
     except results.ResultsError as err:
         print(f'ibrepro nightly: could not judge night {night}: {err}', file=sys.stderr)
         return verdict.EXIT_UNJUDGED
+    not_run = [(name, why) for name, why in failed if why]
+    failed = [name for name, why in failed if not why]
     if unreadable_part:
         print(f'ibrepro nightly: part of night {night} cannot be read ({"; ".join(unreadable_part)}): '
               'it was not judged', file=sys.stderr)
@@ -259,10 +266,17 @@ def _night(args, night):
         print('\n'.join(lines))
         status = verdict.combine([status, {evidence.EXIT_ALARM: verdict.EXIT_REGRESSION,
                                            evidence.EXIT_UNJUDGED: verdict.EXIT_UNJUDGED}.get(charted, status)])
-    if (ran or failed) and status in (verdict.EXIT_CLEAN, verdict.EXIT_INCONCLUSIVE):
+    if (failed or (ran and not not_run)) and status in (verdict.EXIT_CLEAN, verdict.EXIT_INCONCLUSIVE):
         print(f'ibrepro nightly: a check failed in ReFrame ({", ".join(failed) or "above"}): the night fails',
               file=sys.stderr)
         status = verdict.EXIT_REGRESSION
+    if not_run:
+        # infrastructure (Slurm down, a job that never started): not a regression, and never a clean night
+        for name, why in not_run:
+            print(f'ibrepro nightly: {name} measured nothing: {why}', file=sys.stderr)
+        print(f'ibrepro nightly: could not judge {len(not_run)} test case(s) of night {night}: they did not run',
+              file=sys.stderr)
+        status = verdict.combine([status, verdict.EXIT_UNJUDGED])
     print(f'ibrepro nightly {night}: exit {status} ({_MEANING[status]}) after {time.monotonic() - started:.0f} s')
     return status
 

@@ -154,6 +154,34 @@ def exit_status(verdicts, inconclusive_run=0):
     return EXIT_CLEAN
 
 
+#: ReFrame's pipeline stages before a test case's job runs: a case that failed in one measured nothing.
+STAGES_BEFORE_THE_JOB = ('startup', 'setup', 'compile', 'compile_wait')
+
+
+def not_measured(case):
+    """Why a test case that failed in ReFrame never ran its benchmark on a node, or None when its job ran and the
+    case failed there (a check failure: the night fails as a regression).
+
+    Not run: it failed before its job (setup, build: a configuration or build problem), its job was never
+    submitted (no job id: sbatch refused it, Slurm down), or its job never started on a node (no node list: cancelled
+    while pending, past its ``max_pending_time`` or blocked). That is infrastructure, not performance: the night
+    could not be judged (exit 2), and no one is paged for a regression. A job that started and ran out of time, or
+    whose MPI could not start on its nodes, did run: its failure is the fabric's until shown otherwise."""
+    if case.get('result') != 'fail':
+        return None
+    phase = case.get('fail_phase') or '?'
+    reason = ' '.join(str(case.get('fail_reason') or '').split())[:200]
+    if phase in STAGES_BEFORE_THE_JOB:
+        return f'failed in {phase}, before its job ran ({reason or "no reason recorded"})'
+    if case.get('scheduler') in (None, 'local'):        # the local scheduler runs the job at once, where it is
+        return None
+    if not case.get('jobid'):
+        return f'its job was never submitted ({phase}: {reason or "no job id"})'
+    if not case.get('job_nodelist'):
+        return f'its job {case["jobid"]} never started on a node ({phase}: {reason or "no node list"})'
+    return None
+
+
 def combine(statuses):
     """One exit status for several systems: a regression first, then could-not-judge, then inconclusive."""
     for status in (EXIT_REGRESSION, EXIT_UNJUDGED, EXIT_INCONCLUSIVE):

@@ -46,6 +46,11 @@ REFERENCES_FILE = 'references.yaml'
 #: The time a check may take unless it says otherwise.
 DEFAULT_TIME_LIMIT = '20m'
 
+#: How long a job may wait in the queue unless the partition's ``max_pending_time`` extra or ``-S
+#: max_pending_time=`` says otherwise: past it ReFrame cancels the job, and the case measured nothing ("could not
+#: judge", ibrepro.verdict.not_measured), instead of holding tonight's run, its confirmation and the nights after.
+DEFAULT_MAX_PENDING_TIME = '2h'
+
 #: Test variables that name a program or a directory (they reach job scripts): see ``_refuse_unsafe_names``.
 NAME_VARIABLES = ('imb_binary', 'osu_bin_dir', 'npb_bin_dir', 'npb_binary', 'osu_benchmark', 'program', 'test',
                   'control_program')
@@ -170,6 +175,11 @@ class PaperExperiment(rfm.RegressionTestPlugin):
                 self._reference_error = problem
                 return
             self.references_file = path
+
+    @run_before('run')
+    def _limit_pending_time(self):
+        if self.max_pending_time is None:
+            self.max_pending_time = self.current_partition.extras.get('max_pending_time', DEFAULT_MAX_PENDING_TIME)
 
     def program_name(self):
         """The benchmark program the case runs (families override); None: nothing to look for."""
