@@ -84,7 +84,9 @@ for name, job in pipeline.items():
         hashes = re.findall(r'-n /([0-9a-f]{8})\b', ' '.join(job['script']))
         need = max((nodes.get(h, 1) for h in hashes), default=1)
         # Jacamar makes each child job's allocation from SCHEDULER_PARAMETERS (whole nodes: performance runs)
-        job['variables'] = {'SCHEDULER_PARAMETERS': f'--nodes={need} --exclusive ${{IBREPRO_SCHEDULER_OPTIONS}}'}
+        # ... and its tests run as job steps of that allocation (rfmconfig.in_allocation), not as jobs of their own
+        job['variables'] = {'SCHEDULER_PARAMETERS': f'--nodes={need} --exclusive ${{IBREPRO_SCHEDULER_OPTIONS}}',
+                            'IBREPRO_IN_ALLOCATION': '1'}
         if group:
             job['resource_group'] = group     # one child job at a time: performance runs never share the fabric
 if not any(isinstance(job, dict) and 'script' in job for job in pipeline.values()):

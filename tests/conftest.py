@@ -46,7 +46,7 @@ class ReFrameRunner:
         self.env = {**os.environ, 'IBREPRO_HOME': str(self.home),
                     'PATH': f'{VENV_BIN}{os.pathsep}{os.environ.get("PATH", "")}'}
         for var in ('RFM_SQLITE_DB_FILE', 'RFM_REFERENCE_PREFIX', 'RFM_CONFIG_FILES', 'RFM_SYSTEM', 'SLURM_JOB_ID',
-                    'IBREPRO_NIGHTLY'):
+                    'IBREPRO_IN_ALLOCATION', 'IBREPRO_NIGHTLY'):
             self.env.pop(var, None)
 
     @property

@@ -129,11 +129,12 @@ def test_a_step_runs_in_the_cpuset_slurm_granted_it(node_cpus):
 def generated(cluster, tmp_path_factory):
     """{case: (job script, flows spec)} as ReFrame generates them for the site template (--dry-run)."""
     cases = {}
-    # a job of its own (sbatch), and a step inside a CI job's allocation (the nightly's child jobs: SLURM_JOB_ID)
-    for where, extra in (('', {}), ('-in-allocation', {'SLURM_JOB_ID': '77'})):
+    # a job of its own (sbatch), and a step inside a CI job's allocation (the nightly's child jobs set
+    # IBREPRO_IN_ALLOCATION=1 in theirs)
+    for where, extra in (('', {}), ('-in-allocation', {'SLURM_JOB_ID': '77', 'IBREPRO_IN_ALLOCATION': '1'})):
         home = tmp_path_factory.mktemp('dry-run')
         env = {**os.environ, 'IBREPRO_HOME': str(home), **extra}
-        for var in ('SLURM_JOB_ID', 'RFM_CONFIG_FILES', 'RFM_SYSTEM', 'IBREPRO_NIGHTLY'):
+        for var in ('SLURM_JOB_ID', 'IBREPRO_IN_ALLOCATION', 'RFM_CONFIG_FILES', 'RFM_SYSTEM', 'IBREPRO_NIGHTLY'):
             if var not in extra:
                 env.pop(var, None)
         done = subprocess.run([str(Path(sys.executable).with_name('reframe')), '-C', 'configs/example-cluster.py',

@@ -74,7 +74,7 @@ def _night(site, home, *variables):
     env = dict(os.environ, SLURM_CONF=str(CLUSTER_DIR / 'etc' / 'slurm.conf'), GITLAB_CI_LOCAL=GITLAB_CI_LOCAL,
                PYTHON=sys.executable)
     shutil.rmtree(site / 'nightly-report', ignore_errors=True)
-    for name in ('IBREPRO_HOME', 'IBREPRO_NIGHTLY', 'SLURM_JOB_ID', 'RFM_SQLITE_DB_FILE'):
+    for name in ('IBREPRO_HOME', 'IBREPRO_NIGHTLY', 'SLURM_JOB_ID', 'IBREPRO_IN_ALLOCATION', 'RFM_SQLITE_DB_FILE'):
         env.pop(name, None)
     done = subprocess.run([TEMPLATES / 'gitlab-nightly.sh', site, f'IBREPRO_HOME={home}', *variables], env=env,
                           capture_output=True, text=True, timeout=1200)

@@ -197,6 +197,8 @@ def test_generated_child_pipeline(tmp_path, checks):
         # each child job's allocation is exactly the nodes its test needs (2x1: 2, 1x2: 1), whole nodes
         scheduler = job['variables']['SCHEDULER_PARAMETERS']
         assert scheduler.endswith(' --exclusive ${IBREPRO_SCHEDULER_OPTIONS}')
+        # ... and its tests run as steps of that allocation because the job says so (rfmconfig.in_allocation)
+        assert job['variables']['IBREPRO_IN_ALLOCATION'] == '1'
         if '%layout=1x2' in name.replace('_', ' ') or 'layout=1x2' in command:
             assert scheduler.startswith('--nodes=1 ')
     layouts = {job['variables']['SCHEDULER_PARAMETERS'].split()[0] for job in jobs.values()}
@@ -209,6 +211,7 @@ def _generate(tmp_path, **env):
     env = dict(os.environ, IBREPRO_CHECKS='reframe-checks/verbs', IBREPRO_NIGHTLY='4242',
                IBREPRO_HOME=str(tmp_path), PATH=f'{Path(sys.executable).parent}{os.pathsep}{os.environ["PATH"]}', **env)
     env.pop('SLURM_JOB_ID', None)
+    env.pop('IBREPRO_IN_ALLOCATION', None)
     done = subprocess.run([REPO / 'ci' / 'nightly.sh', 'generate', child], env=env, capture_output=True, text=True,
                           timeout=120)
     return done, (yaml.safe_load(child.read_text()) if done.returncode == 0 else None)

@@ -31,7 +31,8 @@ def test_mvapich2_ranks_have_one_binder(launcher, hca_numa_node):
     # under srun, srun binds and MVAPICH2's own affinity (on by default) is turned off: one binder, not two
     ('srun', ['mvapich2', 'mpich'], {'hca_numa_node': 1}, ['--cpu-bind=map_ldom:1'], {'MV2_ENABLE_AFFINITY': '0'},
      "srun --cpu-bind=map_ldom:1; MV2_ENABLE_AFFINITY=0; srun binds, MVAPICH2's affinity off (one binder)"),
-    ('srunalloc', ['mvapich2'], {}, ['--cpu-bind=cores'], {'MV2_ENABLE_AFFINITY': '0'}, 'srun binds'),
+    ('srunalloc', ['mvapich2'], {}, ['--whole', '--cpu-bind=cores'], {'MV2_ENABLE_AFFINITY': '0'}, 'srun binds'),
+    ('srunalloc', ['openmpi'], {'hca_numa_node': 1}, ['--whole', '--cpu-bind=map_ldom:1'], {}, 'map_ldom:1'),
     # left unbound (oversubscribed, or the job binds its own processes): MVAPICH2 does not bind behind its back
     ('mpirun', ['mvapich2'], {'ranks_per_node': 8, 'cores_per_node': 2}, [], {'MV2_ENABLE_AFFINITY': '0'},
      'oversubscribed on purpose'),

@@ -2,11 +2,12 @@
 
 import json
 import os
+import re
 
 import pytest
 
 from conftest import IMPI, REFRAME, ROOT, needs_impi, output
-from ibrepro import rfmconfig
+from ibrepro import rfmconfig, trust
 
 
 def test_missing_prefix_gives_a_featureless_environment_that_says_why(tmp_path):
@@ -92,16 +93,27 @@ def _nightly_options(config):
     return mode['options']
 
 
-def test_inside_a_slurm_allocation_slurm_partitions_run_as_its_job_steps():
-    config = rfmconfig.site_configuration([SLURM_SYSTEM], [], environ={'SLURM_JOB_ID': '77'})
+def test_asked_inside_a_slurm_allocation_slurm_partitions_run_as_its_job_steps():
+    config = rfmconfig.site_configuration([SLURM_SYSTEM], [], environ={'SLURM_JOB_ID': '77',
+                                                                       'IBREPRO_IN_ALLOCATION': '1'})
     hdr, login = config['systems'][0]['partitions']
     assert (hdr['scheduler'], hdr['launcher'], hdr['access']) == ('local', 'srunalloc', [])
     assert hdr['extras'] == {'nodes': 2, 'slurm_allocation': '77'} and hdr['name'] == 'hdr'
     assert login == SLURM_SYSTEM['partitions'][1]
-    # outside one, or told not to, the partition submits its jobs
-    for environ in ({}, {'SLURM_JOB_ID': '77', 'IBREPRO_IN_ALLOCATION': '0'}):
+    # outside one, not asked (a scrontab job, an salloc shell: SLURM_JOB_ID alone), or told not to: jobs submitted
+    for environ in ({}, {'SLURM_JOB_ID': '77'}, {'SLURM_JOB_ID': '77', 'IBREPRO_IN_ALLOCATION': '0'}):
         (hdr, _) = rfmconfig.site_configuration([SLURM_SYSTEM], [], environ=environ)['systems'][0]['partitions']
         assert (hdr['scheduler'], hdr['launcher'], hdr['access']) == ('slurm', 'srun', ['--partition=hdr'])
+
+
+@pytest.mark.parametrize('environ, says', [
+    ({'IBREPRO_IN_ALLOCATION': '1'}, 'in no Slurm allocation (SLURM_JOB_ID is unset)'),
+    ({'IBREPRO_IN_ALLOCATION': '1', 'SLURM_JOB_ID': '77; reboot'}, 'in no Slurm allocation'),
+    ({'IBREPRO_IN_ALLOCATION': 'maybe', 'SLURM_JOB_ID': '77'}, "IBREPRO_IN_ALLOCATION='maybe': say 1"),
+])
+def test_asked_to_run_in_an_allocation_without_one_is_refused(environ, says):
+    with pytest.raises(trust.Refused, match=re.escape(says)):
+        rfmconfig.site_configuration([SLURM_SYSTEM], [], environ=environ)
 
 
 def test_every_configuration_stores_the_night_it_belongs_to():
@@ -119,7 +131,7 @@ def test_the_template_runs_in_an_allocation_as_job_steps(reframe):
     """The template's job script inside a CI job's allocation: srun steps, no sbatch; the night's id stored."""
     proc = reframe('--dry-run', '--system', 'example-cluster:hdr', '--mode', 'nightly', '-n',
                    'PerftestBandwidth%direction=uni', config='configs/example-cluster.py',
-                   env={'SLURM_JOB_ID': '77', 'IBREPRO_NIGHTLY': '4242'})
+                   env={'SLURM_JOB_ID': '77', 'IBREPRO_IN_ALLOCATION': '1', 'IBREPRO_NIGHTLY': '4242'})
     assert proc.returncode == 0, output(proc)
     (script,) = reframe.home.rglob('PerftestBandwidth_*/rfm_job.sh')
     text = script.read_text()
@@ -128,6 +140,26 @@ def test_the_template_runs_in_an_allocation_as_job_steps(reframe):
     assert step[0] == 'srun' and '--ntasks=2' in step and '--ntasks-per-node=1' in step
     # the runner chooses among the node's CPUs: no -c N, and no --exclusive (in an allocation both imply --exact)
     assert '--whole' in step and not [o for o in step if o.startswith(('--cpus-per-task', '--exclusive'))]
+
+
+def test_an_mpi_case_binds_the_same_in_its_own_job_and_as_a_step_of_an_allocation(reframe):
+    """The night (a GitLab child job: a step of its allocation) and its confirmation (the login node: a job of its
+    own) run one MPI case with the same binding and rail; the step is never --exclusive (it would imply --exact)."""
+    steps = {}
+    for where, env in (('job', {}), ('step', {'SLURM_JOB_ID': '77', 'IBREPRO_IN_ALLOCATION': '1'})):
+        home = reframe.home / where
+        proc = reframe('--dry-run', '--system', 'example-cluster:hdr', '-n', 'OSULatency', '-p', '^openmpi$',
+                       config='configs/example-cluster.py', env={'IBREPRO_HOME': str(home), **env})
+        assert proc.returncode == 0, output(proc)
+        (script,) = home.rglob('openmpi/OSULatency/rfm_job.sh')
+        lines = script.read_text().splitlines()
+        steps[where] = (lines[-1].split(), sorted(line for line in lines if line.startswith('export ')),
+                        [line for line in lines if line.startswith('#SBATCH')])
+    (job, job_env, sbatch), (step, step_env, none) = steps['job'], steps['step']
+    assert '#SBATCH --exclusive' in sbatch and not none
+    assert step[0] == job[0] == 'srun' and '--cpu-bind=map_ldom:1' in job and '--cpu-bind=map_ldom:1' in step
+    assert '--whole' in step and not [o for o in step if o.startswith(('--exclusive', '--exact', '-c'))], step
+    assert job_env == step_env and any(e.startswith('export UCX_NET_DEVICES=mlx5_0:1') for e in job_env), job_env
 
 
 @pytest.mark.parametrize('config', ['configs/example-cluster.py', 'configs/ci-cluster.py'])

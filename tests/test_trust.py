@@ -51,7 +51,7 @@ def _one_line(err):
 
 def _local(home, monkeypatch, **env):
     monkeypatch.setenv('IBREPRO_HOME', str(home))
-    for var in ('RFM_SQLITE_DB_FILE', 'IBREPRO_GROUP', 'SLURM_JOB_ID'):
+    for var in ('RFM_SQLITE_DB_FILE', 'IBREPRO_GROUP', 'SLURM_JOB_ID', 'IBREPRO_IN_ALLOCATION'):
         monkeypatch.delenv(var, raising=False)
     for var, value in env.items():
         monkeypatch.setenv(var, value)

@@ -382,11 +382,25 @@ _HOSTNAMES = []
 
 
 def in_allocation(environ=os.environ):
-    """The Slurm job this process runs inside (a CI batch job, salloc), or None; ``IBREPRO_IN_ALLOCATION=0``
-    says no (submit jobs even from inside one)."""
-    if environ.get('IBREPRO_IN_ALLOCATION', '').strip() in ('0', 'no', 'false'):
+    """The Slurm allocation whose nodes this run's tests use as job steps, or None (submit a job per test).
+
+    Only when asked: ``IBREPRO_IN_ALLOCATION=1`` (the GitLab child jobs ci/nightly.sh generates set it; ``salloc``
+    users set it themselves). A ``SLURM_JOB_ID`` alone is not enough: a scrontab job, an ``salloc`` shell or a
+    login session started from inside a job carries one, and its allocation is not meant for the night's tests.
+    Asked without an allocation, the promise cannot be kept: refused (trust.Refused), never silently submitted."""
+    asked = environ.get('IBREPRO_IN_ALLOCATION', '').strip().lower()
+    if asked in ('', '0', 'no', 'false'):
         return None
-    return environ.get('SLURM_JOB_ID') or None
+    job_id = environ.get('SLURM_JOB_ID', '').strip()
+    from . import trust
+    if asked not in ('1', 'yes', 'true'):
+        raise trust.Refused(f'IBREPRO_IN_ALLOCATION={asked!r}: say 1 (run as job steps of this Slurm allocation) '
+                            'or 0 (submit a job per test)')
+    if not re.fullmatch(r'[0-9]+(_[0-9]+)?', job_id):
+        raise trust.Refused('IBREPRO_IN_ALLOCATION=1 but this process is in no Slurm allocation (SLURM_JOB_ID is '
+                            f'{repr(job_id) if job_id else "unset"}): run it inside one (sbatch, salloc), or unset '
+                            'IBREPRO_IN_ALLOCATION')
+    return job_id
 
 
 def run_in_allocation(system, job_id):

@@ -90,6 +90,10 @@ def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None,
             # (--whole: a step may otherwise get a cpuset of the CPUs it asked for, --exact)
             options += ['--whole', '--cpu-bind=none']
         elif not oversubscribed:
+            if launcher == 'srunalloc':
+                # a step of an allocation sees the node's CPUs, as the job's own step does, so that map_ldom binds
+                # near the HCA in both (never --exclusive there: see Placement.apply_launch_policy)
+                options.append('--whole')
             options.append(f'--cpu-bind=map_ldom:{hca_numa_node}' if ranks_per_node == 1 and hca_numa_node
                            is not None else '--cpu-bind=cores')
     family = mpi_family(environ_features)
@@ -223,6 +227,10 @@ class Placement(rfm.RegressionTestPlugin):
     def apply_launch_policy(self, tasks_per_node=None, kill_on_bad_exit=False, bind=True):
         """Bind the job's ranks as its launcher and MPI spell it, and record how."""
         extras = self.current_partition.extras
+        if self.job.launcher.registered_name == 'srunalloc':
+            # a step inside the (exclusive) allocation: ReFrame would write srun --exclusive, which implies --exact
+            # (each rank confined to the CPUs Slurm picks, wherever the binding points)
+            self.exclusive_access = False
         options, env, self.binding = policy(
             self.job.launcher.registered_name, self.current_environ.features,
             ranks_per_node=tasks_per_node or self.num_tasks_per_node or self.num_tasks or 1,

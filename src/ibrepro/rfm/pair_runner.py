@@ -209,9 +209,6 @@ class PairRunner(rfm.RegressionTestPlugin):
             # no -c N: it implies --exact, a cpuset of N CPUs (often far from the HCA) the runner could only choose
             # within; the step gets the node's CPUs (launch policy: srun --whole) and the runner pins each process
             self.num_cpus_per_task = None
-            if self.job.launcher.registered_name == 'srunalloc':
-                # a step inside the (exclusive) allocation: srun --exclusive there implies --exact too
-                self.exclusive_access = False
             self.apply_launch_policy(tasks_per_node=1, kill_on_bad_exit=True, bind=False)
         else:
             # one node plays every end: one plain process, whatever MPI launcher the partition has
