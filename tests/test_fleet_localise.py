@@ -2,6 +2,7 @@
 exactly, a fault-free night names nothing, explain-away keeps a bad cable's uplink out, a confirmation clears."""
 
 import json
+import math
 import random
 
 from ibrepro import fleet_localise as fl, fleet_plan as fp, fleet_rounds as fr, fleet_simulate as fs
@@ -71,34 +72,52 @@ TREE8 = fp.fabric_from_leaves({'leaf1': [f'node{i}' for i in range(1, 5)], 'leaf
                                2)
 
 
-def _confirmed_night(night, truth, seed):
-    """A night of the 8-node tree (``night(flows)`` makes its slowdowns) and its confirmation, planned as the check
+def _confirmed_night(night, truth, seed, fabric=TREE8):
+    """A night of a small tree (``night(flows)`` makes its slowdowns) and its confirmation, planned as the check
     plans it (fleet_rounds.confirmation_plan) and run on the fabric as it is (``truth``). Modelled flows."""
     def records(flows):              # as the check records them (host -> peer)
         return [{'round': f['round'], 'host': f['src'], 'peer': f['dst'], 'device': f['rail'][0],
                  'port': f['rail'][1], 'direction': 'send', 'bw': f['bw']} for f in flows]
-    flows = night([x for r in fp.pair_rounds(TREE8)
-                   for x in fs.simulate_flows(TREE8, r.pairs, MODEL, None, random.Random(seed), r.number)])
-    plan = {'nodes': TREE8.nodes, 'leaves': TREE8.leaves, 'spines': TREE8.spines}
+    flows = night([x for r in fp.pair_rounds(fabric)
+                   for x in fs.simulate_flows(fabric, r.pairs, MODEL, None, random.Random(seed), r.number)])
+    plan = {'nodes': fabric.nodes, 'leaves': fabric.leaves, 'spines': fabric.spines}
     rounds, _ = fr.confirmation_plan(plan, records(flows))
     again = [{**f, 'round': r.label(k)} for r in rounds
-             for k, f in enumerate(fs.simulate_flows(TREE8, r.pairs, MODEL, truth, random.Random(seed + 1), r.name))]
-    return fl.localise(flows, TREE8), again, rounds
+             for k, f in enumerate(fs.simulate_flows(fabric, r.pairs, MODEL, truth, random.Random(seed + 1), r.name))]
+    return fl.localise(flows, fabric), again, rounds
 
 
 DOWNLINK = 'downlink spine0>leaf2'          # every flow to node5 and node7 from leaf1 (destination-mod-k)
 
 
-def test_a_receivers_downlink_is_re_tested_beside_it_and_named_when_it_is_the_slow_one():
+def _uneven(fabric):
     """The downlink is 10 % slow, but TCP gave its trunk's loss to node5 alone (node7 kept its cable's rate; seen
-    in a CI night, which then suspected node5's cable, cleared it, and named nothing). node5's flows from its own
-    leaf were not slow, so the downlink is re-tested beside node5's cable: an alternative, named only when its
-    loaded re-run is slow. It is, and node5's own re-run clears its cable."""
-    def uneven(flows):
-        return [{**f, 'bw': f['bw'] * 0.8} if f['dst'] == 'node5' and f['src'] in TREE8.leaves['leaf1'] else f
+    in a CI night)."""
+    def night(flows):
+        return [{**f, 'bw': f['bw'] * 0.8} if f['dst'] == 'node5' and f['src'] in fabric.leaves['leaf1'] else f
                 for f in flows]
+    return night
+
+
+def test_a_trunk_whose_loss_went_to_one_receiver_is_suspected_as_the_trunk():
+    """What the trunk's flows got together was slow in each round, while node5's flow from its own leaf was not:
+    the downlink is the suspect, not node5's cable, and its loaded re-run names it."""
     truth = fs.Fault('downlink', DOWNLINK, ('spine0>leaf2',), 0.10)
-    result, again, rounds = _confirmed_night(uneven, truth, 21)
+    result, again, rounds = _confirmed_night(_uneven(TREE8), truth, 21)
+    assert [s.name for s in result.suspects] == ['uplink leaf1>spine0 = downlink spine0>leaf2']
+    assert any(fp.LINK_CONFIRMATION in r.roles for r in rounds)
+    fl.confirm(result, again, TREE8)
+    assert named(result) == ['uplink leaf1>spine0 = downlink spine0>leaf2']
+
+
+def test_a_receivers_downlink_is_re_tested_beside_it_and_named_when_it_is_the_slow_one():
+    """node5's pair within its leaf measured nothing (a failed pair): every flow it received crossed the downlink,
+    so its cable explains them best; the downlink, with another receiver, is re-tested beside it: an alternative,
+    named only when its loaded re-run is slow. It is, and node5's own re-run clears its cable."""
+    def night(flows):
+        return [f for f in _uneven(TREE8)(flows) if {f['src'], f['dst']} != {'node5', 'node8'}]
+    truth = fs.Fault('downlink', DOWNLINK, ('spine0>leaf2',), 0.10)
+    result, again, rounds = _confirmed_night(night, truth, 21)
     cable, link = result.suspects
     assert cable.name == 'cable node5:mlx5_0/1 down' and link.alternative_to == cable.name
     assert DOWNLINK in link.members and link.singled_out == f'alternative to {cable.name}'
@@ -248,3 +267,42 @@ def test_latencies_that_are_not_positive_numbers_are_not_judged():
     result = fl.localise(flows, fabric)
     assert result.latency_scale is None and result.latency_references == {} and named(result) == []
     assert fl.latency_flows(flows) == []
+
+
+def _leafy_night(fabric, slow_leaf, factor, fault=None, seed=3):
+    """A night of the world (modelled noise 1 %) with one leaf's flows ``factor`` slower for the whole night."""
+    world = fs.world_of(fabric, MODEL)
+    night = world.night([fault] if fault else [], random.Random(seed))
+    night.leaf_factor[slow_leaf] = factor
+    return [x for r in fp.pair_rounds(fabric) for x in night.measure(r.pairs, r.number)]
+
+
+def test_a_leaf_slower_for_a_night_is_taken_out_not_blamed_on_its_parts():
+    """Every flow touching leaf001 4 % slower (its switch's load, its rack): without a leaf reference its nodes'
+    flows look slow together; taken out, nothing healthy is suspected, and a node cable 10 % slow in that leaf is
+    still named alone. (16 leaves: with a few, one leaf's flows move the fleet's median too.)"""
+    fabric = fp.fat_tree(256)
+    flows = _leafy_night(fabric, 'leaf001', 0.96)
+    bw = fl._Metric(fl.BANDWIDTH, flows, fabric, fl.Method(), None, {}, None)
+    assert abs(bw.leaf_effects['leaf001'] - math.log(0.96)) < 0.01
+    assert fl.localise(flows, fabric).suspects == []
+    cable = fs.Fault('cable', 'cable n0020:mlx5_0/1 up', ('n0020>leaf',), 0.10)
+    assert named(fl.localise(_leafy_night(fabric, 'leaf001', 0.96, cable), fabric)) == ['cable n0020:mlx5_0/1 up']
+    assert fl.localise(_leafy_night(fp.fat_tree(32), 'leaf001', 0.96), fp.fat_tree(32)).slow_leaves == {}  # 2 leaves
+
+
+def test_a_leaf_slower_than_a_named_effect_is_said_not_blamed_on_its_parts(capsys, tmp_path):
+    """Every flow touching leaf002 10 % slower (a slow switch): no part of it is suspected, the leaf is said."""
+    fabric = fp.fat_tree(256)
+    flows = _leafy_night(fabric, 'leaf002', 0.90)
+    result = fl.localise(flows, fabric)
+    assert result.suspects == [] and set(result.slow_leaves) == {'leaf002'}
+    assert abs(result.slow_leaves['leaf002'] + 0.10) < 0.01
+    records = [{'round': f['round'], 'host': f['src'], 'device': 'mlx5_0', 'port': 1, 'peer': f['dst'],
+                'direction': 'send', 'bw': f['bw']} for f in flows]
+    (tmp_path / 'flows.json').write_text(json.dumps(records))
+    (tmp_path / 'topology.json').write_text(json.dumps(fabric.leaves))
+    assert main(['fleet', 'analyse', str(tmp_path / 'flows.json'), '--topology', str(tmp_path / 'topology.json'),
+                 '--json', str(tmp_path / 'out.json')]) == 0
+    assert 'SLOW LEAF leaf002: bandwidth -' in capsys.readouterr().out
+    assert set(json.loads((tmp_path / 'out.json').read_text())['slow_leaves']) == {'leaf002'}

@@ -41,7 +41,7 @@ def test_link_faults_cannot_be_named_exactly_by_the_node_only_baselines():
     fault = fs.Fault('leaf uplink', 'uplink leaf001>spine3', ('leaf001>spine3',), 0.10)
     import numpy as np
     out = fs.clusterkit_night(fabric, fs.Model(64, 0.01), fault, np.random.default_rng(0))
-    assert fs._score(fault, out['named'])[0] is False
+    assert fs._score([fault], out['named'])[0] is False
 
 
 def test_a_degraded_link_slows_exactly_the_flows_that_cross_it():
@@ -58,21 +58,21 @@ def _reports(paths):
     return [json.loads(Path(p).read_text()) for p in paths]
 
 
-def test_the_noise_is_fitted_per_flow_across_the_nights_that_named_nothing():
-    # the repository's run reports: one run each, no repetition: nothing to fit, so the default stays modelled
-    assert fs.stored_noise_cv(_reports(sorted(RUN_REPORTS.glob('*.json')))) == (None, 0, 0)
-    cv, series, nights = fs.stored_noise_cv(_reports(CLEAN))
-    assert (series, nights) == (24, 10)            # a night of 8 nodes: 3 rounds x 4 pairs x 2 directions
-    assert 0 < cv < 1
+def test_the_noise_is_drawn_from_the_residuals_of_the_nights_that_named_nothing():
+    # the repository's run reports hold no pair-round night: nothing to draw from
+    assert fs.stored_residuals(_reports(sorted(RUN_REPORTS.glob('*.json')))) == ((), 0)
+    residuals, nights = fs.stored_residuals(_reports(CLEAN))
+    assert (len(residuals), nights) == (240, 10)    # a night of 8 nodes: 3 rounds x 4 pairs x 2 directions
+    # the tails the fabric has are kept, not summarised into one CV: a flow far beyond a Gaussian's reach
+    scale = fs.robust_scale(residuals)
+    assert min(residuals) < -8 * scale
     # a night that named a component is a fault, not noise: left out
-    assert fs.stored_noise_cv(_reports(CLEAN + [FAULT])) == (cv, series, nights)
-    # fewer than three nights repeat no flow three times
-    assert fs.stored_noise_cv(_reports(CLEAN[:2])) == (None, 0, 2)
+    assert fs.stored_residuals(_reports(CLEAN + [FAULT])) == (residuals, nights)
 
 
-def test_the_cli_fits_the_noise_from_the_results_database_or_reports(tmp_path, monkeypatch, capsys):
+def test_the_cli_draws_the_noise_from_the_results_database_or_reports(tmp_path, monkeypatch, capsys):
     from test_report_fleet import stored_nights
-    cv = fs.stored_noise_cv(_reports(CLEAN))[0]
+    residuals = fs.stored_residuals(_reports(CLEAN))[0]
     args = ['fleet', 'simulate', '--nodes', '16', '--nights', '2', '--fault-free-nights', '1', '--no-baselines']
     monkeypatch.setenv('IBREPRO_HOME', str(tmp_path))
     monkeypatch.delenv('RFM_SQLITE_DB_FILE', raising=False)
@@ -83,18 +83,45 @@ def test_the_cli_fits_the_noise_from_the_results_database_or_reports(tmp_path, m
         out = tmp_path / 'out.json'
         assert main(args + extra + ['--json', str(out)]) == 0
         simulation = json.loads(out.read_text())['simulation']
-        assert simulation['noise_cv'] == cv and simulation['noise_cv_source'].startswith('fitted'), extra
+        assert simulation['noise'] == f'{len(residuals)} stored residuals', extra
+        assert simulation['noise_cv_source'].startswith('drawn from 240 residuals of 10'), extra
     (tmp_path / 'bad.json').write_text('{"runs": 3')
     assert main(args + ['--noise-from', str(tmp_path / 'bad.json')]) == 2
     assert 'bad.json: not JSON' in capsys.readouterr().err
+    assert main(args + ['--noise-from', '--noise-cv', '0.01']) == 2
+    assert 'not both' in capsys.readouterr().err
 
 
 def test_faults_and_bounds():
-    assert fs.parse_fault('random:25%') == (0.25, 0.0)
-    assert fs.parse_fault('latency:30%') == (0.0, 0.30)
-    for bad in ('random:0%', 'latency:x%', 'latency:30', 'slow:10%', 'random:100%'):
+    assert fs.parse_fault('random:25%') == (0.25, 0.0, None)
+    assert fs.parse_fault('switch:10%') == (0.10, 0.0, 'leaf switch')
+    assert fs.parse_fault('latency:30%') == (0.0, 0.30, None)
+    for bad in ('random:0%', 'latency:x%', 'latency:30', 'slow:10%', 'random:100%', 'switch:0%'):
         with pytest.raises(ValueError, match='--fault'):
             fs.parse_fault(bad)
     assert fs.poisson_upper(0, 100) < fs.poisson_upper(1, 100)
     assert abs(fs.poisson_upper(0, 1) - 3.689) < 1e-3            # Garwood: chi2(0.975, 2) / 2
     assert 4000 / 200 < fs.poisson_upper(4000, 200) < 4300 / 200  # large counts: above the rate, not underflowed
+    assert fs.parse_tail('0.2%:30%') == (0.002, 0.30)
+    for bad in ('0.2:30%', '0%:30%', '1%:100%', 'x'):
+        with pytest.raises(ValueError, match='--tail'):
+            fs.parse_tail(bad)
+
+
+def test_the_cli_simulates_the_hard_worlds_and_keeps_the_baselines_to_the_plans(tmp_path, capsys):
+    out = tmp_path / 'out.json'
+    args = ['fleet', 'simulate', '--nodes', '32', '--nights', '4', '--fault-free-nights', '2', '--seed', '1']
+    assert main(args + ['--routing', 'permuted']) == 2                   # baselines: modelled only in the plan's
+    assert '--no-baselines' in capsys.readouterr().err
+    assert main(args + ['--no-baselines', '--routing', 'adaptive', '--oversubscription', '2', '--flap', '0.5',
+                        '--leaf-noise', '0.01', '--round-noise', '0.01', '--tail', '1%:20%', '--faults', '2',
+                        '--json', str(out)]) == 0
+    simulation = json.loads(out.read_text())['simulation']
+    assert (simulation['routing'], simulation['oversubscription'], simulation['faults_per_night']) == ('adaptive', 2, 2)
+    assert 'world: routing adaptive' in capsys.readouterr().out
+    assert main(args + ['--no-baselines', '--fault', 'switch:10%', '--json', str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result['ibrepro']['named_exactly_by_kind']) == {'leaf switch'}
+    assert main(args + ['--faults', '0']) == 2 and main(args + ['--no-baselines', '--flap', '0']) == 2
+    with pytest.raises(SystemExit):
+        main(args + ['--routing', 'ecmp'])

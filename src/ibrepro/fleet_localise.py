@@ -10,18 +10,28 @@ Method (:func:`localise`):
 
 1. Residuals: ``r = log(bw) - log(reference)``, the reference the partition's expected bandwidth when given,
    else the night's fleet median of the flows of the same kind (within a leaf / between leaves). Negative =
-   slower. Noise scale ``s`` = 1.4826 * MAD of the residuals (most flows are healthy), floored at ``min_cv``.
+   slower. Bandwidth: each leaf's effect for the night (:func:`leaf_effects`, the median over the flows touching
+   it) taken out of its flows' residuals; a leaf slower than ``min_effect`` is said (``slow_leaves``: its switch,
+   its rack or its load), its parts not blamed. Noise scale ``s`` = 1.4826 * MAD of the residuals (most flows are
+   healthy), floored at ``min_cv``.
 2. Components whose flows are the same set (one rail: a node and its HCA port) cannot be told apart by traffic:
    they are one hypothesis, named together (``port n01:mlx5_0/1 = node n01``; the state sweep tells which).
-3. Per hypothesis ``c`` with flows ``F_c``: effect ``e_c`` = mean residual; ``z_c = sum(r) / (s sqrt(|F_c|))``,
-   one-sided p = Phi(z_c) (slower). With the component's own history (past effects, log units, >= 3 nights) the
-   effect is taken relative to the history's median (a cable that is always 3 % slow is its normal).
-4. Explain-away, greedily: among hypotheses with Benjamini-Hochberg q <= ``alpha`` (over all hypotheses, as
-   :func:`ibrepro.stats.benjamini_hochberg`) and an effect of at least ``min_effect``, take the one explaining the
-   most squared residual (``|F_c| e_c^2``), subtract its effect from its flows, and start again. A bad node cable
-   slows the flows of its uplink too, but after the cable's effect is taken out the uplink has nothing left.
+3. Per hypothesis ``c`` with flows ``F_c``: effect ``e_c`` = mean residual. With the component's own history
+   (past effects, log units, >= 3 nights) the effect is taken relative to the history's median (a cable that is
+   always 3 % slow is its normal). Its p is the larger of two: the Gaussian ``Phi(sum(r) / (s sqrt(|F_c|)))`` (a
+   few flows say little about tails) and the night's own noise (:class:`Noise`: the distribution of the night's
+   other residuals, each smoothed by the scale ``s``) for "every flow at least as slow as the least slow of
+   ``F_c``", ``F(max r) ** |F_c|``. p is 1 unless every flow of ``F_c`` is slower than half ``min_effect``
+   (:func:`consistent`; on a node those of one direction, on a link the aggregate of each round's flows): a
+   steady fault slows all its flows, a real fabric's heavy-tailed noise (the stored fault-free nights: 10 of 240
+   flows beyond 4 robust sigmas) one of them now and then.
+4. Explain-away, greedily: among hypotheses with Benjamini-Hochberg q <= ``screen_alpha`` (over all hypotheses,
+   as :func:`ibrepro.stats.benjamini_hochberg`) and an effect of at least ``min_effect``, take the one explaining
+   the most squared residual (``|F_c| e_c^2``), subtract its effect from its flows, and start again. A bad node
+   cable slows the flows of its uplink too, but after the cable's effect is taken out the uplink has nothing left.
 5. Final test: each chosen hypothesis is re-tested with the others' effects taken out; BH over all hypotheses
-   again; the suspects are those with q <= ``alpha`` and the effect.
+   again; the suspects are those with q <= ``screen_alpha`` and the effect. They go to the confirmation, which
+   alone names them (:func:`confirm`); a night without one names only suspects with q <= ``alpha``.
 6. Alternatives: beside a suspect on a node's receiving side, the downlink all its inter-leaf flows arrive
    through (destination-mod-k) is re-tested too, and named only when its confirmation confirms it
    (:func:`_downlink_alternatives`): a trunk shared unevenly can make its loss look like one receiver's cable.
@@ -36,11 +46,13 @@ bandwidth's (a component's past latency effects): a node whose ping-pongs are al
 Confirmation (:func:`confirm`): the suspects' re-run flows (:func:`ibrepro.fleet_plan.confirmation_rounds`:
 leaf-spine links loaded with as many flows as they have cables, beside them node-side suspects with known-good
 partners)
-against the same reference and noise scale: a suspect is named only when its re-run flows are again slower
-(p <= ``alpha``, one pre-selected test per suspect, as :func:`ibrepro.stats.confirmation_test`; and the effect).
+against the same reference and the night's noise (the suspects' own flows left out): a suspect is named only
+when its re-run flows are again slower, each of them (:func:`consistent`), with p <= ``alpha`` (the larger of
+step 3's two; one pre-selected test per suspect, as :func:`ibrepro.stats.confirmation_test`) and the effect.
 A suspect cleared by its confirmation is not named.
 """
 
+import bisect
 import math
 import statistics
 from typing import Optional
@@ -52,7 +64,9 @@ from .fleet_plan import LINK_CONFIRMATION, LINK_KINDS, NO_TOPOLOGY
 
 @dataclasses.dataclass(frozen=True)
 class Method:
-    alpha: float = 0.01        # false discovery rate (Benjamini-Hochberg) of the suspects
+    alpha: float = 0.01        # level of a confirmation's test; false discovery rate (Benjamini-Hochberg) of what a
+                               # night names on its own (no confirmation ran)
+    screen_alpha: float = 0.2  # false discovery rate of the suspects sent to the confirmation (which alone names)
     min_effect: float = 0.05   # smallest relative bandwidth loss named
     min_latency_increase: float = 0.20   # smallest relative latency increase named (chosen: a C-state or NUMA
                                          # penalty is tens of %; ClusterKit flags 2.1x the best pair)
@@ -128,8 +142,84 @@ def _threshold(metric, method):
     return math.log1p(-method.min_effect) if metric == BANDWIDTH else -math.log1p(method.min_latency_increase)
 
 
+def consistent(residuals, threshold):
+    """Every residual at least half ``threshold`` (the largest effect named, log units, negative) on its side: what
+    a steady fault does to every flow through it, and what the noise rarely does to all of a component's flows at
+    once. The noise of a real fabric has heavy tails (the stored fault-free nights of the namespace fat tree: 10 of
+    240 flows beyond 4 robust sigmas, one at -9.6 %): one tail hit among a link's two flows makes their mean look
+    like a fault to a Gaussian test, never all of them slow."""
+    return all(r <= threshold / 2 for r in residuals)
+
+
+def _leaves(fabric, f):
+    """The leaves a flow touches: its two nodes' (one within a leaf)."""
+    return {fabric.leaf_of(f['src']), fabric.leaf_of(f['dst'])}
+
+
+def leaf_effects(flows, residuals, fabric, min_flows=8):
+    """{leaf: the night's effect of a leaf on every flow touching it} (log units), taken out of the residuals: a
+    leaf's flows move together for a night (its switch's load, its rack's power or cooling) and the fleet median
+    does not follow, so its healthy parts would look slow or fast together. Each leaf's effect is the median over
+    its flows (>= ``min_flows``) of their residual less the other leaf's effect, three passes. A leaf slower than a
+    named effect is said (:attr:`Result.slow_leaves`): a slow switch is no noise, but no part of it is to blame."""
+    if not fabric.has_topology or len(fabric.leaves) < 3:
+        return {}            # two leaves: every inter-leaf flow touches both; only intra-leaf flows tell them apart
+    touched = [sorted(_leaves(fabric, f)) for f in flows]
+    effects = {}
+    for _ in range(3):
+        per_leaf = {}
+        for leaves, r in zip(touched, residuals):
+            for leaf in leaves:
+                per_leaf.setdefault(leaf, []).append(r - sum(effects.get(x, 0.0) for x in leaves if x != leaf))
+        effects = {leaf: statistics.median(v) for leaf, v in per_leaf.items() if len(v) >= min_flows}
+    return effects
+
+
+def _directions(flows, idx, res, metric):
+    """A hypothesis's residuals in groups a steady one-directional fault slows alike: on bandwidth, when one node is
+    in every flow, what it sends and what it receives; on a link (no node in every flow), per round the aggregate
+    of its flows, ``log(mean(exp(r)))``; on latency, every flow."""
+    if metric != BANDWIDTH or not idx:
+        return [[res[i] for i in idx]]
+    common = set.intersection(*({flows[i]['src'], flows[i]['dst']} for i in idx))
+    if len(common) == 1:
+        host = common.pop()
+        return [g for g in ([res[i] for i in idx if flows[i]['src'] == host],
+                            [res[i] for i in idx if flows[i]['src'] != host]) if g]
+    rounds = {}
+    for i in idx:
+        rounds.setdefault(str(flows[i]['round']), []).append(math.exp(res[i]))
+    return [[math.log(fmean(v)) for v in rounds.values()]]
+
+
 def _phi(z):
     return 0.5 * math.erfc(-z / math.sqrt(2))
+
+
+class Noise:
+    """A night's own noise of one metric as the fabric has it: the distribution of its residuals (most flows are
+    healthy), each smoothed by a Gaussian kernel of the robust noise scale, so that a value beyond every residual
+    still has a probability and one within the tails gets the tails' share, not a Gaussian's. Without residuals
+    (a result built without a night), the Gaussian of the scale."""
+
+    def __init__(self, residuals, scale):
+        self.pool, self.scale = sorted(residuals), scale
+
+    def cdf(self, x, exclude=()):
+        """P(a healthy flow's residual <= x), the residuals ``exclude`` (a hypothesis's own flows) left out."""
+        h, pool = self.scale, self.pool
+        n = len(pool) - len(exclude)
+        if n <= 0:
+            return _phi(x / h)
+        lo, hi = bisect.bisect_left(pool, x - 8 * h), bisect.bisect_right(pool, x + 8 * h)
+        mass = lo + sum(_phi((x - r) / h) for r in pool[lo:hi]) - sum(_phi((x - r) / h) for r in exclude)
+        return min(1.0, max(mass, 0.0) / n)
+
+    def p_all(self, values, exclude=()):
+        """The probability that as many healthy flows would all be at least as slow as ``values`` (residuals,
+        negative = slower): ``cdf(max(values)) ** len(values)``. One slow flow among fast ones scores as the fast
+        ones do: what a steady fault does to all its flows, the noise's tails do to one."""
+        return self.cdf(max(values), exclude) ** len(values)
 
 
 @dataclasses.dataclass
@@ -167,6 +257,13 @@ class Result:
     method: Method = Method()
     latency_references: dict = dataclasses.field(default_factory=dict)   # flow kind -> reference latency (us)
     latency_scale: Optional[float] = None   # the latency residuals' noise scale; None: no flow had a latency
+    noise: dict = dataclasses.field(default_factory=dict)   # metric -> the night's Noise (its residuals)
+    slow_leaves: dict = dataclasses.field(default_factory=dict)   # leaf -> its bandwidth change on every flow
+                                                                 # touching it, when a named effect or more
+
+    def noise_of(self, metric):
+        """The night's :class:`Noise` of a metric (the Gaussian of its scale when the result holds none)."""
+        return self.noise.get(metric) or Noise((), self.scale if metric == BANDWIDTH else self.latency_scale)
 
     def reference(self, metric, kind):
         """The reference of a flow kind for a metric (the median of the kinds' when the night had none of it)."""
@@ -177,7 +274,8 @@ class Result:
     def named(self):
         """The suspects named: confirmed ones when a confirmation ran, else all but the alternatives."""
         return [s for s in self.suspects if s.confirmed is not False and
-                (s.confirmed or not s.alternative_to and all(x.confirmed is None for x in self.suspects))]
+                (s.confirmed or not s.alternative_to and all(x.confirmed is None for x in self.suspects)
+                 and s.q is not None and s.q <= self.method.alpha)]
 
 
 def flow_kind(fabric, src, dst):
@@ -264,7 +362,8 @@ def localise(flows, fabric, *, expected=None, history=None, method=Method(), hyp
         suspects += lat.suspects()
     return Result(suspects, bw.refs, bw.scale, len(bw.names) + (len(lat.names) if lat else 0),
                   '' if fabric.has_topology else NO_TOPOLOGY, method,
-                  lat.refs if lat else {}, lat.scale if lat else None)
+                  lat.refs if lat else {}, lat.scale if lat else None,
+                  {m.metric: m.noise for m in (bw, lat) if m}, bw.slow_leaves)
 
 
 class _Metric:
@@ -275,7 +374,15 @@ class _Metric:
         self.refs = references(flows, fabric, expected, metric)
         self.residuals = [residual(metric, f[VALUE[metric]], self.refs[flow_kind(fabric, f['src'], f['dst'])])
                           for f in flows]
+        self.leaf_effects = leaf_effects(flows, self.residuals, fabric) if metric == BANDWIDTH else {}
+        # a leaf slower than a named effect on every flow touching it: said, not blamed on its parts
+        self.slow_leaves = {leaf: change(metric, e) for leaf, e in self.leaf_effects.items()
+                            if e <= _threshold(metric, method)}
+        if self.leaf_effects:
+            self.residuals = [r - sum(self.leaf_effects.get(leaf, 0.0) for leaf in _leaves(fabric, f))
+                              for f, r in zip(flows, self.residuals)]
         self.scale = max(stats.MAD_TO_SIGMA * stats.mad(self.residuals) if len(flows) > 1 else 0.0, method.min_cv)
+        self.noise = Noise(self.residuals, self.scale)
         self.hyps = hyps or hypotheses_of(flows, fabric)
         self.names = list(self.hyps)
         self.baselines = {}
@@ -287,13 +394,32 @@ class _Metric:
     def stat(self, res, name):
         return _stat(res, self.hyps[name][1], self.scale, self.baselines[name])
 
+    def test(self, res, name):
+        """``(effect, p)`` of a hypothesis on residuals ``res``: its mean effect, and the larger of its Gaussian p
+        (:meth:`stat`: a few flows say little about tails) and the probability under the
+        night's noise (:meth:`Noise.p_all`) that healthy flows would all be as slow as its flows are (on a node,
+        those of one direction: a cable up, without a topology a node, slows only what it sends; on a link, what
+        its flows got together in each round: a shared trunk's loss may go to one of its flows, as TCP shares).
+        p is 1 unless the effect reaches the method's and every flow of such a group is slow (:func:`consistent`):
+        what a steady fault does."""
+        idx, baseline = self.hyps[name][1], self.baselines[name]
+        effect, gaussian = self.stat(res, name)
+        if effect > self.threshold:
+            return effect, 1.0
+        groups = [[v - baseline for v in g] for g in _directions(self.flows, idx, res, self.metric)]
+        steady = [g for g in groups if consistent(g, self.threshold)]
+        if not steady:
+            return effect, 1.0
+        own = [self.residuals[i] for i in idx]
+        return effect, max(gaussian, min(1.0, len(groups) * min(self.noise.p_all(g, own) for g in steady)))
+
     def suspects(self):
         """Steps 3-5: explain-away, then each chosen hypothesis re-tested with the others' effects taken out."""
-        hyps, names, alpha = self.hyps, self.names, self.method.alpha
+        hyps, names, alpha = self.hyps, self.names, self.method.screen_alpha
         current = list(self.residuals)
         chosen, effects = [], {}
         while True:
-            out = [self.stat(current, n) for n in names]
+            out = [self.test(current, n) for n in names]
             qs = stats.benjamini_hochberg([p for _, p in out])
             best, gain = None, 0.0
             for n, (effect, _), q in zip(names, out, qs):
@@ -316,8 +442,8 @@ class _Metric:
             res = list(current)
             for i in hyps[n][1]:
                 res[i] += effects[n]
-            final.append(self.stat(res, n))
-        others = [self.stat(current, n)[1] for n in names if n not in effects]
+            final.append(self.test(res, n))
+        others = [self.test(current, n)[1] for n in names if n not in effects]
         qs = stats.benjamini_hochberg([p for _, p in final] + others)
         return [self.suspect(n, effect, p, q) for n, (effect, p), q in zip(chosen, final, qs)
                 if q <= alpha and effect <= self.threshold]
@@ -420,10 +546,17 @@ def confirm(result, confirmation_flows, fabric):
     def crossing(s, flows):
         return [f for f in flows if set(s.members) & set(crossed(fabric, f))]
 
-    def judge(s, flows, effect):
-        scale = result.scale if s.metric == BANDWIDTH else result.latency_scale
-        s.confirmed = _phi(effect * math.sqrt(len(flows)) / scale) <= method.alpha \
-            and effect <= _threshold(s.metric, method)
+    # the night's noise without the suspects' own flows (a fault's flows are not noise)
+    suspected = {m: list({(f['round'], f['src'], f['dst']): f['residual'] for x in result.suspects if x.metric == m
+                          for f in x.flows}.values()) for m in (BANDWIDTH, LATENCY)}
+
+    def judge(s, flows, effect, aggregate=False):
+        threshold = _threshold(s.metric, method)
+        values = [effect] if aggregate else [res(f, s.metric) for f in flows]
+        noise = result.noise_of(s.metric)
+        s.confirmed = effect <= threshold and consistent(values, threshold) \
+            and max(_phi(effect * math.sqrt(len(flows)) / noise.scale),
+                    noise.p_all(values, suspected[s.metric])) <= method.alpha
         s.confirmation = [evidence(s.metric, f, res(f, s.metric)) for f in flows]
 
     bandwidth = [s for s in result.suspects if s.metric == BANDWIDTH]
@@ -443,7 +576,7 @@ def confirm(result, confirmation_flows, fabric):
         if flows:
             expected = sum(reference(f) * math.exp(sum(
                 e for members, e in taken if members & set(crossed(fabric, f)))) for f in flows)
-            judge(s, flows, math.log(sum(f['bw'] for f in flows)) - math.log(expected))
+            judge(s, flows, math.log(sum(f['bw'] for f in flows)) - math.log(expected), aggregate=True)
     pings = latency_flows(confirmation_flows)
     for s in [s for s in result.suspects if s.metric == LATENCY]:
         flows = crossing(s, pings)
@@ -460,4 +593,4 @@ def as_json(result, fabric=None):
             'suspects': [dataclasses.asdict(s) for s in result.suspects],
             'references': result.references, 'noise_scale': result.scale, 'hypotheses': result.hypotheses,
             'latency_references': result.latency_references, 'latency_noise_scale': result.latency_scale,
-            'statement': result.statement}
+            'statement': result.statement, 'slow_leaves': result.slow_leaves}

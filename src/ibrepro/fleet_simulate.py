@@ -1,25 +1,25 @@
-"""``ibrepro fleet simulate``: the pair rounds, the localiser and the confirmation driven by a flow-level model of a
-two-level fat tree, one injected fault per night, with two baselines in the same harness. Results are simulated.
+"""``ibrepro fleet simulate``: the pair rounds, the localiser and the confirmation driven by a simulated fabric
+(:mod:`ibrepro.fleet_world`, written apart from the judge), injected faults, with two baselines in the same
+harness. Results are simulated.
 
-The model
+The world
 ---------
-* Fabric: :func:`ibrepro.fleet_plan.fat_tree`: ``N`` nodes, ``leaf_size`` (16) per leaf, one uplink per spine,
-  ``spines`` = ``leaf_size`` unless given; routing destination-mod-k (:mod:`ibrepro.fleet_plan`).
-* Links are directed: node cable up (``h>leaf``) and down (``leaf>h``), leaf uplink (``A>spineq``), leaf downlink
-  (``spineq>B``), a cable of capacity ``link_capacity`` (MB/s; the default 25000 is 200 Gb/s, 4x HDR signalling: a
-  nominal rate, not a measurement); a leaf-spine link a trunk of :meth:`~ibrepro.fleet_plan.Fabric.trunk_width`
-  cables (one with ``spines`` = ``leaf_size``).
-* A flow's bandwidth = min over its path's links of capacity / (flows on that link in this round), times a
-  lognormal noise factor of median 1 and coefficient of variation ``noise_cv``. The CV is a parameter: the stored
-  run reports (tests/data/run-reports) hold no repeated bandwidth values of one test (one run each, intra-node,
-  and their manifest calls them "not performance data"), so the CLI's default (0.01) is **modelled**, an
-  assumption. ``--noise-from`` fits it (:func:`stored_noise_cv`) from the pair-round nights stored in the results
-  database, or ``--noise-from REPORT...`` from run reports: each flow's robust CV across the nights that named
-  nothing, the median over flows with >= 3 nights (what the model's noise is: one flow's scatter from night to
-  night).
-* Faults, one per fault night, chosen at random: a kind among node cable (one direction, as ``tc`` shapes one
-  direction), HCA port (both directions of the node's rail), leaf uplink, leaf downlink (the last two only with
-  >= 2 leaves), then an instance; its links' capacity times ``1 - loss``. Plus ``fault_free_nights`` without.
+* Fabric: the plan's :func:`ibrepro.fleet_plan.fat_tree` names (``N`` nodes, ``leaf_size`` (16) per leaf,
+  ``spines`` = ``leaf_size / oversubscription`` unless given); the world (:class:`ibrepro.fleet_world.World`) has
+  its own routing (``plan``: destination-mod-k; ``permuted``: another LFT; ``adaptive``), its own cables per
+  leaf-spine link (fewer than the plan believes when oversubscribed), links of ``link_capacity`` (MB/s; the
+  default 25000 is 200 Gb/s, 4x HDR signalling: a nominal rate, not a measurement).
+* A flow's bandwidth = the narrowest share of its path (capacity / flows on the link in this round) times the
+  noise: drawn from the log residuals of stored fault-free pair-round nights (``--noise-from``:
+  :func:`stored_residuals`, each flow against its round's median that night: the tails a fabric really has), or
+  without them lognormal of CV ``noise_cv``: the CLI's default (0.01) is **modelled**, an assumption (the
+  repository's run reports hold no repeated bandwidth of one flow); then per-leaf factors per night
+  (``--leaf-noise``) and per round (``--round-noise``), and a tail (``--tail P:EFFECT``).
+* Faults per fault night (``--faults``, default 1), chosen at random: a kind among node cable (one direction, as
+  ``tc`` shapes one direction), HCA port (both directions of the node's rail), leaf uplink, leaf downlink (the last
+  two only with >= 2 leaves), then an instance; or a whole leaf switch (``--fault switch:<loss>%``); their links'
+  capacity times ``1 - loss``, present in each round with probability ``--flap`` (1: always). Plus
+  ``fault_free_nights`` without.
 * Latency (``latency_cv`` given, as an RDMA night's ``ib_send_lat`` per pair; ``--fault latency:<increase>%``):
   every measured pair's latency is 1 (relative units: the localiser judges each flow kind against its own
   median, so a hop count would cancel) times a lognormal noise factor of CV ``latency_cv``, times ``1 + increase``
@@ -42,10 +42,12 @@ The harnesses
   since concurrent round-robin rounds contend under destination-mod-k routing. They name nodes only: a leaf-spine
   link fault is never named exactly by them.
 
-Scores: ``named_exactly`` = fault nights where exactly one hypothesis was named and it holds the injected
-component; ``wrong_per_night`` = named hypotheses without the injected component, over all nights (fault and
-fault-free), with the exact Poisson (Garwood) 95 % upper bound; ``fault_free_alarm_nights`` = fault-free nights
-naming anything.
+Scores: ``named_exactly`` = fault nights where every injected fault is named by a hypothesis holding it and
+nothing else is named; ``wrong_per_night`` = named hypotheses holding no injected component and no part of one,
+over all nights (fault and fault-free), with the exact Poisson (Garwood) 95 % upper bound; ``inside_per_night`` =
+named hypotheses holding a part inside a fault instead of it (a slow leaf switch's ports);
+``fault_free_alarm_nights`` = fault-free nights naming anything. The baselines are modelled only in the world the
+plan assumes (plan routing, non-blocking, one steady fault, no leaf, round or tail noise).
 """
 
 import dataclasses
@@ -55,53 +57,59 @@ import statistics
 
 import numpy as np
 
-from . import fleet_localise, fleet_plan, results, stats
+from . import fleet_localise, fleet_plan, fleet_world, results, stats
+from .fleet_world import FAULT_KINDS, NOMINAL_LINK_MBPS, Fault, Model  # noqa: F401  (the CLI's and tests' names)
 
 #: Modelled default noise CV (an assumption, not a measurement: see the module doc).
 MODELLED_NOISE_CV = 0.01
-#: Nominal 4x HDR signalling rate in MB/s (200 Gb/s / 8): a nominal value, not a measurement.
-NOMINAL_LINK_MBPS = 25000.0
 #: Modelled default latency noise CV when latencies are simulated (an assumption, not a measurement).
 MODELLED_LATENCY_CV = 0.02
 CLUSTERKIT_FRACTION = 0.93
 CLUSTERKIT_LATENCY = 2.1
-FAULT_KINDS = ('node cable', 'HCA port', 'leaf uplink', 'leaf downlink')
 
 
-def stored_noise_cv(reports, min_values=3):
-    """``(cv, series, nights)``: the median robust CV of the repeated bandwidth series in ReFrame run reports
-    (dicts, oldest first), how many series and how many pair-round nights gave them; ``(None, 0, 0)`` when no
-    series has ``min_values`` values. A series is one flow of the pair rounds across nights (system, partition,
-    round, host, rail, peer, direction: :func:`ibrepro.fleet_rounds.from_report`), a night that named a component
-    left out (a fault is not noise), or one test case's ``bw`` performance variable across sessions."""
+def _fault_free_nights(reports):
+    """Per report, per system: the pair-round nights (:func:`ibrepro.fleet_rounds.from_report`) that named
+    nothing (a fault is not noise)."""
     from . import fleet_rounds
-    series, nights = {}, 0
     for report in reports:
-        cases = results.testcases(report)
-        for case in cases:
-            perfvalues = case.get('perfvalues')
-            if 'fleet_flows' in case or not isinstance(perfvalues, dict):
-                continue                   # a pair-round case's flows are read per night below
-            for key, value in perfvalues.items():
-                if str(key).rsplit(':', 1)[-1].startswith('bw') and isinstance(value, list) and value \
-                        and isinstance(value[0], (int, float)) and value[0] > 0:
-                    series.setdefault((case.get('display_name') or case.get('name'), key), []).append(value[0])
-        for system in sorted({str(c.get('system')) for c in cases if 'fleet_flows' in c}):
+        systems = {str(c.get('system')) for c in results.testcases(report) if 'fleet_flows' in c}
+        for system in sorted(systems):
             try:
                 night = fleet_rounds.from_report(report, system)
             except ValueError:
                 continue                   # stored variables not as the check stores them: no night
-            if night['named']:
-                continue
-            nights += 1
-            for f in night['flows']:
-                bw = f.get('bw')
-                if isinstance(bw, (int, float)) and bw > 0:
-                    key = ('fleet', system, night['partition'], str(f.get('round')), f.get('host'),
-                           f.get('device'), f.get('port'), f.get('peer'), f.get('direction'))
-                    series.setdefault(key, []).append(bw)
-    cvs = [stats.robust_cv(v) for v in series.values() if len(v) >= min_values]
-    return (statistics.median(cvs), len(cvs), nights) if cvs else (None, 0, nights)
+            if not night['named']:
+                yield system, night
+
+
+def stored_residuals(reports):
+    """``(residuals, nights)``: the log residuals of the flows of the stored fault-free pair-round nights, each
+    flow against its round's median that night (a round is one kind of flow: within a leaf, or between two),
+    centred on their median: the noise a night's flows really have, heavy tails and all, for the world to draw
+    from (:class:`ibrepro.fleet_world.Model` ``residuals``). Rounds of fewer than 4 flows say little about a
+    median and are left out."""
+    out, nights = [], 0
+    for _system, night in _fault_free_nights(reports):
+        by_round = {}
+        for f in night['flows']:
+            bw = f.get('bw')
+            if isinstance(bw, (int, float)) and not isinstance(bw, bool) and 0 < bw < math.inf:
+                by_round.setdefault(str(f.get('round')), []).append(math.log(bw))
+        used = [v for v in by_round.values() if len(v) >= 4]
+        nights += bool(used)
+        for values in used:
+            middle = statistics.median(values)
+            out += [v - middle for v in values]
+    if out:
+        middle = statistics.median(out)
+        out = [v - middle for v in out]
+    return tuple(out), nights
+
+
+def robust_scale(residuals):
+    """1.4826 MAD of log residuals: their noise level as a relative CV (what one Gaussian would have)."""
+    return stats.MAD_TO_SIGMA * stats.mad(list(residuals))
 
 
 def poisson_upper(count, exposure, confidence=0.95):
@@ -123,84 +131,19 @@ def poisson_upper(count, exposure, confidence=0.95):
     return hi / exposure
 
 
-@dataclasses.dataclass(frozen=True)
-class Model:
-    nodes: int
-    noise_cv: float
-    leaf_size: int = 16
-    spines: int = 0
-    link_capacity: float = NOMINAL_LINK_MBPS
-    linktest_min: float = 0.95
-    latency_cv: float | None = None    # None: flows without latency (TCP nights)
-
-    @property
-    def sigma(self):
-        return math.sqrt(math.log1p(self.noise_cv ** 2))
-
-    @property
-    def latency_sigma(self):
-        return math.sqrt(math.log1p(self.latency_cv ** 2))
-
-
-@dataclasses.dataclass(frozen=True)
-class Fault:
-    kind: str
-    component: str       # as fleet_plan.Fabric.components names it
-    links: tuple         # directed links whose capacity it lowers
-    loss: float               # its links' lost fraction of capacity
-    host: str | None = None
-    latency: float = 0.0      # the relative latency increase of a pair crossing its links (either direction)
-
-
-def fault_choices(fabric):
-    """Per fault kind, the faults one can inject: [(component, links, host)]."""
-    rail = '{}/{}'.format(*fabric.rails[0])
-    out = {'node cable': [], 'HCA port': [], 'leaf uplink': [], 'leaf downlink': []}
-    for h in fabric.nodes:
-        out['node cable'] += [(f'cable {h}:{rail} up', (f'{h}>leaf',), h),
-                              (f'cable {h}:{rail} down', (f'leaf>{h}',), h)]
-        out['HCA port'].append((f'port {h}:{rail}', (f'{h}>leaf', f'leaf>{h}'), h))
-    if len(fabric.leaves) > 1:
-        for leaf in fabric.leaves:
-            for q in range(fabric.spines):
-                out['leaf uplink'].append((f'uplink {leaf}>spine{q}', (f'{leaf}>spine{q}',), None))
-                out['leaf downlink'].append((f'downlink spine{q}>{leaf}', (f'spine{q}>{leaf}',), None))
-    return {k: v for k, v in out.items() if v}
-
-
-def random_fault(fabric, loss, rng, latency=0.0):
-    choices = fault_choices(fabric)
-    kind = rng.choice(sorted(choices))
-    component, links, host = rng.choice(choices[kind])
-    return Fault(kind, component, links, loss, host, latency)
+def world_of(fabric, model, seed=0):
+    """The world (:class:`ibrepro.fleet_world.World`) of the plan's ``fabric``: its leaves and spine count (names
+    are data), everything else the model's own."""
+    if model.spines != fabric.spines:
+        model = dataclasses.replace(model, spines=fabric.spines)
+    return fleet_world.World(fabric.leaves, model, seed, fabric.rails[0])
 
 
 def simulate_flows(fabric, pairs, model, fault, rng, round_number=0):
-    """The directed flows of one round of ``pairs`` (both directions at once) as flow dicts with bandwidths, and
-    with the pair's latency when the model has a latency CV."""
-    flows = fleet_plan.flows_of(pairs)
-    paths = [fabric.directed_links(s, d) for s, d in flows]
-    loads = {}
-    for path in paths:
-        for link in path:
-            loads[link] = loads.get(link, 0) + 1
-    slow = set(fault.links) if fault else set()
-
-    def capacity(link):             # a leaf-spine link is a trunk of several cables (Fabric.link_width)
-        return model.link_capacity * fabric.link_width(link) * ((1 - fault.loss) if link in slow else 1.0)
-
-    latency = {}
-    if model.latency_cv:
-        for a, b in pairs:
-            crossed = set(fabric.directed_links(a, b)) | set(fabric.directed_links(b, a))
-            latency[frozenset((a, b))] = math.exp(rng.gauss(0.0, model.latency_sigma)) * (
-                1 + fault.latency if fault and fault.latency and crossed & slow else 1.0)
-    out = []
-    for (s, d), path in zip(flows, paths):
-        share = min(capacity(link) / loads[link] for link in path)
-        out.append({'round': round_number, 'src': s, 'dst': d, 'rail': fabric.rails[0],
-                    'bw': share * math.exp(rng.gauss(0.0, model.sigma)), 'lat': latency.get(frozenset((s, d)))})
-    return out
+    """The directed flows of one round of ``pairs`` (both directions at once) in the world of ``fabric`` with
+    ``fault`` (or None): flow dicts with bandwidths, and with the pair's latency when the model has a latency
+    CV."""
+    return world_of(fabric, model).night([fault] if fault else [], rng).measure(pairs, round_number)
 
 
 class IbreproHarness:
@@ -212,8 +155,10 @@ class IbreproHarness:
         self.jobs = fleet_plan.slurm_jobs(fabric, self.rounds)
         self._hyps = None
 
-    def night(self, model, fault, rng):
-        flows = [f for r in self.rounds for f in simulate_flows(self.fabric, r.pairs, model, fault, rng, r.number)]
+    def night(self, night):
+        """Judge one :class:`ibrepro.fleet_world.Night`: its rounds measured, localised, the suspects re-run in
+        the same night (the faults still there) and confirmed."""
+        flows = [f for r in self.rounds for f in night.measure(r.pairs, r.number)]
         if self._hyps is None:
             self._hyps = {fleet_localise.BANDWIDTH: fleet_localise.hypotheses_of(flows, self.fabric),
                           fleet_localise.LATENCY: fleet_localise.hypotheses_of(
@@ -227,10 +172,10 @@ class IbreproHarness:
                                                                  self.fabric, good)
             again = []
             for r in confirmation_rounds:
-                flows = simulate_flows(self.fabric, r.pairs, model, fault, rng, r.name)
+                flows = night.measure(r.pairs, r.name)
                 again += [{**f, 'round': r.label(k)} for k, f in enumerate(flows)]
             fleet_localise.confirm(result, again, self.fabric)
-        return {'named': [s.members for s in result.named],
+        return {'named': [s.members for s in result.named], 'slow_leaves': sorted(result.slow_leaves),
                 'rounds': len(self.rounds) + len(confirmation_rounds),
                 'jobs': len(self.jobs) + 1 +    # + the sweep
                 (1 if confirmation_rounds and fleet_plan.confirmation_job_needed(self.fabric, self.jobs) else 0)}
@@ -267,7 +212,10 @@ def _fault_mask(fabric, fault, n):
 def _all_pairs_matrix(fabric, model, fault, nprng):
     """Directed bandwidths i -> j of every pair, each measured alone (contention-free), diagonal NaN."""
     n = len(fabric.nodes)
-    m = np.exp(nprng.standard_normal((n, n), dtype=np.float32) * np.float32(model.sigma))
+    if model.residuals:
+        m = np.exp(nprng.choice(np.asarray(model.residuals, np.float32), (n, n)))
+    else:
+        m = np.exp(nprng.standard_normal((n, n), dtype=np.float32) * np.float32(model.sigma))
     m *= np.float32(model.link_capacity)
     if fault:
         for r, c in _fault_mask(fabric, fault, n):
@@ -329,52 +277,66 @@ def linktest_night(fabric, model, fault, nprng):
             'jobs': 1, 'serial_retests': int(len(below))}
 
 
-def _score(injected, named):
-    """(exact, wrong): exactly one hypothesis holding the injected component; hypotheses without it.
-    A baseline's 'node h' holds any node-side fault of h (it names nodes only)."""
-    def holds(members):
-        if injected is None:
-            return False
-        if injected.component in members:
+def _score(faults, named):
+    """``(exact, wrong, inside)`` of a night with ``faults`` (a list, maybe empty): every fault named by a
+    hypothesis holding it and nothing else named; hypotheses holding no fault and no part of one (a healthy part
+    named); hypotheses naming a part inside a fault instead of it (a leaf switch's ports). A baseline's
+    'node h' holds any node-side fault of h (it names nodes only)."""
+    def holds(fault, members):
+        if fault.component in members:
             return True
-        return injected.host is not None and f'node {injected.host}' in members and len(members) == 1 \
-            and members[0].startswith('node ')
-    right = [m for m in named if holds(m)]
-    return len(named) == 1 and len(right) == 1, len(named) - len(right)
+        return fault.host is not None and len(members) == 1 and members[0] == f'node {fault.host}'
+
+    right = [m for m in named if any(holds(f, m) for f in faults)]
+    inside = [m for m in named if m not in right and any(set(m) & f.parts for f in faults)]
+    exact = bool(faults) and len(right) == len(named) and all(any(holds(f, m) for m in named) for f in faults)
+    return exact, len(named) - len(right) - len(inside), len(inside)
 
 
 def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, baselines=True,
-        method=fleet_localise.Method(), progress=None):
-    """Simulate ``nights`` fault nights (each fault losing ``loss`` of its capacity, or adding ``latency`` to its
-    pairs' latency) and ``fault_free_nights`` fault-free ones; the scores per harness."""
-    fabric = fleet_plan.fat_tree(model.nodes, model.leaf_size, model.spines or None)
+        method=fleet_localise.Method(), progress=None, faults_per_night=1, fault_kind=None):
+    """Simulate ``nights`` fault nights (each with ``faults_per_night`` faults losing ``loss`` of their capacity,
+    or adding ``latency`` to their pairs' latency; ``fault_kind`` 'leaf switch' for switches, else a random kind
+    each) and ``fault_free_nights`` fault-free ones; the scores per harness."""
+    fabric = fleet_plan.fat_tree(model.nodes, model.leaf_size, model.spine_count)
+    world = world_of(fabric, model, seed)
     rng = random.Random(seed)
     nprng = np.random.default_rng(seed)
     harnesses = {'ibrepro': IbreproHarness(fabric, method).night}
     if baselines:
-        harnesses['clusterkit'] = lambda mod, f, r: clusterkit_night(fabric, mod, f, nprng)
-        harnesses['linktest'] = lambda mod, f, r: linktest_night(fabric, mod, f, nprng)
-    tallies = {name: {'exact': 0, 'wrong': 0, 'rounds': 0, 'jobs': 0, 'alarms': 0, 'retests': 0,
-                      'by_kind': {}} for name in harnesses}
-    schedule = [random_fault(fabric, loss, rng, latency) for _ in range(nights)] + [None] * fault_free_nights
-    for night, fault in enumerate(schedule):
+        if not (model.plan_world and faults_per_night == 1 and fault_kind is None):
+            raise ValueError('the baselines are modelled only in the world the plan assumes (plan routing, '
+                             'non-blocking, one steady fault a night, no leaf or round noise, no tail): '
+                             'add --no-baselines')
+        harnesses['clusterkit'] = lambda n: clusterkit_night(fabric, model, (n.faults or [None])[0], nprng)
+        harnesses['linktest'] = lambda n: linktest_night(fabric, model, (n.faults or [None])[0], nprng)
+    tallies = {name: {'exact': 0, 'wrong': 0, 'inside': 0, 'rounds': 0, 'jobs': 0, 'alarms': 0, 'retests': 0,
+                      'leaves_right': 0, 'leaves_wrong': 0, 'by_kind': {}} for name in harnesses}
+    schedule = [world.random_faults(faults_per_night, loss, rng, latency, fault_kind) for _ in range(nights)] \
+        + [[]] * fault_free_nights
+    for number, faults in enumerate(schedule):
         for name, harness in harnesses.items():
-            out = harness(model, fault, rng)
-            exact, wrong = _score(fault, out['named'])
+            out = harness(world.night(faults, rng))
+            exact, wrong, inside = _score(faults, out['named'])
             t = tallies[name]
             t['exact'] += exact
             t['wrong'] += wrong
+            t['inside'] += inside
             t['rounds'] += out['rounds']
             t['jobs'] += out['jobs']
             t['retests'] += out.get('serial_retests', 0)
-            if fault is None:
+            switches = {f.component for f in faults if f.kind == 'leaf switch'}
+            said = {f'switch {leaf}' for leaf in out.get('slow_leaves', ())}
+            t['leaves_right'] += len(said & switches)
+            t['leaves_wrong'] += len(said - switches)
+            if not faults:
                 t['alarms'] += bool(out['named'])
-            else:
-                kind = t['by_kind'].setdefault(fault.kind, [0, 0])
-                kind[0] += exact
+            for f in faults:       # per kind: one fault named exactly; of several, each one named at all
+                kind = t['by_kind'].setdefault(f.kind, [0, 0])
+                kind[0] += exact if len(faults) == 1 else any(f.component in m for m in out['named'])
                 kind[1] += 1
         if progress:
-            progress(night + 1, len(schedule))
+            progress(number + 1, len(schedule))
     total = len(schedule)
     results = {}
     for name, t in tallies.items():
@@ -385,6 +347,9 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
             'wrong_per_night': t['wrong'] / total,
             'wrong_per_night_upper95': poisson_upper(t['wrong'], total),
             'wrong_total': t['wrong'],
+            'inside_per_night': t['inside'] / total,
+            'slow_leaves_said_right': t['leaves_right'],
+            'slow_leaves_said_wrong_per_night': t['leaves_wrong'] / total,
             'rounds': t['rounds'] / total,
             'jobs': t['jobs'] / total,
             'fault_free_alarm_nights': t['alarms'],
@@ -395,7 +360,12 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
     results['simulation'] = {
         'nodes': model.nodes, 'leaf_size': model.leaf_size, 'leaves': len(fabric.leaves), 'spines': fabric.spines,
         'fault_nights': nights, 'fault_free_nights': fault_free_nights, 'loss': loss, 'latency_increase': latency,
+        'faults_per_night': faults_per_night, 'fault_kind': fault_kind or 'random',
         'seed': seed, 'noise_cv': model.noise_cv, 'latency_cv': model.latency_cv,
+        'noise': f'{len(model.residuals)} stored residuals' if model.residuals else 'lognormal',
+        'routing': model.routing, 'oversubscription': model.oversubscription,
+        'cables_per_leaf_spine_link': model.cables(model.leaf_size), 'leaf_cv': model.leaf_cv,
+        'round_cv': model.round_cv, 'tail': model.tail, 'tail_effect': model.tail_effect, 'flap': model.flap,
         'min_latency_increase': method.min_latency_increase, 'link_capacity_MBps': model.link_capacity,
         'linktest_min_fraction': model.linktest_min, 'alpha': method.alpha, 'min_effect': method.min_effect,
         'upper95': 'exact Poisson (Garwood), two-sided 95 %, per night; named_exactly_ci95: Clopper-Pearson',
@@ -405,19 +375,35 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
 
 
 def parse_fault(text):
-    """``(loss, latency increase)`` of a fault: ``random:10%`` -> (0.10, 0.0), a bandwidth fault;
-    ``latency:30%`` -> (0.0, 0.30), a latency fault (pairs crossing it 30 % slower)."""
+    """``(loss, latency increase, kind)`` of a fault: ``random:10%`` -> (0.10, 0.0, None), a bandwidth fault of a
+    random kind; ``switch:10%`` -> (0.10, 0.0, 'leaf switch'), a whole leaf switch; ``latency:30%`` ->
+    (0.0, 0.30, None), a latency fault (pairs crossing it 30 % slower)."""
     kind, _, amount = text.partition(':')
-    if kind not in ('random', 'latency') or not amount.endswith('%'):
-        raise ValueError(f'--fault: expected random:<loss>% or latency:<increase>%, not {text!r}')
+    if kind not in ('random', 'switch', 'latency') or not amount.endswith('%'):
+        raise ValueError(f'--fault: expected random:<loss>%, switch:<loss>% or latency:<increase>%, not {text!r}')
     try:
         value = float(amount[:-1]) / 100
     except ValueError:
         raise ValueError(f'--fault: {amount!r} is not a percentage') from None
-    if kind == 'random':
+    if kind in ('random', 'switch'):
         if not 0 < value < 1:
             raise ValueError('--fault: the loss must be between 0 and 100 %')
-        return value, 0.0
+        return value, 0.0, 'leaf switch' if kind == 'switch' else None
     if not 0 < value <= 10:
         raise ValueError('--fault: the latency increase must be above 0 and at most 1000 %')
-    return 0.0, value
+    return 0.0, value, None
+
+
+def parse_tail(text):
+    """``(share, loss)`` of ``--tail P:EFFECT``: ``0.2%:30%`` -> (0.002, 0.30): that share of flows lose that
+    much (a congestion spike, another job's traffic)."""
+    share, _, effect = text.partition(':')
+    try:
+        if not (share.endswith('%') and effect.endswith('%')):
+            raise ValueError
+        share, effect = float(share[:-1]) / 100, float(effect[:-1]) / 100
+    except ValueError:
+        raise ValueError(f'--tail: expected <share>%:<loss>% (e.g. 0.2%:30%), not {text!r}') from None
+    if not (0 < share <= 1 and 0 < effect < 1):
+        raise ValueError('--tail: the share must be above 0 and at most 100 %, the loss between 0 and 100 %')
+    return share, effect
