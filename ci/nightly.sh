@@ -5,7 +5,7 @@
 #   ci/nightly.sh generate FILE   GitLab child pipeline, one job per test case (reframe --ci-generate)
 #   ci/nightly.sh report          this night against its history, its suspects re-run (ibrepro nightly --no-run):
 #                                 the report directory (index.html, summary.md); exit 0 clean, 1 regression,
-#                                 2 could not judge, 3 inconclusive
+#                                 2 could not judge, 3 inconclusive or not judged yet (a new system)
 #
 # Environment (all optional):
 #   IBREPRO_CONFIG      ReFrame configuration               (configs/ci-cluster.py)
@@ -110,7 +110,8 @@ PY
 report() {
   # this night against its history, its suspects re-run at once (ibrepro nightly --no-run: the confirmation
   # is one more ReFrame session of this night), then the report. Exit status: 0 clean, 1 regression,
-  # 2 could not judge (also: the night stored no session at all), 3 inconclusive (too noisy to judge)
+  # 2 could not judge (also: the night stored no session at all), 3 inconclusive (too noisy to judge, or a new
+  # system not judged yet: fewer than 8 nights stored)
   mkdir -p "$REPORT_DIR"
   "$PYTHON" - "$IBREPRO_NIGHTLY" <<'PY' || exit 2
 import sys

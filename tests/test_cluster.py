@@ -332,12 +332,12 @@ def test_nightly_run_store_compare_report(tmp_path):
         assert run.returncode == 0, run.stdout + run.stderr
 
     ok = _nightly(tmp_path, 'report', 'night2')
-    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert ok.returncode == 3, ok.stdout + ok.stderr     # a new system: a warning every night, never clean
     (summary,) = (tmp_path / 'nightly-night2').glob('ci-cluster/*/summary.md')
     assert summary.read_text().startswith('## ibrepro report: ci-cluster') and 'History test' in summary.read_text()
     assert (summary.parent / 'index.html').exists()
     # two nights are too short a history to judge: the report says so instead of guessing
-    assert 'nothing tested: the history has fewer than' in ok.stdout
+    assert 'not judged yet: 1 of 8 nights stored before this one' in ok.stdout
 
     missing = _nightly(tmp_path, 'report', 'night3')
     assert missing.returncode == 2      # could not judge: nothing of that night is stored (1 means a regression)

@@ -248,12 +248,12 @@ def _night(args, night):
     # the night's failed cases, from its stored sessions (with --no-run they ran elsewhere: GitLab child jobs; else
     # ReFrame's status says whether any failed)
     try:
-        failed = failed_cases(night) if args.no_run or ran else []
+        failures = failed_cases(night) if args.no_run or ran else []
     except results.ResultsError as err:
         print(f'ibrepro nightly: could not judge night {night}: {err}', file=sys.stderr)
         return verdict.EXIT_UNJUDGED
-    not_run = [(name, why) for name, why in failed if why]
-    failed = [name for name, why in failed if not why]
+    not_run = [(name, why) for name, why in failures if why]        # never ran on a node: infrastructure
+    failed = [name for name, why in failures if not why]            # ran and failed: the night fails
     if unreadable_part:
         print(f'ibrepro nightly: part of night {night} cannot be read ({"; ".join(unreadable_part)}): '
               'it was not judged', file=sys.stderr)

@@ -219,6 +219,12 @@ def _nightly_verdict(system, model, method, inputs, guard):
     elif model['unverified']:
         print(f'{system}: {len(model["unverified"])} test case(s) flagged and not confirmed: their confirmation '
               'measured nothing (not cleared)')
+    elif not model['tested'] and model['variables'] and model['runs'] - 1 < method.min_history:
+        # a new system (or one whose history was cut): a warning every night until it can be judged, never clean
+        print(f'{system}: not judged yet: {model["runs"] - 1} of {method.min_history} nights stored before this '
+              f'one; nothing tested: the history has fewer than {method.min_history} earlier runs, no regression '
+              'can be detected yet')
+        status = verdict.combine([status, verdict.EXIT_INCONCLUSIVE])
     elif not model['tested']:
         print(f'{system}: nothing tested: the history has fewer than {method.min_history} earlier '
               f'runs ({model["runs"]} in all); no regression can be detected yet')
