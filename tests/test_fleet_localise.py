@@ -306,3 +306,23 @@ def test_a_leaf_slower_than_a_named_effect_is_said_not_blamed_on_its_parts(capsy
                  '--json', str(tmp_path / 'out.json')]) == 0
     assert 'SLOW LEAF leaf002: bandwidth -' in capsys.readouterr().out
     assert set(json.loads((tmp_path / 'out.json').read_text())['slow_leaves']) == {'leaf002'}
+
+
+def test_the_analysis_says_its_routing_assumption_and_what_no_flow_crossed(capsys, tmp_path):
+    fabric = fp.fat_tree(32)
+    flows = [f for f in night(fabric, None, 2) if f['round'] == 0]       # the leaf-shift rounds lost: no link seen
+    missed = fl.untested(flows, fabric)
+    seen = {c for f in flows for c in fabric.components(f['src'], f['dst'], f['rail'])}
+    assert missed and not set(missed) & seen
+    assert fl.untested(night(fabric, None, 2), fabric) == []             # the three rounds cross everything
+    records = [{'round': f['round'], 'host': f['src'], 'device': 'mlx5_0', 'port': 1, 'peer': f['dst'],
+                'direction': 'send', 'bw': f['bw']} for f in flows]
+    (tmp_path / 'flows.json').write_text(json.dumps(records))
+    (tmp_path / 'topology.json').write_text(json.dumps(fabric.leaves))
+    assert main(['fleet', 'analyse', str(tmp_path / 'flows.json'), '--topology', str(tmp_path / 'topology.json'),
+                 '--json', str(tmp_path / 'out.json')]) == 0
+    printed = capsys.readouterr().out
+    assert 'routing: destination-mod-k' in printed
+    assert f'untested tonight (no flow crossed them): {len(missed)}' in printed
+    out = json.loads((tmp_path / 'out.json').read_text())
+    assert out['untested'] == missed and out['routing'].startswith('destination-mod-k')

@@ -429,11 +429,17 @@ def _cli_analyse(args):
               f"flow(s), {s.singled_out}, {state}; e.g. " +
               ', '.join(f"round {f['round']} {f['src']}->{f['dst']} {f[fleet_localise.VALUE[s.metric]]:.3g} "
                         f"{fleet_localise.UNIT[s.metric]}" for f in worst))
+    if fabric.has_topology:
+        print(f'routing: {fleet_localise.ROUTING_ASSUMED}')
+    missed = fleet_localise.untested(flows, fabric)
+    if missed:
+        print(f'untested tonight (no flow crossed them): {len(missed)} component(s), e.g. {", ".join(missed[:4])}')
     latency = '' if result.latency_scale is None else f', latency noise {result.latency_scale:.2%}'
     print(f'{len(flows)} flow(s), {result.hypotheses} hypotheses, noise {result.scale:.2%}{latency}, '
           f'{len(result.named)} named')
     if args.json:
-        Path(args.json).write_text(json.dumps(fleet_localise.as_json(result, fabric), indent=1, default=list) + '\n')
+        Path(args.json).write_text(json.dumps({**fleet_localise.as_json(result, fabric), 'untested': missed},
+                                              indent=1, default=list) + '\n')
     return 1 if result.named else 0
 
 

@@ -272,7 +272,8 @@ class Result:
 
     @property
     def named(self):
-        """The suspects named: confirmed ones when a confirmation ran, else all but the alternatives."""
+        """The suspects named: confirmed ones when a confirmation ran, else those with q <= ``alpha`` (a suspect
+        is screened at ``screen_alpha`` for the confirmation; the night alone names at ``alpha``), no alternative."""
         return [s for s in self.suspects if s.confirmed is not False and
                 (s.confirmed or not s.alternative_to and all(x.confirmed is None for x in self.suspects)
                  and s.q is not None and s.q <= self.method.alpha)]
@@ -585,6 +586,30 @@ def confirm(result, confirmation_flows, fabric):
     return result
 
 
+#: What the localiser assumes of the routing (it reads none from the fabric): said beside every finding.
+ROUTING_ASSUMED = ('destination-mod-k in the port order of the topology (assumed, not read from the fabric: '
+                   'another LFT or adaptive routing sends a link\'s flows elsewhere)')
+
+
+def untested(flows, fabric):
+    """The components of the fabric on the night's rails that no measured flow crossed (sorted): nothing is known
+    of them tonight."""
+    rails = sorted({f['rail'] for f in flows}) or list(fabric.rails)
+    seen = {c for f in flows for c in fabric.components(f['src'], f['dst'], f['rail'])}
+    every = set()
+    for device, port in rails:
+        for h in fabric.nodes:
+            every.add(f'node {h}')
+            if fabric.has_topology:
+                every |= {f'port {h}:{device}/{port}', f'cable {h}:{device}/{port} up',
+                          f'cable {h}:{device}/{port} down'}
+    if fabric.has_topology and len(fabric.leaves) > 1:
+        for leaf in fabric.leaves:
+            for q in range(fabric.spines):
+                every |= {f'uplink {leaf}>spine{q}', f'downlink spine{q}>{leaf}', f'spine link {leaf}-spine{q}'}
+    return sorted(every - seen)
+
+
 def as_json(result, fabric=None):
     """The named components with their evidence, JSON-ready; with ``fabric``, its nodes (``fabric_nodes``: what
     ``ibrepro fleet verdict`` may drain)."""
@@ -593,4 +618,5 @@ def as_json(result, fabric=None):
             'suspects': [dataclasses.asdict(s) for s in result.suspects],
             'references': result.references, 'noise_scale': result.scale, 'hypotheses': result.hypotheses,
             'latency_references': result.latency_references, 'latency_noise_scale': result.latency_scale,
-            'statement': result.statement, 'slow_leaves': result.slow_leaves}
+            'statement': result.statement, 'slow_leaves': result.slow_leaves,
+            'routing': ROUTING_ASSUMED if fabric is not None and fabric.has_topology else None}
