@@ -291,6 +291,17 @@ def test_a_leaf_slower_for_a_night_is_taken_out_not_blamed_on_its_parts():
     assert fl.localise(_leafy_night(fp.fat_tree(32), 'leaf001', 0.96), fp.fat_tree(32)).slow_leaves == {}  # 2 leaves
 
 
+def _analyse_cli(tmp_path, flows, fabric):
+    """``ibrepro fleet analyse`` of modelled flows as the check records them, with the fabric's leaves as its
+    topology; its JSON in ``tmp_path / 'out.json'``. Its exit status."""
+    records = [{'round': f['round'], 'host': f['src'], 'device': 'mlx5_0', 'port': 1, 'peer': f['dst'],
+                'direction': 'send', 'bw': f['bw']} for f in flows]
+    (tmp_path / 'flows.json').write_text(json.dumps(records))
+    (tmp_path / 'topology.json').write_text(json.dumps(fabric.leaves))
+    return main(['fleet', 'analyse', str(tmp_path / 'flows.json'), '--topology', str(tmp_path / 'topology.json'),
+                 '--json', str(tmp_path / 'out.json')])
+
+
 def test_a_leaf_slower_than_a_named_effect_is_said_not_blamed_on_its_parts(capsys, tmp_path):
     """Every flow touching leaf002 10 % slower (a slow switch): no part of it is suspected, the leaf is said."""
     fabric = fp.fat_tree(256)
@@ -298,12 +309,7 @@ def test_a_leaf_slower_than_a_named_effect_is_said_not_blamed_on_its_parts(capsy
     result = fl.localise(flows, fabric)
     assert result.suspects == [] and set(result.slow_leaves) == {'leaf002'}
     assert abs(result.slow_leaves['leaf002'] + 0.10) < 0.01
-    records = [{'round': f['round'], 'host': f['src'], 'device': 'mlx5_0', 'port': 1, 'peer': f['dst'],
-                'direction': 'send', 'bw': f['bw']} for f in flows]
-    (tmp_path / 'flows.json').write_text(json.dumps(records))
-    (tmp_path / 'topology.json').write_text(json.dumps(fabric.leaves))
-    assert main(['fleet', 'analyse', str(tmp_path / 'flows.json'), '--topology', str(tmp_path / 'topology.json'),
-                 '--json', str(tmp_path / 'out.json')]) == 0
+    assert _analyse_cli(tmp_path, flows, fabric) == 0
     assert 'SLOW LEAF leaf002: bandwidth -' in capsys.readouterr().out
     assert set(json.loads((tmp_path / 'out.json').read_text())['slow_leaves']) == {'leaf002'}
 
@@ -315,12 +321,7 @@ def test_the_analysis_says_its_routing_assumption_and_what_no_flow_crossed(capsy
     seen = {c for f in flows for c in fabric.components(f['src'], f['dst'], f['rail'])}
     assert missed and not set(missed) & seen
     assert fl.untested(night(fabric, None, 2), fabric) == []             # the three rounds cross everything
-    records = [{'round': f['round'], 'host': f['src'], 'device': 'mlx5_0', 'port': 1, 'peer': f['dst'],
-                'direction': 'send', 'bw': f['bw']} for f in flows]
-    (tmp_path / 'flows.json').write_text(json.dumps(records))
-    (tmp_path / 'topology.json').write_text(json.dumps(fabric.leaves))
-    assert main(['fleet', 'analyse', str(tmp_path / 'flows.json'), '--topology', str(tmp_path / 'topology.json'),
-                 '--json', str(tmp_path / 'out.json')]) == 0
+    assert _analyse_cli(tmp_path, flows, fabric) == 0
     printed = capsys.readouterr().out
     assert 'routing: destination-mod-k' in printed
     assert f'untested tonight (no flow crossed them): {len(missed)}' in printed
