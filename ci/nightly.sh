@@ -56,39 +56,86 @@ generate() {
         exit 1; }
   fi
   reframe -C "$CONFIG" --system="$system" -c "$CHECKS" -R --mode=nightly --ci-generate="$file"
-  # the nodes each test case needs (its layout), so that each child job asks Slurm for exactly those
-  local described
-  described=$(mktemp)
+  # the nodes each test case needs (its layout), so that each child job asks Slurm for exactly those; the
+  # partitions each case runs on (its test cases), and each partition's access options (where its jobs go)
+  local described cases partitions
+  described=$(mktemp) cases=$(mktemp) partitions=$(mktemp)
   reframe -C "$CONFIG" --system="$system" -c "$CHECKS" -R --mode=nightly --describe > "$described"
-  # ReFrame writes the config's absolute path into every job, and no runner settings: make the
-  # jobs use their own checkout, give them runner tags, the set-up of a fresh checkout, the id of
-  # this night and an allocation of the nodes their test needs.
+  reframe -C "$CONFIG" --system="$system" -c "$CHECKS" -R --mode=nightly --list=C > "$cases"
+  reframe -C "$CONFIG" --system="$system" --show-config=systems/0/partitions > "$partitions"
+  # ReFrame writes the config's absolute path into every job, one job per test for all its partitions, and no
+  # runner settings: make one job per test and partition, each using its own checkout, with runner tags, the
+  # set-up of a fresh checkout, the id of this night and an allocation of the nodes its test needs in its partition.
   "$PYTHON" - "$file" "$REPO" "${IBREPRO_CHILD_TAGS:-ibrepro-batch}" "$IBREPRO_NIGHTLY" "$described" \
-             "$system" "$RESOURCE_GROUP" <<'PY'
+             "$system" "$RESOURCE_GROUP" "$cases" "$partitions" <<'PY'
 import json
 import re
 import sys
 import yaml
 
-path, repo, tags, nightly, described, system, group = sys.argv[1:]
+path, repo, tags, nightly, described, system, group, cases, partitions = sys.argv[1:]
 with open(path) as f:
     pipeline = yaml.safe_load(f)
-with open(described) as f:
-    text = f.read()
-nodes = {t['hashcode']: t.get('job_nodes') or 1 for t in json.loads(text[text.index('['):])}
 
+
+def json_after(text, opening):
+    """The JSON document ReFrame printed after its log lines (the first line that opens one)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(opening))
+    return json.loads('\n'.join(lines[start:]))
+
+
+with open(described) as f:
+    nodes = {t['hashcode']: t.get('job_nodes') or 1 for t in json_after(f.read(), '[')}
+with open(partitions) as f:
+    access = {p['name']: p.get('access') or [] for p in json_after(f.read(), '[')}
+placed = {}       # test hash -> the partitions its test cases run on, in ReFrame's order
+with open(cases) as f:
+    for h, part in re.findall(r' /([0-9a-f]{8}) @[^:\s]+:([A-Za-z0-9_.-]+)\+', f.read()):
+        placed.setdefault(h, [])
+        if part not in placed[h]:
+            placed[h].append(part)
+for part, options in access.items():    # they reach the job's sbatch/salloc command line: plain options only
+    for option in options:
+        if not re.fullmatch(r'[A-Za-z0-9_=.,:@/+ -]+', str(option)):
+            sys.exit(f'nightly.sh: partition {part}: access option {option!r} is not a plain sbatch option')
+
+jobs = {}
 for name, job in pipeline.items():
-    if isinstance(job, dict) and 'script' in job:
-        job['script'] = [re.sub(r'^reframe ', f'reframe --system={system} ', line.replace(f'{repo}/', '${CI_PROJECT_DIR}/'))
-                         for line in job['script']]
-        hashes = re.findall(r'-n /([0-9a-f]{8})\b', ' '.join(job['script']))
-        need = max((nodes.get(h, 1) for h in hashes), default=1)
-        # Jacamar makes each child job's allocation from SCHEDULER_PARAMETERS (whole nodes: performance runs)
-        # ... and its tests run as job steps of that allocation (rfmconfig.in_allocation), not as jobs of their own
-        job['variables'] = {'SCHEDULER_PARAMETERS': f'--nodes={need} --exclusive ${{IBREPRO_SCHEDULER_OPTIONS}}',
-                            'IBREPRO_IN_ALLOCATION': '1'}
+    if not (isinstance(job, dict) and 'script' in job):
+        jobs[name] = job
+        continue
+    hashes = re.findall(r'-n /([0-9a-f]{8})\b', ' '.join(job['script']))
+    need = max((nodes.get(h, 1) for h in hashes), default=1)
+    parts = [p for h in hashes for p in placed.get(h, [])]
+    if not parts:
+        sys.exit(f'nightly.sh: test {name} runs on no partition of {system} (reframe --list=C)')
+    for part in dict.fromkeys(parts):
+        # the job's name, its report files and the jobs it needs carry the partition: a test of two partitions
+        # is two jobs, each in an allocation of its own partition
+        own = f'{name}@{part}'
+        script = [line.replace(f'{repo}/', '${CI_PROJECT_DIR}/').replace(f'{name}-report.', f'{own}-report.')
+                  for line in job['script']]
+        for dep in job.get('needs', []):            # --restore-session= of the reports of the jobs it needs
+            script = [line.replace(f'{dep}-report.', f'{dep}@{part}-report.') for line in script]
+        script = [re.sub(r'^reframe ', f'reframe --system={system.split(":")[0]}:{part} ', line) for line in script]
+        place = ' '.join(access.get(part, []))
+        jobs[own] = {
+            **job, 'script': script,
+            'artifacts': {**job.get('artifacts', {}),
+                          'paths': [p.replace(f'{name}-report.', f'{own}-report.')
+                                    for p in job.get('artifacts', {}).get('paths', [])]},
+            'needs': [f'{n}@{part}' for n in job.get('needs', [])],
+            # Jacamar makes each child job's allocation from SCHEDULER_PARAMETERS: whole nodes (performance runs),
+            # the partition's own access options (its Slurm partition, account); its tests run as job steps of that
+            # allocation (rfmconfig.in_allocation), not as jobs of their own, and check that they ran in it
+            'variables': {'SCHEDULER_PARAMETERS': ' '.join(filter(None, [f'--nodes={need} --exclusive', place,
+                                                                         '${IBREPRO_SCHEDULER_OPTIONS}'])),
+                          'IBREPRO_IN_ALLOCATION': '1'},
+        }
         if group:
-            job['resource_group'] = group     # one child job at a time: performance runs never share the fabric
+            jobs[own]['resource_group'] = group     # one child job at a time: performance runs never share the fabric
+pipeline = jobs
 if not any(isinstance(job, dict) and 'script' in job for job in pipeline.values()):
     sys.exit(f'nightly.sh: no test case of system {system} to run (reframe --ci-generate wrote no job)')
 
@@ -103,7 +150,7 @@ pipeline = {
 with open(path, 'w') as f:
     yaml.safe_dump(pipeline, f, sort_keys=False, width=10**6)
 PY
-  rm -f "$described"
+  rm -f "$described" "$cases" "$partitions"
   echo "child pipeline: $file"
 }
 

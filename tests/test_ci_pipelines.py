@@ -101,8 +101,10 @@ def test_a_clean_night_is_stored_by_the_child_jobs_and_judged_by_the_report(site
     assert status == 0, output
     child = yaml.safe_load((site / '.jacamar' / 'child-pipeline.yml').read_text())
     jobs = [name for name, job in child.items() if isinstance(job, dict) and 'script' in job]
-    assert jobs and all((site / '.jacamar' / f'{name}.sh').read_text().count('reframe --system=example-cluster ')
-                        == 1 for name in jobs)
+    # one job per test and partition (the site's one partition `ci`), which its ReFrame runs alone
+    assert jobs and all(name.endswith('@ci') for name in jobs)
+    assert all((site / '.jacamar' / f'{name}.sh').read_text().count('reframe --system=example-cluster:ci ')
+               == 1 for name in jobs)
     cases = _cases(tmp_path, night)
     assert any(name.startswith('IMBPointToPoint') for name in cases), cases
     for name, (result, host) in cases.items():

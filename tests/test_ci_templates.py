@@ -187,7 +187,7 @@ def test_generated_child_pipeline(tmp_path, checks):
     for name, job in jobs.items():
         [command] = job['script']
         # compute nodes need not match the configuration's host names: the job names its system
-        assert command.startswith('reframe --system=ci-cluster '), command
+        assert command.startswith('reframe --system=ci-cluster:'), command    # ... and the partition it runs on
         assert job['resource_group'] == 'ibrepro-fabric'     # one at a time: runs never share the fabric
         assert '-C ${CI_PROJECT_DIR}/configs/ci-cluster.py' in command
         assert str(REPO) not in command            # runs in the child job's own checkout
@@ -196,7 +196,7 @@ def test_generated_child_pipeline(tmp_path, checks):
         assert job['artifacts']['paths'][0] == f'{name}-report.json'
         # each child job's allocation is exactly the nodes its test needs (2x1: 2, 1x2: 1), whole nodes
         scheduler = job['variables']['SCHEDULER_PARAMETERS']
-        assert scheduler.endswith(' --exclusive ${IBREPRO_SCHEDULER_OPTIONS}')
+        assert scheduler.endswith(' --exclusive --partition=ci ${IBREPRO_SCHEDULER_OPTIONS}')
         # ... and its tests run as steps of that allocation because the job says so (rfmconfig.in_allocation)
         assert job['variables']['IBREPRO_IN_ALLOCATION'] == '1'
         if '%layout=1x2' in name.replace('_', ' ') or 'layout=1x2' in command:
@@ -230,9 +230,58 @@ def test_a_site_configuration_generates_jobs_that_name_its_system(tmp_path):
     jobs = {name: job for name, job in pipeline.items() if name not in GITLAB_GLOBAL}
     assert jobs and gitlab_problems(pipeline) == []
     for job in jobs.values():
-        assert job['script'][0].startswith('reframe --system=example-cluster ')
+        assert job['script'][0].startswith('reframe --system=example-cluster:hdr ')
         assert 'resource_group' not in job                 # the site opted out
 
     for bad in ({'IBREPRO_SYSTEM': 'x; reboot'}, {'IBREPRO_RESOURCE_GROUP': '$(reboot)'}):
         done, _ = _generate(tmp_path, **bad)
         assert done.returncode == 2 and 'nightly.sh: IBREPRO_' in done.stderr
+
+
+#: A site configuration of two partitions in two Slurm partitions, the second charged to an account: the template's
+#: partition and a second one (tests/test_ci_templates.py writes it next to a copy of the template).
+TWO_PARTITIONS = """
+import copy, runpy
+template = runpy.run_path({template!r}, run_name='template')
+system = copy.deepcopy(template['EXAMPLE_CLUSTER'])
+edr = template['_partition']('edr', 'a second partition', nodes=2, cores_per_node=32, rdma_devices=['mlx5_0'],
+                             ib_ports=1)
+edr['access'] = ['-p edr', '--account=ibperf']
+system['partitions'].append(edr)
+site_configuration = template['rfmconfig'].site_configuration(systems=[system], environments=template['ENVIRONMENTS'],
+                                                              nightly_subset=True)
+"""
+
+
+def test_a_test_of_two_partitions_is_two_child_jobs_each_in_its_own_partition(tmp_path):
+    """ReFrame generates one job per test, whatever its partitions, and the allocation Jacamar makes from it names no
+    partition: each partition's cases would run in whichever the runner's default is. Here each (test, partition)
+    is a job of its own, whose allocation asks for that partition's access options and whose ReFrame runs only it."""
+    config = tmp_path / 'two-partitions.py'
+    config.write_text(TWO_PARTITIONS.format(template=str(REPO / 'configs' / 'example-cluster.py')))
+    done, pipeline = _generate(tmp_path, IBREPRO_CONFIG=str(config), IBREPRO_SYSTEM='example-cluster')
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = {name: job for name, job in pipeline.items() if name not in GITLAB_GLOBAL}
+    assert gitlab_problems(pipeline) == []
+    by_test = {}
+    for name, job in jobs.items():
+        test, part = name.rsplit('@', 1)
+        by_test.setdefault(test, {})[part] = job
+        [command] = job['script']
+        assert command.startswith(f'reframe --system=example-cluster:{part} ')
+        assert f'--report-file={name}-report.json' in command and job['artifacts']['paths'][0] == f'{name}-report.json'
+        scheduler = job['variables']['SCHEDULER_PARAMETERS']
+        place = {'hdr': '--partition=hdr', 'edr': '-p edr --account=ibperf'}[part]
+        assert f' --exclusive {place} ${{IBREPRO_SCHEDULER_OPTIONS}}' in scheduler, scheduler
+    # every test runs on the template's partition; those edr can run (no second port there) on both
+    assert by_test and all('hdr' in parts for parts in by_test.values())
+    assert any(set(parts) == {'hdr', 'edr'} for parts in by_test.values()), sorted(by_test)
+
+
+def test_a_partition_whose_access_is_not_plain_options_generates_no_pipeline(tmp_path):
+    config = tmp_path / 'two-partitions.py'
+    config.write_text(TWO_PARTITIONS.format(template=str(REPO / 'configs' / 'example-cluster.py'))
+                      .replace("'--account=ibperf'", "'--comment=$(reboot)'"))
+    done, _ = _generate(tmp_path, IBREPRO_CONFIG=str(config), IBREPRO_SYSTEM='example-cluster')
+    assert done.returncode != 0
+    assert "access option '--comment=$(reboot)' is not a plain sbatch option" in done.stderr

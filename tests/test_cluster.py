@@ -364,6 +364,28 @@ def test_a_night_whose_job_never_starts_could_not_be_judged_and_is_not_a_regress
     assert 'rfm_' not in queued.stdout, queued.stdout           # cancelled, not left in the queue
 
 
+def test_a_night_whose_job_ran_in_another_partition_could_not_be_judged(tmp_path):
+    """A case whose job lands in another Slurm partition than its partition's access names (a child job's allocation
+    made apart from its case; here the job asks for it last) ends before it measures: the night is "could not
+    judge" (exit 2) with the case and why, in the log and in summary.md, never a regression nor clean."""
+    env = _env(tmp_path, PATH=f'{REFRAME.parent}{os.pathsep}{os.environ["PATH"]}')
+    proc = subprocess.run([REFRAME.with_name('ibrepro'), 'nightly', '-C', CONFIG, '--night', 'elsewhere',
+                           '--output-dir', tmp_path / 'reports', '--',
+                           '-n', 'IMBPointToPoint%benchmark=PingPong%layout=2x1', '-p', '^impi$',
+                           '-S', 'message_sizes=1:64', '-S', 'iterations=100', '-S', 'time_per_sample=5',
+                           '--job-option=--partition=elsewhere'],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    print(proc.stdout[-4000:], proc.stderr[-4000:])
+    assert proc.returncode == 2, proc.stdout[-4000:] + proc.stderr[-4000:]
+    why = "its job ran outside its partition (this job ran in Slurm partition 'elsewhere', its partition asks for ci)"
+    assert re.search(r'IMBPointToPoint %benchmark=PingPong %layout=2x1 @ci-cluster:\S+ measured nothing: '
+                     + re.escape(why), proc.stderr), proc.stderr
+    assert 'the night fails' not in proc.stderr
+    (summary,) = (tmp_path / 'reports').rglob('summary.md')
+    text = summary.read_text()
+    assert 'Failed in ReFrame: 1 test case(s)' in text and 'misplaced: this job ran in Slurm partition' in text, text
+
+
 def test_fleet_verdict_drains_the_named_node_only_with_apply(tmp_path):
     sweep = tmp_path / 'sweep.json'
     sweep.write_text(json.dumps({'nodes': 2, 'skipped': [], 'faults': [

@@ -1,6 +1,7 @@
 """ibrepro.rfm.launch: how each launcher and MPI binds a job's ranks, and what the run report says about it."""
 
 import re
+import subprocess
 
 import pytest
 
@@ -107,3 +108,29 @@ def test_boolean_knobs_take_false_from_the_command_line(tmp_path):
                   '-S', 'allow_oversubscription=false', checks='reframe-checks/mpi/pt2pt_collectives.py')
     (case,) = json.loads(proc.stdout[proc.stdout.index('['):])
     assert case['one_rail'] is True and case['allow_oversubscription'] is False
+
+
+@pytest.mark.parametrize('environ, ends', [
+    ({'SLURM_JOB_PARTITION': 'hdr', 'SLURM_JOB_ACCOUNT': 'ibperf'}, None),
+    ({'SLURM_JOB_PARTITION': 'edr', 'SLURM_JOB_ACCOUNT': 'ibperf'}, "Slurm partition 'edr', its partition asks for "
+                                                                    "hdr,hdr2"),
+    ({'SLURM_JOB_PARTITION': 'hdr2', 'SLURM_JOB_ACCOUNT': 'other'}, "Slurm account 'other', its partition asks for "
+                                                                     "IBperf"),
+    ({'SLURM_JOB_ACCOUNT': 'ibperf'}, "Slurm partition 'none'"),
+])
+def test_a_job_outside_its_partitions_place_ends_before_anything_runs(environ, ends):
+    """The job script's first lines, run by bash as a job would: a job in another Slurm partition or account (a
+    child job's allocation made apart from its case) ends with 97 and the line its sanity reports; Slurm keeps account
+    names in lower case."""
+    lines = launch.placement_commands({'slurm_partition': 'hdr,hdr2', 'slurm_account': 'IBperf'})
+    done = subprocess.run(['bash', '-c', '\n'.join([*lines, 'echo measured'])],
+                          env={'PATH': '/usr/bin:/bin', **environ}, capture_output=True, text=True, timeout=30)
+    if ends is None:
+        assert (done.returncode, done.stdout, done.stderr) == (0, 'measured\n', '')
+    else:
+        assert (done.returncode, done.stdout) == (97, '')
+        assert launch.misplaced(done.stderr).startswith(f'ibrepro: misplaced: this job ran in {ends}')
+
+
+def test_a_partition_that_names_no_slurm_partition_checks_nothing():
+    assert launch.placement_commands({'nodes': 2}) == []

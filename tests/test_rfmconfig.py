@@ -98,12 +98,33 @@ def test_asked_inside_a_slurm_allocation_slurm_partitions_run_as_its_job_steps()
                                                                        'IBREPRO_IN_ALLOCATION': '1'})
     hdr, login = config['systems'][0]['partitions']
     assert (hdr['scheduler'], hdr['launcher'], hdr['access']) == ('local', 'srunalloc', [])
-    assert hdr['extras'] == {'nodes': 2, 'slurm_allocation': '77'} and hdr['name'] == 'hdr'
+    # where its jobs would have gone is kept: each case checks it ran there (rfm.launch.placement_commands)
+    assert hdr['extras'] == {'nodes': 2, 'slurm_partition': 'hdr', 'slurm_allocation': '77'} and hdr['name'] == 'hdr'
     assert login == SLURM_SYSTEM['partitions'][1]
     # outside one, not asked (a scrontab job, an salloc shell: SLURM_JOB_ID alone), or told not to: jobs submitted
     for environ in ({}, {'SLURM_JOB_ID': '77'}, {'SLURM_JOB_ID': '77', 'IBREPRO_IN_ALLOCATION': '0'}):
         (hdr, _) = rfmconfig.site_configuration([SLURM_SYSTEM], [], environ=environ)['systems'][0]['partitions']
         assert (hdr['scheduler'], hdr['launcher'], hdr['access']) == ('slurm', 'srun', ['--partition=hdr'])
+
+
+@pytest.mark.parametrize('access, places', [
+    (['--partition=hdr'], {'slurm_partition': 'hdr'}),
+    (['-p hdr', '--account=ibperf'], {'slurm_partition': 'hdr', 'slurm_account': 'ibperf'}),
+    (['-p', 'hdr,edr', '-A', 'x1'], {'slurm_partition': 'hdr,edr', 'slurm_account': 'x1'}),
+    (['--partition', 'gpu', '--qos=perf'], {'slurm_partition': 'gpu'}),
+    (['-pgpu'], {'slurm_partition': 'gpu'}),
+    (['--constraint=ib'], {}),
+    ([], {}),
+])
+def test_the_place_a_partition_asks_for_is_read_from_its_access_options(access, places):
+    assert rfmconfig.access_places(access) == places
+
+
+@pytest.mark.parametrize('access', [['-p', 'a;reboot'], ['--partition=$(reboot)'], ['-p'], ['--account="a b"']])
+def test_an_access_option_that_names_no_partition_is_refused_naming_it(access):
+    system = {**SLURM_SYSTEM, 'partitions': [{**SLURM_SYSTEM['partitions'][0], 'access': access}]}
+    with pytest.raises(trust.Refused, match='partition hdr: access option'):
+        rfmconfig.site_configuration([system], [], environ={})
 
 
 @pytest.mark.parametrize('environ, says', [
@@ -145,7 +166,7 @@ def test_the_template_runs_in_an_allocation_as_job_steps(reframe):
 def test_an_mpi_case_binds_the_same_in_its_own_job_and_as_a_step_of_an_allocation(reframe):
     """The night (a GitLab child job: a step of its allocation) and its confirmation (the login node: a job of its
     own) run one MPI case with the same binding and rail; the step is never --exclusive (it would imply --exact)."""
-    steps = {}
+    steps, places = {}, {}
     for where, env in (('job', {}), ('step', {'SLURM_JOB_ID': '77', 'IBREPRO_IN_ALLOCATION': '1'})):
         home = reframe.home / where
         proc = reframe('--dry-run', '--system', 'example-cluster:hdr', '-n', 'OSULatency', '-p', '^openmpi$',
@@ -153,6 +174,7 @@ def test_an_mpi_case_binds_the_same_in_its_own_job_and_as_a_step_of_an_allocatio
         assert proc.returncode == 0, output(proc)
         (script,) = home.rglob('openmpi/OSULatency/rfm_job.sh')
         lines = script.read_text().splitlines()
+        places[where] = [line for line in lines if 'SLURM_JOB_' in line]
         steps[where] = (lines[-1].split(), sorted(line for line in lines if line.startswith('export ')),
                         [line for line in lines if line.startswith('#SBATCH')])
     (job, job_env, sbatch), (step, step_env, none) = steps['job'], steps['step']
@@ -160,6 +182,8 @@ def test_an_mpi_case_binds_the_same_in_its_own_job_and_as_a_step_of_an_allocatio
     assert step[0] == job[0] == 'srun' and '--cpu-bind=map_ldom:1' in job and '--cpu-bind=map_ldom:1' in step
     assert '--whole' in step and not [o for o in step if o.startswith(('--exclusive', '--exact', '-c'))], step
     assert job_env == step_env and any(e.startswith('export UCX_NET_DEVICES=mlx5_0:1') for e in job_env), job_env
+    # both check, before anything runs, that they are in the partition's Slurm partition
+    assert places['job'] == places['step'] and 'SLURM_JOB_PARTITION' in places['job'][0], places
 
 
 @pytest.mark.parametrize('config', ['configs/example-cluster.py', 'configs/ci-cluster.py'])

@@ -107,6 +107,20 @@ def test_a_case_whose_job_never_ran_measured_nothing(change, says):
     assert verdict.not_measured({**_failed_on_slurm(), **change}).startswith(says)
 
 
+@pytest.mark.parametrize('scheduler', ['slurm', 'local'])
+def test_a_job_that_ran_outside_its_partition_measured_nothing(scheduler):
+    # a real night on the CI Slurm cluster whose job ran in another Slurm partition: its first line ended it
+    # (rfm.launch.placement_commands). In its own job or as a step of a child job's allocation (the local
+    # scheduler), it measured another partition's nodes or nothing, never this one's
+    report = json.loads((DATA / 'run-reports' / 'run-report.ci-cluster_ran_in_another_partition.json').read_text())
+    cases = [c for run in report['runs'] for c in run['testcases']]
+    assert [c['result'] for c in cases] == ['fail', 'fail'] and all(c['job_nodelist'] for c in cases)
+    for case in cases:
+        assert verdict.not_measured({**case, 'scheduler': scheduler}) == (
+            "its job ran outside its partition (this job ran in Slurm partition 'elsewhere', its partition asks "
+            "for ci)")
+
+
 def test_on_the_local_scheduler_a_job_that_started_ran():
     # the local scheduler starts the job at once on this host: a failure there is the case's own
     assert verdict.not_measured({**_failed_on_slurm(), 'scheduler': 'local', 'job_nodelist': []}) is None

@@ -159,6 +159,9 @@ for i in $(seq "$NUM_NODES"); do
   echo "NodeName=node$i NodeAddr=$(node_addr "$i") $HW RealMemory=$((RealMemory / NUM_NODES)) State=UNKNOWN"
 done >> "$SLURM_CONF"
 echo "PartitionName=ci Nodes=node[1-$NUM_NODES] Default=YES MaxTime=INFINITE State=UP" >> "$SLURM_CONF"
+# a second partition of the same nodes, hidden from sinfo: where a job that ignores its case's partition lands
+# (tests/test_cluster.py: a case checks the Slurm partition it ran in)
+echo "PartitionName=elsewhere Nodes=node[1-$NUM_NODES] Hidden=YES MaxTime=INFINITE State=UP" >> "$SLURM_CONF"
 
 # ---- 5. accounting: MariaDB (own data dir, 127.0.0.1:$MARIADB_PORT) and slurmdbd ---------------------------
 start_accounting || die "accounting did not start"

@@ -29,7 +29,7 @@ def main(child, out, batch_dir):
     for name, job in pipeline.items():
         if not (isinstance(job, dict) and 'script' in job):
             continue
-        if not re.fullmatch(r'[A-Za-z0-9_.%=-]+', name):
+        if not re.fullmatch(r'[A-Za-z0-9_.%=@-]+', name):
             sys.exit(f'jacamar.py: job name {name!r} cannot name a file')
         lines = [*job.get('before_script', default.get('before_script', [])), *job['script']]
         script = batch_dir / f'{name}.sh'

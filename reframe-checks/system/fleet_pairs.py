@@ -145,6 +145,12 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         self.fleet_history_from, self.fleet_history_problems = used, problems[:10]
         fleet_rounds.write_json(Path(self.stagedir) / fleet_rounds.HISTORY, history)
 
+    def refuse_misplaced(self):
+        """SanityError when the job ran outside its partition's Slurm partition or account (its first lines)."""
+        stderr = Path(self.stagedir) / self.stderr.evaluate()
+        if wrong_place := launch.misplaced(stderr.read_text(errors='replace') if stderr.exists() else ''):
+            raise SanityError(wrong_place)
+
     def judge(self, flows, again, plan, *, name=True):
         """Fail on flows that measured nothing; localise ``flows`` (confirmed by ``again``) and write fleet.json;
         with ``name``, fail naming the components confirmed."""
@@ -192,6 +198,7 @@ class FleetPairs(FleetNight):
 
     @sanity_function
     def localised(self):
+        self.refuse_misplaced()
         flows, again = fleet_rounds.collect(self.stagedir)
         self.fleet_flows, self.fleet_confirmation = flows, again
         plan = json.loads((Path(self.stagedir) / 'plan.json').read_text())
@@ -246,6 +253,7 @@ class FleetConfirmation(FleetNight):
 
     @sanity_function
     def confirmed(self):
+        self.refuse_misplaced()
         _, again = fleet_rounds.collect(self.stagedir)
         self.fleet_confirmation = again
         flows = json.loads((Path(self.stagedir) / 'night-flows.json').read_text())

@@ -403,6 +403,56 @@ def in_allocation(environ=os.environ):
     return job_id
 
 
+#: The sbatch options of a partition's ``access`` that say where its jobs run, by the name ibrepro keeps them under.
+_ACCESS_PLACES = {'-p': 'slurm_partition', '--partition': 'slurm_partition',
+                  '-A': 'slurm_account', '--account': 'slurm_account'}
+_ACCESS_VALUE = re.compile(r'[A-Za-z0-9_.,+-]+')
+
+
+def access_places(access):
+    """``{'slurm_partition': 'a,b', 'slurm_account': 'x'}``: the Slurm partition(s) and account a partition's
+    ``access`` options ask sbatch for (``-p a``, ``--partition=a``, ``-A x``, ``--account x``; one list item or
+    two); a key is absent when the options do not say it. ValueError for a value with anything but a name in it
+    (it reaches job scripts and the child jobs' SCHEDULER_PARAMETERS)."""
+    import shlex
+    words = shlex.split(' '.join(str(a) for a in access or ()))
+    places = {}
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in _ACCESS_PLACES:                               # -p batch, --partition batch
+            name, value = word, words[i + 1] if i + 1 < len(words) else ''
+            i += 1
+        elif word.split('=', 1)[0] in ('--partition', '--account'):
+            name, value = word.split('=', 1)
+        elif word[:2] in ('-p', '-A') and len(word) > 2:         # -pbatch
+            name, value = word[:2], word[2:]
+        else:
+            name = None
+        if name:
+            if not _ACCESS_VALUE.fullmatch(value):
+                raise ValueError(f'access option {name} {value!r}: not a Slurm partition or account name')
+            places[_ACCESS_PLACES[name]] = value
+        i += 1
+    return places
+
+
+def with_places(system):
+    """``system`` with each Slurm partition's :func:`access_places` in its extras (kept when the partition later
+    runs in an allocation, whose access options are dropped): each case checks on its node that it ran there
+    (:class:`ibrepro.rfm.launch.Placement`)."""
+    partitions = []
+    for part in system['partitions']:
+        if part.get('scheduler') in SLURM_SCHEDULERS:
+            try:
+                places = access_places(part.get('access'))
+            except ValueError as err:
+                raise trust.Refused(f'system {system["name"]} partition {part["name"]}: {err}') from None
+            part = {**part, 'extras': {**places, **part.get('extras', {})}}
+        partitions.append(part)
+    return {**system, 'partitions': partitions}
+
+
 def run_in_allocation(system, job_id):
     """``system`` with each Slurm partition running its tests as job steps of allocation ``job_id``: a job
     submitted from inside it would wait for the very nodes the allocation holds. Same partition names, so results
@@ -511,6 +561,7 @@ def site_configuration(systems, environments, *, modes=(), nightly_subset=False,
     Slurm partitions run as job steps of it (:func:`run_in_allocation`). A host no system names fails instead of
     running ReFrame's ``generic`` system (:func:`configured_host`).
     """
+    systems = [with_places(system) for system in systems]
     job_id = in_allocation(environ)
     if job_id:
         systems = [run_in_allocation(system, job_id) for system in systems]

@@ -154,6 +154,10 @@ def exit_status(verdicts, inconclusive_run=0):
     return EXIT_CLEAN
 
 
+#: How a case's job says it ran outside its partition's Slurm partition or account (its first lines,
+#: ibrepro.rfm.launch.placement_commands; its sanity error starts with it).
+MISPLACED = 'ibrepro: misplaced:'
+
 #: ReFrame's pipeline stages before a test case's job runs: a case that failed in one measured nothing.
 STAGES_BEFORE_THE_JOB = ('startup', 'setup', 'compile', 'compile_wait')
 
@@ -173,6 +177,8 @@ def not_measured(case):
     reason = ' '.join(str(case.get('fail_reason') or '').split())[:200]
     if phase in STAGES_BEFORE_THE_JOB:
         return f'failed in {phase}, before its job ran ({reason or "no reason recorded"})'
+    if MISPLACED in reason:     # its job ran outside its partition and measured nothing (ibrepro.rfm.launch)
+        return f'its job ran outside its partition ({reason[reason.index(MISPLACED) + len(MISPLACED):].strip()})'
     if case.get('scheduler') in (None, 'local'):        # the local scheduler runs the job at once, where it is
         return None
     if not case.get('jobid'):

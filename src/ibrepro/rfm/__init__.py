@@ -35,6 +35,7 @@ from reframe.core.exceptions import PerformanceError, ReframeError, SanityError
 
 from .. import catalog, parsers, paths, rfmconfig
 from ..catalog import NightlyError, nightly_cases
+from . import launch
 from .inject import Injection  # noqa: F401  (the plugins a family mixes in besides this base)
 from .knobs import Knobs, expand_sizes, size_bytes  # noqa: F401  (the size grammar's home: knobs)
 from .launch import Placement  # noqa: F401
@@ -263,6 +264,9 @@ class PaperExperiment(rfm.RegressionTestPlugin):
     def measured(self):
         """The parsed output and its reported table, parsed once per run (sanity and performance share it)."""
         if getattr(self, '_measured', None) is None:
+            wrong_place = launch.misplaced(self._read(self.stderr.evaluate()))
+            if wrong_place:       # it measured another partition's nodes, or nothing: not this partition's number
+                raise SanityError(wrong_place)
             self._measured = self.measure()
         return self._measured
 

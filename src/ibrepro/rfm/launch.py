@@ -38,9 +38,9 @@ import re
 
 import reframe as rfm
 import reframe.utility.typecheck as typ
-from reframe.core.builtins import run_after, variable
+from reframe.core.builtins import run_after, run_before, variable
 
-from .. import catalog
+from .. import catalog, verdict
 
 #: Launchers that are srun (ReFrame's registered names).
 SRUN = ('srun', 'srunalloc')
@@ -184,6 +184,42 @@ def one_rail(launcher, environ_features, rail):
     return env, f'{device}:{port}', f'one rail, {device}:{port} (' + ' '.join(f'{k}={v}' for k, v in env.items()) + ')'
 
 
+#: How a case's job says it ran outside the Slurm partition or account its partition's ``access`` asks for (the
+#: line it prints before it ends, the sanity error it becomes): :func:`ibrepro.verdict.not_measured` reads a case
+#: that failed with it as not measured (infrastructure: a child job's allocation in the wrong partition), never as a
+#: regression.
+MISPLACED = verdict.MISPLACED
+
+#: ``(extras key, the variable Slurm sets in the job, what it is)`` of each place a case checks it ran in.
+_PLACES = (('slurm_partition', 'SLURM_JOB_PARTITION', 'partition'), ('slurm_account', 'SLURM_JOB_ACCOUNT', 'account'))
+
+
+def placement_commands(extras):
+    """Job-script lines that end the job (exit 97) before anything runs when it is not in the Slurm partition (one of
+    them) or account its partition asks for (extras ``slurm_partition``/``slurm_account``,
+    :func:`ibrepro.rfmconfig.with_places`): a GitLab child job's allocation is made apart from its case, and a case
+    measured in another partition would be stored as this one's. The names are checked names (no shell syntax)."""
+    lines = []
+    for key, slurm_variable, what in _PLACES:
+        want = extras.get(key)
+        if not want:
+            continue
+        # Slurm keeps account names in lower case
+        got = f'${{{slurm_variable},,}}' if what == 'account' else f'${{{slurm_variable}-}}'
+        names = want.lower() if what == 'account' else want
+        said = f"{MISPLACED} this job ran in Slurm {what} '${{{slurm_variable}:-none}}', its partition asks for {want}"
+        lines.append(f'case "{got}" in {"|".join(names.split(","))}) ;; *) echo "{said}" >&2; exit 97 ;; esac')
+    return lines
+
+
+def misplaced(stderr):
+    """The line of a job's stderr that says it ran in the wrong place (:data:`MISPLACED`), or None."""
+    for line in stderr.splitlines():
+        if line.startswith(MISPLACED):
+            return line.strip()
+    return None
+
+
 class Placement(rfm.RegressionTestPlugin):
     """Plugin: where a case runs and how its ranks are bound: whole nodes, how many a job asks for, the binding and
     the rail as applied, the model of a simulated partition. :meth:`_bind` runs from
@@ -210,6 +246,12 @@ class Placement(rfm.RegressionTestPlugin):
     @run_after('init')
     def _whole_nodes(self):
         self.exclusive_access = True     # performance runs get whole nodes (the local scheduler ignores it)
+
+    @run_before('run')
+    def _check_place(self):
+        """The job's first lines: it ends before any benchmark when it runs outside its partition's place."""
+        lines = placement_commands(self.current_partition.extras)
+        self.prerun_cmds = lines + [c for c in self.prerun_cmds if c not in lines]
 
     @run_after('setup')
     def _simulated_partition(self):
