@@ -12,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, old_python
+from conftest import ROOT, old_python, output
 from ibrepro import compat, fleet_rounds
+from ibrepro.rfm import system
+from test_topology import ACTIVE, ib_device, pci_function
 
 FLEET = ROOT / 'tests' / 'data' / 'fleet'
 
@@ -40,7 +42,7 @@ def test_the_node_modules_need_at_most_python_3_6():
         pytest.skip('vermin not installed (pip install -e .[test])')
     package = ROOT / 'src' / 'ibrepro'
     done = subprocess.run([str(vermin), '--no-tips', '--violations', '-t=3.6-',
-                           *(str(package / name) for name in fleet_rounds.NODE_MODULES)],
+                           *(str(package / name) for name in {*fleet_rounds.NODE_MODULES, *system.NODE_MODULES})],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
 
@@ -53,6 +55,8 @@ def test_what_compat_gives_is_what_newer_pythons_have():
     assert all(compat.comb(n, k) == math.comb(n, k) for n in range(0, 70) for k in range(0, 72))
     for text, prefix in [('spine12', 'spine'), ('netdev:eth0', 'netdev:'), ('fab0', 'netdev:'), ('x', ''), ('', 'a')]:
         assert compat.removeprefix(text, prefix) == text.removeprefix(prefix)
+        assert compat.removesuffix(text, prefix) == text.removesuffix(prefix)
+    assert compat.removesuffix('4x', 'x') == '4' and compat.removesuffix('x', 'x') == ''
 
 
 @pytest.mark.parametrize('version', ['3.6', '3.9'])
@@ -72,3 +76,46 @@ def test_a_nodes_old_python_parses_a_real_round_and_plans_the_confirmation_as_th
     assert there == here
     assert len(here['records']) == 8 and here['suspects'][0] == 'uplink leaf1>spine1 = downlink spine1>leaf2'
     assert [r['name'] for r in here['rounds']] == ['confirmation']     # the link alone: its cables are no suspects
+
+
+def _node_command(python, *args):
+    """``python -m ibrepro.cli ARGS`` as a job of :class:`ibrepro.rfm.system.IbreproCommand` runs it on a node."""
+    done = subprocess.run([python, '-m', 'ibrepro.cli', *args], capture_output=True, text=True, timeout=120,
+                          env={'PATH': '/usr/bin:/bin', 'PYTHONPATH': str(system.PACKAGE_DIR)}, cwd='/')
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize('version', ['3.6', '3.9'])
+def test_a_nodes_old_python_reads_the_node_as_this_one(tmp_path, version):
+    """The topology and software records of a node, read by EL8's and EL9's platform Pythons as by this one."""
+    old = old_python(version)
+    if old is None:
+        pytest.skip(f'no Python {version} here (pyenv install {version})')
+    fn = pci_function(tmp_path, '0000:3b:00.0', speed='16.0 GT/s PCIe', numa=1)
+    ib_device(tmp_path, 'mlx5_0', {1: (*ACTIVE, '200 Gb/sec (4X HDR)', 'InfiniBand')}, function=fn)
+    topo = ['topology', '--json', '--sysfs', str(tmp_path)]
+    assert _node_command(old, *topo) == _node_command(sys.executable, *topo)
+    there, here = _node_command(old, 'software', '--json'), _node_command(sys.executable, 'software', '--json')
+    assert there['python'].startswith(f'{version}.') and there['ibrepro'] == here['ibrepro']
+    assert {k: v for k, v in there.items() if k not in ('python', 'os')} == \
+        {k: v for k, v in here.items() if k not in ('python', 'os')}
+
+
+@pytest.mark.parametrize('version', ['3.6', '3.9'])
+def test_the_system_checks_run_with_the_partitions_python(reframe, version):
+    """RdmaTopology and SoftwareVersions in real ReFrame runs on a partition whose nodes have only an old Python
+    (extras ``python``): their jobs run it, with this checkout's package, and store what it read."""
+    old = old_python(version)
+    if old is None:
+        pytest.skip(f'no Python {version} here (pyenv install {version})')
+    proc = reframe('-r', '-n', '^(RdmaTopology|SoftwareVersions)$', '--report-file', str(reframe.home / 'r.json'),
+                   config='tests/configs/node_python.py', checks='reframe-checks/system',
+                   env={'IBREPRO_TEST_NODE_PYTHON': old})
+    assert proc.returncode == 0, output(proc)
+    cases = {c['name']: c for run in json.loads((reframe.home / 'r.json').read_text())['runs']
+             for c in run['testcases']}
+    assert {c['result'] for c in cases.values()} == {'pass'} and set(cases) == {'RdmaTopology', 'SoftwareVersions'}
+    assert cases['SoftwareVersions']['software']['python'].startswith(f'{version}.')
+    (script,) = reframe.home.rglob('RdmaTopology*/rfm_job.sh')
+    assert f'{old} -m ibrepro.cli topology' in script.read_text()

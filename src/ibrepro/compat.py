@@ -31,3 +31,8 @@ def comb(n, k):
 def removeprefix(text, prefix):
     """:meth:`str.removeprefix` (3.9)."""
     return text[len(prefix):] if prefix and text.startswith(prefix) else text
+
+
+def removesuffix(text, suffix):
+    """:meth:`str.removesuffix` (3.9)."""
+    return text[:-len(suffix)] if suffix and text.endswith(suffix) else text

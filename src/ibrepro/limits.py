@@ -28,10 +28,12 @@ its bound is the smallest component, per direction and for both directions.
 """
 
 import argparse
-import dataclasses
 import json
 import re
 import sys
+
+from . import compat
+from .compat import dataclasses
 
 MB = 1e6           # ibrepro's MB: 10^6 bytes
 MiB = 2.0 ** 20    # paper 002's "MB"
@@ -94,7 +96,7 @@ class Component:
     label: str                  # human description
     per_direction: float        # data rate in one direction, bytes/s
     both_directions: float      # data rate of both directions together, bytes/s
-    signalling: float | None    # raw line rate in one direction, bits/s, all lanes and ports
+    signalling: 'float | None'    # raw line rate in one direction, bits/s, all lanes and ports
     encoding: str               # line code or bus transfer, e.g. '8b/10b'
     half_duplex: bool = False   # a shared bus: both directions share per_direction
     lanes: int = 1              # lanes (PCIe, IB) of one port
@@ -348,13 +350,13 @@ def parse_spec(spec):
         if kind == 'pcie':
             if len(fields) != 3:
                 raise SpecError(spec, 'expected pcie:gen<N>:x<lanes>, e.g. pcie:gen2:x8')
-            gen = _int(spec, fields[1].removeprefix('gen'), 'the PCIe generation')
-            return pcie(gen, _int(spec, fields[2].removeprefix('x'), 'the PCIe width'))
+            gen = _int(spec, compat.removeprefix(fields[1], 'gen'), 'the PCIe generation')
+            return pcie(gen, _int(spec, compat.removeprefix(fields[2], 'x'), 'the PCIe width'))
 
         if kind == 'ib':
             if len(fields) not in (3, 4):
                 raise SpecError(spec, 'expected ib:<speed>:<width>x[:<ports>], e.g. ib:qdr:4x:2')
-            width = _int(spec, fields[2].removesuffix('x'), 'the InfiniBand width')
+            width = _int(spec, compat.removesuffix(fields[2], 'x'), 'the InfiniBand width')
             return infiniband(fields[1], width, _ports(spec, fields, 3))
 
         if kind in ('eth', 'roce'):

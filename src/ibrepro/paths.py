@@ -67,7 +67,8 @@ def source_version() -> str:
 
     try:
         proc = subprocess.run(['git', '-C', str(REPO_ROOT), 'describe', '--always', '--dirty', '--abbrev=12'],
-                              capture_output=True, text=True, timeout=10)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                              timeout=10)    # not capture_output/text: 3.7, and a node's Python may be 3.6
     except (OSError, subprocess.TimeoutExpired):
         return __version__
     return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else __version__

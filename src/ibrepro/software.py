@@ -53,7 +53,8 @@ _IN_PATH = {
 def _run(cmd, timeout=20, env=None, check=True):
     """stdout+stderr of a command, or None if it cannot run (or fails, with ``check``)."""
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, errors='replace')
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                              timeout=timeout, env=env, errors='replace')    # the node's Python may be 3.6
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (proc.stdout + proc.stderr).strip() if proc.returncode == 0 or not check else None
