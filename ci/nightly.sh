@@ -16,7 +16,14 @@
 #                       (the CI run id; default: the date and time)
 #   IBREPRO_HOME        results database and reports: must persist from one night to the next
 #   IBREPRO_REPORT_DIR  where the report is written       (nightly-report)
-#   IBREPRO_CHILD_TAGS  runner tags of the GitLab child jobs, comma-separated (ibrepro-batch)
+#   IBREPRO_CHILD_JOBS  how the GitLab child jobs run (login):
+#                         login       on a login-node runner: each runs ReFrame there, which submits its case's
+#                                     job (the scripts of the confirmation too); the nodes need only the
+#                                     partition's python (>= 3.6)
+#                         allocation  on a Jacamar batch runner: each runs inside an allocation of its partition,
+#                                     its case as job steps (ReFrame and `make setup` on the node: Python >= 3.10)
+#   IBREPRO_CHILD_TAGS  runner tags of the GitLab child jobs, comma-separated (ibrepro-login; allocation:
+#                       ibrepro-batch)
 #   IBREPRO_RESOURCE_GROUP  GitLab resource_group of the child jobs: one runs at a time, as performance runs
 #                       never share the fabric (ibrepro-fabric); empty: the site opts out
 set -euo pipefail
@@ -29,6 +36,12 @@ REPORT_DIR=${IBREPRO_REPORT_DIR:-nightly-report}
 PYTHON=${PYTHON:-python3}
 SYSTEM=${IBREPRO_SYSTEM:-}
 RESOURCE_GROUP=${IBREPRO_RESOURCE_GROUP-ibrepro-fabric}
+CHILD_JOBS=${IBREPRO_CHILD_JOBS:-login}
+case $CHILD_JOBS in
+  login) CHILD_TAGS=${IBREPRO_CHILD_TAGS:-ibrepro-login} ;;
+  allocation) CHILD_TAGS=${IBREPRO_CHILD_TAGS:-ibrepro-batch} ;;
+  *) echo "nightly.sh: IBREPRO_CHILD_JOBS=$CHILD_JOBS: say login or allocation" >&2; exit 2 ;;
+esac
 # both reach a command line and the generated YAML: names only
 [[ $SYSTEM =~ ^[A-Za-z0-9_.:-]*$ ]] || { echo "nightly.sh: IBREPRO_SYSTEM=$SYSTEM is not a system name" >&2; exit 2; }
 [[ $RESOURCE_GROUP =~ ^[A-Za-z0-9_.-]*$ ]] ||
@@ -66,14 +79,14 @@ generate() {
   # ReFrame writes the config's absolute path into every job, one job per test for all its partitions, and no
   # runner settings: make one job per test and partition, each using its own checkout, with runner tags, the
   # set-up of a fresh checkout, the id of this night and an allocation of the nodes its test needs in its partition.
-  "$PYTHON" - "$file" "$REPO" "${IBREPRO_CHILD_TAGS:-ibrepro-batch}" "$IBREPRO_NIGHTLY" "$described" \
-             "$system" "$RESOURCE_GROUP" "$cases" "$partitions" <<'PY'
+  "$PYTHON" - "$file" "$REPO" "$CHILD_TAGS" "$IBREPRO_NIGHTLY" "$described" \
+             "$system" "$RESOURCE_GROUP" "$cases" "$partitions" "$CHILD_JOBS" <<'PY'
 import json
 import re
 import sys
 import yaml
 
-path, repo, tags, nightly, described, system, group, cases, partitions = sys.argv[1:]
+path, repo, tags, nightly, described, system, group, cases, partitions, child_jobs = sys.argv[1:]
 with open(path) as f:
     pipeline = yaml.safe_load(f)
 
@@ -126,13 +139,16 @@ for name, job in pipeline.items():
                           'paths': [p.replace(f'{name}-report.', f'{own}-report.')
                                     for p in job.get('artifacts', {}).get('paths', [])]},
             'needs': [f'{n}@{part}' for n in job.get('needs', [])],
-            # Jacamar makes each child job's allocation from SCHEDULER_PARAMETERS: whole nodes (performance runs),
-            # the partition's own access options (its Slurm partition, account); its tests run as job steps of that
-            # allocation (rfmconfig.in_allocation), not as jobs of their own, and check that they ran in it
-            'variables': {'SCHEDULER_PARAMETERS': ' '.join(filter(None, [f'--nodes={need} --exclusive', place,
-                                                                         '${IBREPRO_SCHEDULER_OPTIONS}'])),
-                          'IBREPRO_IN_ALLOCATION': '1'},
         }
+        if child_jobs == 'allocation':
+            # Jacamar makes each child job's allocation from SCHEDULER_PARAMETERS: whole nodes (performance runs),
+            # the partition's own access options (its Slurm partition, account); its tests run as job steps of
+            # that allocation (rfmconfig.in_allocation), not as jobs of their own, and check that they ran in it
+            jobs[own]['variables'] = {
+                'SCHEDULER_PARAMETERS': ' '.join(filter(None, [f'--nodes={need} --exclusive', place,
+                                                               '${IBREPRO_SCHEDULER_OPTIONS}'])),
+                'IBREPRO_IN_ALLOCATION': '1'}
+        # login: ReFrame on the runner submits the case's job itself, with the partition's access options
         if group:
             jobs[own]['resource_group'] = group     # one child job at a time: performance runs never share the fabric
 pipeline = jobs

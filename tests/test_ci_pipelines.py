@@ -3,8 +3,9 @@
 A site's repository is made from this checkout as docs/site-setup.md says: its configuration copied from
 configs/example-cluster.py with what is marked SITE changed (ci/templates/site-config.py: this host as the login
 node, the cluster's partition and nodes, no rails, the MPI wheels over TCP), and a .gitlab-ci.yml that includes
-ci/gitlab/nightly.yml. gitlab-ci-local (shell executor) runs its scheduled pipeline: generate, each child job as one
-batch job of its own allocation (what a Jacamar runner does), the report (ci/templates/gitlab-nightly.sh).
+ci/gitlab/nightly.yml. gitlab-ci-local (shell executor) runs its scheduled pipeline: generate, the child jobs (each
+on this host, the login node, whose ReFrame submits the case's job; or, IBREPRO_CHILD_JOBS=allocation, each as one
+batch job of its own allocation, what a Jacamar runner does), the report (ci/templates/gitlab-nightly.sh).
 
 Needs root, the cluster (ci/cluster/up.sh) and gitlab-ci-local (ci/templates/install-gitlab-ci-local.sh, or
 $GITLAB_CI_LOCAL); skipped otherwise, saying which.
@@ -21,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import old_python
 from ibrepro import results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,6 +47,9 @@ def _missing():
 
 
 MISSING = _missing()
+#: The compute nodes' Python of the site's configuration (extras ``python``): 3.6, an EL8 node's, where pyenv or
+#: PATH has one; else the template's python3.
+NODE_PYTHON = old_python('3.6')
 pytestmark = [pytest.mark.integration, pytest.mark.skipif(bool(MISSING), reason=MISSING or '')]
 
 
@@ -57,8 +62,9 @@ def site(tmp_path_factory):
     subprocess.run(['rsync', '-a', '--from0', '--files-from=-', f'{REPO}/', f'{root}/'], input=files, check=True)
     host = socket.gethostname()
     for name, hostnames in (('mysite', f'^{host}$'), ('elsewhere', r'^login-of-another-site\d+$')):
-        subprocess.run([sys.executable, TEMPLATES / 'site-config.py', root / 'configs' / f'{name}.py', hostnames],
-                       check=True)
+        # the nodes' Python: EL8's platform Python (3.6) where this machine has one
+        subprocess.run([sys.executable, TEMPLATES / 'site-config.py', root / 'configs' / f'{name}.py', hostnames,
+                        *([NODE_PYTHON] if NODE_PYTHON else [])], check=True)
     (root / '.gitlab-ci.yml').write_text('include:\n  - local: ci/gitlab/nightly.yml\n')
     git = ['git', '-c', 'user.name=site', '-c', 'user.email=site@example.org']
     subprocess.run(['git', 'init', '-q'], cwd=root, check=True)
@@ -85,31 +91,40 @@ def _night(site, home, *variables):
 
 
 def _cases(home, night):
-    """{test case name: (result, host its session ran on)} the child jobs stored for ``night`` (the report job's
-    confirmation of a suspect aside: it runs from the login node, when the night is noisy)."""
+    """{test case name: (result, host its session ran on, the nodes its job ran on, the test case)} the child jobs
+    stored for ``night`` (the report job's confirmation of a suspect aside: it runs from the login node, when the
+    night is noisy)."""
     found = {}
     for report in results.stored_sessions(home / 'results.db'):
         info = report['session_info']
         if info.get('nightly') == night and not info.get('confirms'):
             for case in results.readable_cases(report, []):
-                found[case['name']] = (case['result'], info.get('hostname'))
+                nodes = case.get('job_nodelist') or []
+                found[case['name']] = (case['result'], info.get('hostname'),
+                                       set([nodes] if isinstance(nodes, str) else nodes), case)
     return found
 
 
 def test_a_clean_night_is_stored_by_the_child_jobs_and_judged_by_the_report(site, tmp_path):
+    """The default child jobs (IBREPRO_CHILD_JOBS=login): each runs ReFrame on the login node, which submits its
+    case's job to the case's partition; the compute nodes run only the partition's Python (3.6 here)."""
     status, output, night = _night(site, tmp_path, 'IBREPRO_CONFIG=configs/mysite.py')
     assert status == 0, output
     child = yaml.safe_load((site / '.jacamar' / 'child-pipeline.yml').read_text())
-    jobs = [name for name, job in child.items() if isinstance(job, dict) and 'script' in job]
-    # one job per test and partition (the site's one partition `ci`), which its ReFrame runs alone
+    jobs = {name: job for name, job in child.items() if isinstance(job, dict) and 'script' in job}
+    # one job per test and partition (the site's one partition `ci`), which its ReFrame runs alone, here
     assert jobs and all(name.endswith('@ci') for name in jobs)
-    assert all((site / '.jacamar' / f'{name}.sh').read_text().count('reframe --system=example-cluster:ci ')
-               == 1 for name in jobs)
+    for job in jobs.values():
+        assert job['script'][0].startswith('reframe --system=example-cluster:ci ') and 'variables' not in job
     cases = _cases(tmp_path, night)
     assert any(name.startswith('IMBPointToPoint') for name in cases), cases
-    for name, (result, host) in cases.items():
-        # each child job ran on a compute node, inside its own allocation, as the site's system
-        assert result == 'pass' and host in ('node1', 'node2'), (name, result, host)
+    for name, (result, host, nodes, _) in cases.items():
+        # each session ran on the login node, each case's job on the compute nodes
+        assert result == 'pass' and host == socket.gethostname(), (name, result, host)
+        assert nodes and all(re.fullmatch(r'node(\d|\[1-2\])', n) for n in nodes), (name, nodes)
+    software = cases['SoftwareVersions'][3]['software']
+    if NODE_PYTHON:         # the node's record was read by the node's Python
+        assert software['python'].startswith('3.6.'), software
     # judged: clean, or too noisy to judge on a loaded machine (a warning: allow_failure exit_codes [3])
     assert re.search(rf'ibrepro nightly {night}: exit (0 \(clean\)|3 \(inconclusive\))', output), output
     assert list((site / 'nightly-report' / 'example-cluster').glob('*/summary.md')), output
@@ -117,12 +132,21 @@ def test_a_clean_night_is_stored_by_the_child_jobs_and_judged_by_the_report(site
 
 
 def test_a_failing_case_fails_the_child_pipeline_and_the_report(site, tmp_path):
-    status, output, night = _night(site, tmp_path, 'IBREPRO_CONFIG=configs/mysite.py', BROKEN_MPI)
+    """The child jobs of a Jacamar batch runner (IBREPRO_CHILD_JOBS=allocation): each inside its own allocation of
+    its partition, its case as job steps of it."""
+    status, output, night = _night(site, tmp_path, 'IBREPRO_CONFIG=configs/mysite.py', BROKEN_MPI,
+                                   'IBREPRO_CHILD_JOBS=allocation')
     assert status == 1, output
+    child = yaml.safe_load((site / '.jacamar' / 'child-pipeline.yml').read_text())
+    jobs = [name for name, job in child.items() if isinstance(job, dict) and 'script' in job]
+    assert jobs and all((site / '.jacamar' / f'{name}.sh').read_text().count('reframe --system=example-cluster:ci ')
+                        == 1 for name in jobs)
     cases = _cases(tmp_path, night)
-    failed = [name for name, (result, _) in cases.items() if result == 'fail']
+    failed = [name for name, (result, *_) in cases.items() if result == 'fail']
     assert failed and all(name.startswith('IMBPointToPoint') for name in failed), cases
-    assert any(result == 'pass' for result, _ in cases.values())    # the other cases of the night still ran
+    # the other cases of the night still ran, each child job's ReFrame on a compute node in its allocation
+    assert any(result == 'pass' for result, *_ in cases.values())
+    assert {host for _, host, *_ in cases.values()} <= {'node1', 'node2'}
     assert f'a check failed in ReFrame ({failed[0]} @example-cluster:ci+impi)' in output
     assert 'the pipeline failed: run-checks nightly-report' in output
 

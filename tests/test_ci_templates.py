@@ -172,7 +172,7 @@ def _check_dirs():
 def test_generated_child_pipeline(tmp_path, checks):
     child = tmp_path / 'child-pipeline.yml'
     env = dict(os.environ, IBREPRO_CHECKS=checks, IBREPRO_NIGHTLY='4242', IBREPRO_HOME=str(tmp_path),
-               IBREPRO_CHILD_TAGS='batch,slurm',
+               IBREPRO_CHILD_TAGS='batch,slurm', IBREPRO_CHILD_JOBS='allocation',
                PATH=f'{Path(sys.executable).parent}{os.pathsep}{os.environ["PATH"]}')
     done = subprocess.run([REPO / 'ci' / 'nightly.sh', 'generate', child], env=env,
                           capture_output=True, text=True, timeout=120)
@@ -259,7 +259,8 @@ def test_a_test_of_two_partitions_is_two_child_jobs_each_in_its_own_partition(tm
     is a job of its own, whose allocation asks for that partition's access options and whose ReFrame runs only it."""
     config = tmp_path / 'two-partitions.py'
     config.write_text(TWO_PARTITIONS.format(template=str(REPO / 'configs' / 'example-cluster.py')))
-    done, pipeline = _generate(tmp_path, IBREPRO_CONFIG=str(config), IBREPRO_SYSTEM='example-cluster')
+    done, pipeline = _generate(tmp_path, IBREPRO_CONFIG=str(config), IBREPRO_SYSTEM='example-cluster',
+                               IBREPRO_CHILD_JOBS='allocation')
     assert done.returncode == 0, done.stdout + done.stderr
     jobs = {name: job for name, job in pipeline.items() if name not in GITLAB_GLOBAL}
     assert gitlab_problems(pipeline) == []
@@ -285,3 +286,18 @@ def test_a_partition_whose_access_is_not_plain_options_generates_no_pipeline(tmp
     done, _ = _generate(tmp_path, IBREPRO_CONFIG=str(config), IBREPRO_SYSTEM='example-cluster')
     assert done.returncode != 0
     assert "access option '--comment=$(reboot)' is not a plain sbatch option" in done.stderr
+
+
+def test_login_child_jobs_leave_the_allocation_to_the_case(tmp_path):
+    """IBREPRO_CHILD_JOBS=login (the default): each child job runs ReFrame on a login-node runner, which submits the
+    case's own job (with its partition's access options, as the confirmation does): no allocation of the child job,
+    no in-allocation mode, the login runner's tags. Any other mode is refused, named."""
+    done, pipeline = _generate(tmp_path, IBREPRO_CONFIG='configs/example-cluster.py', IBREPRO_SYSTEM='example-cluster')
+    assert done.returncode == 0, done.stdout + done.stderr
+    jobs = {name: job for name, job in pipeline.items() if name not in GITLAB_GLOBAL}
+    assert jobs and gitlab_problems(pipeline) == [] and pipeline['default']['tags'] == ['ibrepro-login']
+    for name, job in jobs.items():
+        assert 'variables' not in job and job['script'][0].startswith('reframe --system=example-cluster:hdr ')
+    done, _ = _generate(tmp_path, IBREPRO_CONFIG='configs/example-cluster.py', IBREPRO_SYSTEM='example-cluster',
+                        IBREPRO_CHILD_JOBS='batch')
+    assert done.returncode == 2 and 'IBREPRO_CHILD_JOBS=batch: say login or allocation' in done.stderr

@@ -8,9 +8,10 @@
 #   2. run-checks: gitlab-ci-local 4.73.0 runs a trigger's child pipeline itself, as an experiment: the
 #      child's result never reaches the trigger job (strategy: depend is ignored) and there is no batch executor.
 #      So, as its maintainers advise (gitlab-ci-local issue #94), the generated child pipeline runs with --file,
-#      with the variables GitLab passes down (the parent's global variables and the trigger job's), each job inside
-#      its own Slurm allocation as a Jacamar runner makes it (ci/templates/jacamar.py), one at a time
-#      (--concurrency 1: gitlab-ci-local ignores resource_group); it fails when a child job fails.
+#      with the variables GitLab passes down (the parent's global variables and the trigger job's), one job at a
+#      time (--concurrency 1: gitlab-ci-local ignores resource_group): with IBREPRO_CHILD_JOBS=login (the default)
+#      each on this host, the login node, whose ReFrame submits the case's job; with =allocation each inside its
+#      own Slurm allocation as a Jacamar runner makes it (ci/templates/jacamar.py). It fails when a child job fails.
 #   3. nightly-report (when: always), in the parent pipeline.
 #
 # GITLAB_CI_LOCAL: the gitlab-ci-local command. SLURM_CONF and PATH reach the jobs as a login node's would.

@@ -7,7 +7,9 @@ Jacamar's Slurm executor submits a job's before_script and script as one batch j
 SCHEDULER_PARAMETERS, and waits for it; the script runs on the allocation's first node, inside the allocation (so
 ibrepro.rfmconfig.site_configuration runs the tests as job steps of it). gitlab-ci-local has no such executor: each
 job's lines go to BATCH_DIR/<job>.sh, and the job's script becomes ci/templates/jacamar-batch.sh, which submits that
-file with `sbatch --wait $SCHEDULER_PARAMETERS` and prints its output. Nothing else of the pipeline changes.
+file with `sbatch --wait $SCHEDULER_PARAMETERS` and prints its output. A job without SCHEDULER_PARAMETERS is for a
+shell runner on the login node (ci/nightly.sh, IBREPRO_CHILD_JOBS=login) and stays as it is; nothing else of the
+pipeline changes.
 """
 
 import re
@@ -29,6 +31,9 @@ def main(child, out, batch_dir):
     for name, job in pipeline.items():
         if not (isinstance(job, dict) and 'script' in job):
             continue
+        jobs += 1
+        if 'SCHEDULER_PARAMETERS' not in (job.get('variables') or {}):
+            continue        # a job for a login-node shell runner (IBREPRO_CHILD_JOBS=login): runs as it is
         if not re.fullmatch(r'[A-Za-z0-9_.%=@-]+', name):
             sys.exit(f'jacamar.py: job name {name!r} cannot name a file')
         lines = [*job.get('before_script', default.get('before_script', [])), *job['script']]
@@ -37,7 +42,6 @@ def main(child, out, batch_dir):
         script.chmod(0o755)
         job['before_script'] = []       # in the batch job, as Jacamar runs it
         job['script'] = [f'{BATCH} {shlex.quote(str(script.resolve()))}']
-        jobs += 1
     if not jobs:
         sys.exit(f'jacamar.py: {child} has no job with a script')
     Path(out).write_text(yaml.safe_dump(pipeline, sort_keys=False, width=10**6))

@@ -2,7 +2,10 @@
 """Make the namespace cluster's site configuration from the template, as docs/site-setup.md step 3 says: copy
 configs/example-cluster.py and change what is marked SITE (host names, partition, nodes, rails, environments).
 
-    ci/templates/site-config.py OUT HOSTNAME_PATTERN
+    ci/templates/site-config.py OUT HOSTNAME_PATTERN [NODE_PYTHON]
+
+NODE_PYTHON: the Python of the partition's nodes (extras ``python``; default the template's ``python3``), e.g. a
+3.6 interpreter as on EL8 nodes.
 
 The namespace nodes have no RDMA device: the partition has no rails and no `ib` feature, and the environments are
 the MPI wheels of `make setup` over TCP (as configs/ci-cluster.py, which says why each setting is needed). Each edit
@@ -37,15 +40,16 @@ ENVIRONMENTS = '''ENVIRONMENTS = [
 '''
 
 
-def edits(hostname):
+def edits(hostname, node_python=None):
     cores = os.cpu_count() or 1
+    python = f', python={node_python!r}' if node_python else ''
     return [
         # SITE: your login nodes (here: the host that runs the pipeline's login jobs)
         ('hostnames', r"'hostnames': \[r'\^example-login\\d\+\$'\],", f"'hostnames': [{hostname!r}],"),
         # SITE: the partition of today's nodes: node1 + node2 of Slurm partition `ci` (access: --partition=<name>)
         ('partition', r"_partition\('hdr', .*?\),\n    \],",
          f"_partition('ci', 'namespace nodes node1 + node2, TCP over veth (no RDMA)', nodes=2, "
-         f"cores_per_node={cores}, rdma_devices=[], ib_ports=0, interconnect='TCP over veth'),\n    ],"),
+         f"cores_per_node={cores}, rdma_devices=[], ib_ports=0, interconnect='TCP over veth'{python}),\n    ],"),
         # no InfiniBand or RoCE here: neither feature (the verbs families need one)
         ('features', r"'features': \['mpi', 'ib', ", "'features': ['mpi', "),
         ('environs', r"'environs': \['openmpi', 'mvapich2', 'verbs'\],", "'environs': ['impi', 'mpich'],"),
@@ -55,9 +59,9 @@ def edits(hostname):
     ]
 
 
-def main(out, hostname):
+def main(out, hostname, node_python=None):
     text = TEMPLATE.read_text()
-    for name, pattern, new in edits(hostname):
+    for name, pattern, new in edits(hostname, node_python):
         found = len(re.findall(pattern, text, flags=re.S))
         if found != 1:
             sys.exit(f'site-config.py: the {name} edit matches {found} places of {TEMPLATE} (not 1): update it '
@@ -67,6 +71,6 @@ def main(out, hostname):
 
 
 if __name__ == '__main__':
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         sys.exit(__doc__)
     main(*sys.argv[1:])
