@@ -96,6 +96,8 @@ def test_a_nodes_old_python_reads_the_node_as_this_one(tmp_path, version):
     ib_device(tmp_path, 'mlx5_0', {1: (*ACTIVE, '200 Gb/sec (4X HDR)', 'InfiniBand')}, function=fn)
     topo = ['topology', '--json', '--sysfs', str(tmp_path)]
     assert _node_command(old, *topo) == _node_command(sys.executable, *topo)
+    node = ['fleet', 'node', '--sysfs', str(tmp_path)]      # what each task of a fleet sweep prints
+    assert _node_command(old, *node) == _node_command(sys.executable, *node)
     there, here = _node_command(old, 'software', '--json'), _node_command(sys.executable, 'software', '--json')
     assert there['python'].startswith(f'{version}.') and there['ibrepro'] == here['ibrepro']
     assert {k: v for k, v in there.items() if k not in ('python', 'os')} == \

@@ -16,7 +16,6 @@ loggable variables ``fleet_state`` and ``fleet_faults`` of the stored session.
 
 import os
 import shlex
-import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -26,6 +25,7 @@ from reframe.core.builtins import run_after, run_before, sanity_function, variab
 from reframe.core.exceptions import SanityError
 
 from ibrepro import fleet
+from ibrepro.rfm import system
 
 
 @rfm.simple_test
@@ -36,8 +36,7 @@ class FleetSweep(rfm.RunOnlyRegressionTest):
     num_tasks = 0                       # flexible: one task per node ReFrame allocates (--flex-alloc-nodes)
     num_tasks_per_node = 1
     exclusive_access = True
-    # The interpreter running ReFrame has ibrepro installed; each task runs it on its node.
-    executable = shlex.quote(sys.executable)
+    # each task runs ibrepro on its node, with the partition's Python (ibrepro.rfm.system.node_python)
     executable_opts = ['-m', 'ibrepro.cli', 'fleet', 'node']
     tags = {'system', 'fleet'}
 
@@ -61,6 +60,7 @@ class FleetSweep(rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def set_options(self):
+        system.use_the_nodes_python(self)
         self.executable_opts = [*self.executable_opts, '--sysfs', shlex.quote(self.sysfs_root)]
         if self.current_partition.scheduler.registered_name == 'local':
             self.job.launcher = getlauncher('local')()     # one node: this one

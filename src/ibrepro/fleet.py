@@ -165,7 +165,8 @@ def read_node(sysfs=ibtopology.SYSFS):
 def add_cli(subparsers):
     p = subparsers.add_parser('fleet', help='the state of every node of a partition: what is degraded, where',
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest='fleet_command', required=True)
+    sub = p.add_subparsers(dest='fleet_command')
+    sub.required = True         # not add_subparsers(required=...): 3.7, and `fleet node` runs on a node's 3.6
     node = sub.add_parser('node', help="print this node's state as one JSON line (what a sweep's task runs)")
     node.add_argument('--sysfs', default=str(ibtopology.SYSFS), metavar='ROOT', help='sysfs root (default /sys)')
     node.set_defaults(func=_cli_node)

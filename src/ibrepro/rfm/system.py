@@ -12,10 +12,10 @@ from reframe.core.builtins import run_before
 PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
 
-#: The modules ``python -m ibrepro.cli topology|software`` imports on a node: 3.6 at the oldest
+#: The modules ``python -m ibrepro.cli topology|software|fleet node`` imports on a node: 3.6 at the oldest
 #: (tests/test_compat.py holds them to it, and runs both commands under 3.6 and 3.9).
 NODE_MODULES = ('__init__.py', 'cli.py', 'trust.py', 'topology.py', 'limits.py', 'software.py', 'paths.py',
-                'rfmconfig.py', 'bands.py', 'compat.py')
+                'rfmconfig.py', 'bands.py', 'compat.py', 'fleet.py', 'fleet_plan.py', 'fleet_world.py')
 
 
 def node_python(partition):
@@ -36,5 +36,10 @@ class IbreproCommand(rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def use_the_nodes_python(self):
-        self.executable = shlex.quote(node_python(self.current_partition))   # a checkout path may have a space
-        self.env_vars['PYTHONPATH'] = shlex.quote(str(PACKAGE_DIR)) + '${PYTHONPATH:+:$PYTHONPATH}'
+        use_the_nodes_python(self)
+
+
+def use_the_nodes_python(test):
+    """Make ``test``'s job run ``python -m ibrepro...`` with its partition's Python and this checkout's package."""
+    test.executable = shlex.quote(node_python(test.current_partition))   # a checkout path may have a space
+    test.env_vars['PYTHONPATH'] = shlex.quote(str(PACKAGE_DIR)) + '${PYTHONPATH:+:$PYTHONPATH}'
