@@ -135,9 +135,11 @@ for name, job in pipeline.items():
         place = ' '.join(access.get(part, []))
         jobs[own] = {
             **job, 'script': script,
+            # the case's ReFrame report, and its junit report for GitLab's test view, whatever the job's status
             'artifacts': {**job.get('artifacts', {}),
                           'paths': [p.replace(f'{name}-report.', f'{own}-report.')
-                                    for p in job.get('artifacts', {}).get('paths', [])]},
+                                    for p in job.get('artifacts', {}).get('paths', [])],
+                          'reports': {'junit': [f'{own}-report.xml']}, 'when': 'always'},
             'needs': [f'{n}@{part}' for n in job.get('needs', [])],
         }
         if child_jobs == 'allocation':

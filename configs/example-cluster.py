@@ -16,7 +16,9 @@ This is the template docs/site-setup.md walks through. A site copies it and chan
   ConnectX adapters or the two ports of one ConnectX-4 and later, which Linux shows as two devices;
   ``['mlx4_0']`` x 2 for a dual-port ConnectX-3), ``mpi_rail`` (optional: the one rail every MPI case runs on,
   ``'mlx5_1'`` or ``'mlx4_0:2'``; default the first of ``rdma_devices``, port 1), ``hca_numa_node`` (the NUMA node
-  of the HCA: ranks and perftest sides are bound near it), ``python`` (the interpreter, Python >= 3.6, that runs
+  of the MPI rail's HCA: one rank per node is bound near it, and its job checks the node agrees; or ``{device:
+  node}`` for each HCA, e.g. ``{'mlx5_0': 0, 'mlx5_1': 1}`` with one per socket: the fleet sweep judges each HCA
+  against its own), ``python`` (the interpreter, Python >= 3.6, that runs
   the stdlib-only pair runner on compute nodes);
   features ``ib`` (or ``roce``) and ``dual-port`` (two connected rails per node); ``fleet`` (the fleet's pair-round
   check, cut by the Slurm topology.conf that ``IBREPRO_FLEET_TOPOLOGY`` names; docs/fleet.md) with ``fleet_netdev``

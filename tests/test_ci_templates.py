@@ -194,6 +194,9 @@ def test_generated_child_pipeline(tmp_path, checks):
         assert '--mode=nightly' in command and ' -r' in command
         assert f'--report-file={name}-report.json' in command
         assert job['artifacts']['paths'][0] == f'{name}-report.json'
+        # ReFrame's junit report of the case reaches GitLab's test view, failed or not
+        assert f'--report-junit={name}-report.xml' in command
+        assert job['artifacts']['reports'] == {'junit': [f'{name}-report.xml']} and job['artifacts']['when'] == 'always'
         # each child job's allocation is exactly the nodes its test needs (2x1: 2, 1x2: 1), whole nodes
         scheduler = job['variables']['SCHEDULER_PARAMETERS']
         assert scheduler.endswith(' --exclusive --partition=ci ${IBREPRO_SCHEDULER_OPTIONS}')

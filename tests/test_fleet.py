@@ -9,7 +9,8 @@ import pytest
 
 from conftest import output
 from ibrepro import fleet, topology
-from test_topology import ACTIVE, DOWN, ib_device, pcie_chain, write
+from ibrepro.rfm import launch
+from test_topology import ACTIVE, DOWN, ib_device, pci_function, pcie_chain, write
 
 HDR = '200 Gb/sec (4X HDR)'
 EXPECTED = {'rdma_devices': ['mlx5_0'], 'ib_ports': 1, 'expected_port': {'width': 4, 'speed': 'HDR'},
@@ -42,6 +43,24 @@ def test_each_fault_is_named_by_component_with_its_evidence(tmp_path):
         ('cn03:mlx5_0/1', 'port not active', 'state DOWN, physical state Disabled')]
     missing, _ = fleet.judge('cn04', node(tmp_path / 'c'), {**EXPECTED, 'rdma_devices': ['mlx5_0', 'mlx5_1']})
     assert [(f['component'], f['fault']) for f in missing] == [('cn04:mlx5_1/1', 'missing')]
+
+
+@pytest.mark.parametrize('said, faults', [
+    (1, []),                                          # the MPI rail's HCA (mlx5_0) only
+    ({'mlx5_0': 1, 'mlx5_1': 0}, []),                 # each its own
+    ({'mlx5_0': 1, 'mlx5_1': 1}, ['cn07:mlx5_1']),    # the second HCA is said to be on the first's socket
+    (0, ['cn07:mlx5_0']),                             # the rail's HCA is not where the partition binds the ranks
+])
+def test_each_hca_is_judged_against_the_numa_node_it_is_said_to_sit_on(tmp_path, said, faults):
+    """A two-socket node with an HCA per socket: one number in the configuration is the MPI rail's HCA's node, not
+    every HCA's (which named every healthy node's other HCA "on the wrong NUMA node")."""
+    for name, address, numa in (('mlx5_0', '0000:3b:00.0', 1), ('mlx5_1', '0000:86:00.0', 0)):
+        fn = pci_function(tmp_path, address, speed='16.0 GT/s PCIe', numa=numa)
+        ib_device(tmp_path, name, {1: (*ACTIVE, HDR, 'InfiniBand')}, function=fn)
+    extras = {'rdma_devices': ['mlx5_0', 'mlx5_1'], 'ib_ports': 1, 'hca_numa_node': said}
+    expected = {'rdma_devices': extras['rdma_devices'], 'hca_numa_node': launch.hca_numa_nodes(extras)}
+    found, _ = fleet.judge('cn07', topology.read_sysfs(tmp_path), expected)
+    assert [f['component'] for f in found if f['fault'] == 'HCA NUMA node'] == faults
 
 
 def test_a_card_capped_by_its_slot_is_not_a_fault(tmp_path):

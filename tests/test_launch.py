@@ -134,3 +134,42 @@ def test_a_job_outside_its_partitions_place_ends_before_anything_runs(environ, e
 
 def test_a_partition_that_names_no_slurm_partition_checks_nothing():
     assert launch.placement_commands({'nodes': 2}) == []
+
+
+@pytest.mark.parametrize('extras, nodes, near', [
+    ({'rdma_devices': ['mlx5_0', 'mlx5_1'], 'hca_numa_node': 1}, {'mlx5_0': 1}, ('mlx5_0', 1)),
+    ({'rdma_devices': ['mlx5_0', 'mlx5_1'], 'mpi_rail': 'mlx5_1', 'hca_numa_node': 1}, {'mlx5_1': 1}, ('mlx5_1', 1)),
+    ({'rdma_devices': ['mlx5_0', 'mlx5_1'], 'mpi_rail': 'mlx5_1', 'hca_numa_node': {'mlx5_0': 0, 'mlx5_1': 1}},
+     {'mlx5_0': 0, 'mlx5_1': 1}, ('mlx5_1', 1)),
+    ({'rdma_devices': ['mlx5_0', 'mlx5_1'], 'hca_numa_node': {'mlx5_1': 1}}, {'mlx5_1': 1}, None),
+    ({'rdma_devices': ['mlx5_0']}, {}, None),
+])
+def test_the_rail_and_its_numa_node_come_from_one_place(extras, nodes, near):
+    """One number is the NUMA node of the MPI rail's HCA (the ranks go near it); a map says each HCA's."""
+    assert launch.hca_numa_nodes(extras) == nodes and launch.rail_numa_node(extras) == near
+
+
+@pytest.mark.parametrize('said', ['1', True, -1, {'mlx5_0': 'one'}, {'mlx5_0;x': 1}])
+def test_a_numa_node_that_is_no_node_number_is_refused(said):
+    with pytest.raises(ValueError, match='hca_numa_node'):
+        launch.hca_numa_nodes({'rdma_devices': ['mlx5_0'], 'hca_numa_node': said})
+
+
+@pytest.mark.parametrize('numa, ends', [('1', None), ('-1', None), (None, None), ('0', 'mlx5_1 (the MPI rail) sits on '
+                                                                                     'NUMA node 0 of ')])
+def test_a_job_whose_rail_is_not_where_it_binds_ends_before_anything_runs(tmp_path, numa, ends):
+    """The lines a job runs before its benchmark when its ranks go near the rail's HCA (map_ldom): the node's sysfs
+    must agree with the partition (-1 or no file: the kernel does not say)."""
+    if numa is not None:
+        (tmp_path / 'class' / 'infiniband' / 'mlx5_1' / 'device').mkdir(parents=True)
+        (tmp_path / 'class' / 'infiniband' / 'mlx5_1' / 'device' / 'numa_node').write_text(numa + '\n')
+    lines = launch.numa_commands('mlx5_1', 1, sysfs=str(tmp_path))
+    done = subprocess.run(['bash', '-c', '\n'.join([*lines, 'echo measured'])], env={'PATH': '/usr/bin:/bin'},
+                          capture_output=True, text=True, timeout=30)
+    if ends is None:
+        assert (done.returncode, done.stdout, done.stderr) == (0, 'measured\n', '')
+    else:
+        assert (done.returncode, done.stdout) == (97, '')
+        said = launch.misplaced(done.stderr)
+        assert said.startswith(f'ibrepro: misplaced: {ends}') and said.endswith(
+            'the partition binds the ranks near NUMA node 1 (hca_numa_node)')

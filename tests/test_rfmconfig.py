@@ -174,7 +174,7 @@ def test_an_mpi_case_binds_the_same_in_its_own_job_and_as_a_step_of_an_allocatio
         assert proc.returncode == 0, output(proc)
         (script,) = home.rglob('openmpi/OSULatency/rfm_job.sh')
         lines = script.read_text().splitlines()
-        places[where] = [line for line in lines if 'SLURM_JOB_' in line]
+        places[where] = [line for line in lines if 'SLURM_JOB_' in line or 'ibrepro_numa' in line]
         steps[where] = (lines[-1].split(), sorted(line for line in lines if line.startswith('export ')),
                         [line for line in lines if line.startswith('#SBATCH')])
     (job, job_env, sbatch), (step, step_env, none) = steps['job'], steps['step']
@@ -183,7 +183,10 @@ def test_an_mpi_case_binds_the_same_in_its_own_job_and_as_a_step_of_an_allocatio
     assert '--whole' in step and not [o for o in step if o.startswith(('--exclusive', '--exact', '-c'))], step
     assert job_env == step_env and any(e.startswith('export UCX_NET_DEVICES=mlx5_0:1') for e in job_env), job_env
     # both check, before anything runs, that they are in the partition's Slurm partition
+    # ... and that the rail's HCA sits on the NUMA node its ranks are bound near (map_ldom:1)
     assert places['job'] == places['step'] and 'SLURM_JOB_PARTITION' in places['job'][0], places
+    assert '/sys/class/infiniband/mlx5_0/device/numa_node' in places['job'][1] and \
+        places['job'][2].startswith('case "$ibrepro_numa" in 1|-1) ;;'), places
 
 
 @pytest.mark.parametrize('config', ['configs/example-cluster.py', 'configs/ci-cluster.py'])

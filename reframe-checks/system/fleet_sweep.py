@@ -25,7 +25,7 @@ from reframe.core.builtins import run_after, run_before, sanity_function, variab
 from reframe.core.exceptions import SanityError
 
 from ibrepro import fleet
-from ibrepro.rfm import system
+from ibrepro.rfm import launch, system
 
 
 @rfm.simple_test
@@ -75,8 +75,13 @@ class FleetSweep(rfm.RunOnlyRegressionTest):
         if not states:
             raise SanityError(f'no node state in {path}')
         extras = self.current_partition.extras
-        expected = {k: extras[k] for k in ('rdma_devices', 'ib_ports', 'expected_port', 'hca_numa_node')
-                    if k in extras}
+        expected = {k: extras[k] for k in ('rdma_devices', 'ib_ports', 'expected_port') if k in extras}
+        try:        # each HCA against the NUMA node the partition says it sits on (one number: the MPI rail's)
+            numa = launch.hca_numa_nodes(extras)
+        except ValueError as err:
+            raise SanityError(f'partition {self.current_partition.name}: {err}') from None
+        if numa:
+            expected['hca_numa_node'] = numa
         result = fleet.sweep(states, expected)
         self.fleet_state, self.fleet_faults, self.fleet_not_judged = states, result['faults'], result['skipped']
         if result['faults']:

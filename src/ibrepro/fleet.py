@@ -87,7 +87,9 @@ def judge(host, topo, expected=None):
                 faults.append(_fault(f'{host}:pcie:{link["lower"]}-{link["upper"]}', 'PCIe link degraded',
                                      f'trained to {_gts(link["speed"])} x{link["width"]}; both ends can '
                                      f'{_gts(link["can_speed"])} x{link["can_width"]} ({name})'))
+        # {device: node} (each HCA against its own: a node with an HCA per socket), or one node for every device
         numa = expected.get('hca_numa_node')
+        numa = numa.get(name) if isinstance(numa, dict) else numa
         if numa is not None and pci.get('numa_node') is not None and pci['numa_node'] != numa:
             faults.append(_fault(f'{host}:{name}', 'HCA NUMA node',
                                  f'on NUMA node {pci["numa_node"]}; the partition binds jobs near node {numa}'))

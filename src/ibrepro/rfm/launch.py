@@ -169,6 +169,47 @@ def partition_rail(extras):
     return device, port
 
 
+def hca_numa_nodes(extras):
+    """``{device: NUMA node}`` a partition says its HCAs sit on: its extra ``hca_numa_node``, a ``{device: node}``
+    map, or one node, that of the MPI rail's device (:func:`partition_rail`); ``{}`` when it says none. The MPI
+    ranks are bound near the rail's (:func:`rail_numa_node`), and the fleet sweep judges each device named here
+    against the NUMA node it really sits on. ValueError for a value that is not a node number or such a map."""
+    said = extras.get('hca_numa_node')
+    if said is None:
+        return {}
+    if isinstance(said, dict):
+        nodes = said
+    else:
+        rail = partition_rail(extras)
+        if rail is None:
+            raise ValueError(f'hca_numa_node {said!r}: the partition names no rdma_devices, so no HCA it is of')
+        nodes = {rail[0]: said}
+    for device, node in nodes.items():
+        if not (isinstance(device, str) and _RAIL.fullmatch(device) and ':' not in device) or \
+                isinstance(node, bool) or not isinstance(node, int) or node < 0:
+            raise ValueError(f'hca_numa_node {said!r}: a NUMA node number (of the MPI rail\'s HCA) or '
+                             '{device: NUMA node number}')
+    return nodes
+
+
+def rail_numa_node(extras):
+    """``(device, NUMA node)`` of the MPI rail's HCA as the partition says it (:func:`hca_numa_nodes`), or None
+    when it does not say: where one rank per node is bound (``map_ldom``), and what its job checks on the node."""
+    rail = partition_rail(extras)
+    node = hca_numa_nodes(extras).get(rail[0]) if rail else None
+    return None if node is None else (rail[0], node)
+
+
+def numa_commands(device, node, sysfs='/sys'):
+    """Job-script lines that end the job (exit 97, :data:`MISPLACED`) before anything runs when ``device`` does not
+    sit on NUMA node ``node`` of the job's first node (sysfs; -1 or no file: the kernel does not say, not
+    judged): ranks bound there would cross the inter-socket link to their HCA and measure it, not the fabric."""
+    said = (f"{MISPLACED} {device} (the MPI rail) sits on NUMA node $ibrepro_numa of $(hostname), the partition "
+            f"binds the ranks near NUMA node {node} (hca_numa_node)")
+    return [f'ibrepro_numa=$(cat {sysfs}/class/infiniband/{device}/device/numa_node 2>/dev/null || echo -1)',
+            f'case "$ibrepro_numa" in {node}|-1) ;; *) echo "{said}" >&2; exit 97 ;; esac']
+
+
 def one_rail(launcher, environ_features, rail):
     """``(environment variables, rail, description)`` keeping an MPI job on ``rail`` (``(device, port)`` or None):
     the rail is ``'device:port'``, or '' when it is not pinned (the description says why)."""
@@ -273,12 +314,17 @@ class Placement(rfm.RegressionTestPlugin):
             # a step inside the (exclusive) allocation: ReFrame would write srun --exclusive, which implies --exact
             # (each rank confined to the CPUs Slurm picks, wherever the binding points)
             self.exclusive_access = False
+        near = rail_numa_node(extras)
         options, env, self.binding = policy(
             self.job.launcher.registered_name, self.current_environ.features,
             ranks_per_node=tasks_per_node or self.num_tasks_per_node or self.num_tasks or 1,
-            cores_per_node=extras.get('cores_per_node'), hca_numa_node=extras.get('hca_numa_node'),
+            cores_per_node=extras.get('cores_per_node'), hca_numa_node=near[1] if near else None,
             kill_on_bad_exit=kill_on_bad_exit, bind=bind)
         self.job.launcher.options += [o for o in options if o not in self.job.launcher.options]
+        if near and f'--cpu-bind=map_ldom:{near[1]}' in options:
+            # the ranks go near the rail's HCA as the partition says it sits: the node must agree
+            lines = numa_commands(*near)
+            self.prerun_cmds = [c for c in self.prerun_cmds if c not in lines] + lines
         rail_env = {}
         if bind and self.one_rail:
             rail_env, self.mpi_rail, said = one_rail(
