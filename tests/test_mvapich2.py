@@ -209,6 +209,30 @@ def test_a_case_whose_second_rail_stayed_idle_is_named():
     assert rails.traffic('', 'rail rxnode1 rxe0 1 5\n') == {}        # not read: nothing judged
 
 
+@pytest.mark.parametrize('other, fails', [(0, False), (40, False), (None, True), (1, True)])
+def test_the_other_ports_own_traffic_is_named_not_failed(other, fails):
+    """A one-rail case's real counters (rxe0) with packets on the unnamed rxe1 during the job: a few (IPoIB's ARP,
+    NFS, Lustre o2ib on the other port of a production node) are the node's, named; a share of the case's own
+    (here: as many as rxe0 sent, other=None: MVAPICH2 striped onto it) fails the case."""
+    sent = rails.traffic((RXE / 'MultiRail-osu_bw-ports1.rails-before.txt').read_text(),
+                         (RXE / 'MultiRail-osu_bw-ports1.rails-after.txt').read_text())
+    own = sent['rxe0:1']
+    assert own > 400 and sent['rxe1:1'] == 0
+    if other is None:
+        other = own
+    elif other == 1:
+        other = int(own * rails.STRAY_SHARE) + 1
+    sent = {**sent, 'rxe1:1': other}
+    assert bool(rails.unexpected(sent, ['rxe0'])) == fails
+    if fails:
+        assert rails.unexpected(sent, ['rxe0']) == 'rxe1 carried packets it was not asked to'
+        assert rails.background(sent, ['rxe0']) == ''
+    elif other:
+        assert rails.background(sent, ['rxe0']).startswith(f'rxe1 sent {other} packet(s), ')
+    else:
+        assert rails.background(sent, ['rxe0']) == ''
+
+
 # -- what a case sets on the Slurm guests (dry run, a real MVAPICH2 prefix) ------------------------------------------
 
 def exports(script):

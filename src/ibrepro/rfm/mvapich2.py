@@ -208,6 +208,10 @@ class MVAPICH2Benchmark(OSUBenchmark):
     #: empty when the counters were not read (a launcher other than srun, or no RDMA devices named).
     rail_packets = variable(typ.Dict[str, int], value={}, loggable=True)
 
+    #: The packets unnamed rails sent during the job that were too few to be the case's (:func:`rails.background`):
+    #: the node's own traffic on its other ports, named, not failed.
+    rail_background = variable(str, value='', loggable=True)
+
     @run_before('run')
     def read_rail_counters(self):
         if self.job.launcher.registered_name == 'srun' and self.current_partition.extras.get('rdma_devices'):
@@ -243,6 +247,7 @@ class MVAPICH2Benchmark(OSUBenchmark):
             raise SanityError(ignored)
         named = [d for d in self.env_vars.get('MV2_IBA_HCA', '').split(':') if d]
         wrong = rails.unexpected(self.rail_packets, named) if self.rail_packets and named else ''
+        self.rail_background = rails.background(self.rail_packets, named) if self.rail_packets and named else ''
         if wrong:
             raise SanityError(f'MVAPICH2 did not use the rails it was given (MV2_IBA_HCA={":".join(named)}): '
                               f'{wrong} (packets sent: {self.rail_packets})')
