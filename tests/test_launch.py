@@ -34,6 +34,10 @@ def test_mvapich2_ranks_have_one_binder(launcher, hca_numa_node):
      "srun --cpu-bind=map_ldom:1; MV2_ENABLE_AFFINITY=0; srun binds, MVAPICH2's affinity off (one binder)"),
     ('srunalloc', ['mvapich2'], {}, ['--whole', '--cpu-bind=cores'], {'MV2_ENABLE_AFFINITY': '0'}, 'srun binds'),
     ('srunalloc', ['openmpi'], {'hca_numa_node': 1}, ['--whole', '--cpu-bind=map_ldom:1'], {}, 'map_ldom:1'),
+    # several ranks per node: CPUs of the rail's HCA, as the node lists them (near_cpus_commands)
+    ('srun', ['openmpi'], {'ranks_per_node': 2, 'hca_numa_node': 1, 'rail_device': 'mlx5_0'},
+     ['--cpu-bind=$ibrepro_bind'], {}, "srun --cpu-bind=map_cpu:<the first 2 CPUs of mlx5_0's local_cpulist"),
+    ('srun', ['openmpi'], {'ranks_per_node': 2}, ['--cpu-bind=cores'], {}, 'srun --cpu-bind=cores'),
     # left unbound (oversubscribed, or the job binds its own processes): MVAPICH2 does not bind behind its back
     ('mpirun', ['mvapich2'], {'ranks_per_node': 8, 'cores_per_node': 2}, [], {'MV2_ENABLE_AFFINITY': '0'},
      'oversubscribed on purpose'),
@@ -173,3 +177,26 @@ def test_a_job_whose_rail_is_not_where_it_binds_ends_before_anything_runs(tmp_pa
         said = launch.misplaced(done.stderr)
         assert said.startswith(f'ibrepro: misplaced: {ends}') and said.endswith(
             'the partition binds the ranks near NUMA node 1 (hca_numa_node)')
+
+
+@pytest.mark.parametrize('cpulist, ranks, bind', [
+    ('0-15,64-79', 2, 'map_cpu:0,1'),
+    ('5,7-9,12', 4, 'map_cpu:5,7,8,9'),
+    ('16-31', 16, 'map_cpu:' + ','.join(str(c) for c in range(16, 32))),
+    ('0-3', 8, None),                 # fewer CPUs than ranks
+    (None, 2, None),                  # the kernel does not list them
+])
+def test_several_ranks_per_node_are_bound_to_cpus_of_the_rails_hca(tmp_path, cpulist, ranks, bind):
+    """The lines that pick srun's map_cpu on the node from the rail device's local_cpulist, run by bash; where it
+    lists too few, the lowest cores, said on stderr; what was applied is written for the record."""
+    if cpulist is not None:
+        (tmp_path / 'class' / 'infiniband' / 'mlx5_1' / 'device').mkdir(parents=True)
+        (tmp_path / 'class' / 'infiniband' / 'mlx5_1' / 'device' / 'local_cpulist').write_text(cpulist + '\n')
+    lines = launch.near_cpus_commands('mlx5_1', ranks, sysfs=str(tmp_path / 'sys-of-node' if cpulist is None else
+                                                                   tmp_path))
+    done = subprocess.run(['bash', '-c', '\n'.join([*lines, 'echo "$ibrepro_bind"'])], env={'PATH': '/usr/bin:/bin'},
+                          capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (bind or 'cores')
+    assert (tmp_path / launch.APPLIED_BINDING).read_text() == f'srun --cpu-bind={bind or "cores"}\n'
+    assert ('lists no' in done.stderr) == (bind is None)

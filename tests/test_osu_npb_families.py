@@ -303,11 +303,12 @@ def test_the_old_window_size_warns_and_reaches_only_a_family_without_its_own_win
     ('OSUBandwidth %window=16', 'openmpi', ['export UCX_NET_DEVICES=mlx5_0:1', 'export FI_VERBS_DEVICE_NAME=mlx5_0']),
     ('OSUBandwidth %window=16', 'mvapich2', ['#SBATCH --nodes=2', 'srun --cpu-bind=map_ldom:1 osu_bw -W 16\n']),
     ('OSUBiBandwidth %window=16', 'mvapich2', ['osu_bibw -W 16\n']),
+    # several ranks per node: bound to CPUs of the rail's HCA (launch.near_cpus_commands), as the node lists them
     ('OSUIntraNode %benchmark=osu_latency', 'mvapich2',
      ['#SBATCH --ntasks=2\n', '#SBATCH --ntasks-per-node=2', '#SBATCH --nodes=1',
-      'srun --cpu-bind=cores osu_latency\n']),
+      'srun --cpu-bind=$ibrepro_bind osu_latency\n']),
     ('OSUMultiPair %benchmark=osu_mbw_mr %pairs=8', 'mvapich2',
-     ['#SBATCH --ntasks=16', '#SBATCH --ntasks-per-node=8', 'srun --distribution=block --cpu-bind=cores osu_mbw_mr\n']),
+     ['#SBATCH --ntasks=16', '#SBATCH --ntasks-per-node=8', 'srun --distribution=block --cpu-bind=$ibrepro_bind osu_mbw_mr\n']),
     ('OSUCollective %case=osu_allreduce-8x1', 'mvapich2',
      ['#SBATCH --ntasks=8\n', '#SBATCH --nodes=8', 'osu_allreduce\n']),
     ('MVAPICH2MultiRail %benchmark=osu_bw %ports=1', 'mvapich2',
@@ -320,13 +321,13 @@ def test_the_old_window_size_warns_and_reaches_only_a_family_without_its_own_win
      ['#SBATCH --ntasks=4\n', '#SBATCH --nodes=4', 'export MV2_NUM_HCAS=2', 'osu_bcast\n']),
     ('MVAPICH2RailPolicy %policy=binding', 'mvapich2',
      ['#SBATCH --ntasks=4', '#SBATCH --ntasks-per-node=2', 'export MV2_NUM_PORTS=1',
-      'srun --distribution=block --cpu-bind=cores osu_mbw_mr\n']),
+      'srun --distribution=block --cpu-bind=$ibrepro_bind osu_mbw_mr\n']),
     ('MVAPICH2Inline %benchmark=osu_latency', 'mvapich2', ['export MV2_MAX_INLINE_SIZE=168']),
     ('NPB %case=is.B-2x8-loopback', 'mvapich2',
      ['#SBATCH --ntasks=16', '#SBATCH --ntasks-per-node=8', 'export MV2_USE_SHARED_MEM=0',
-      'srun --distribution=block --cpu-bind=cores is.B.x\n']),
+      'srun --distribution=block --cpu-bind=$ibrepro_bind is.B.x\n']),
     ('NPB %case=ft.A-4x2', 'openmpi', ['#SBATCH --ntasks=8\n', '#SBATCH --nodes=4',
-                                       'srun --distribution=block --cpu-bind=cores ft.A.x\n']),
+                                       'srun --distribution=block --cpu-bind=$ibrepro_bind ft.A.x\n']),
     ('NPB %case=lu.B-8x2', 'mvapich2', ['#SBATCH --ntasks=16', '#SBATCH --nodes=8', 'lu.B.x\n']),
     ('NPB %case=sp.B-4x1', 'mvapich2', ['#SBATCH --ntasks=4\n', '#SBATCH --nodes=4', 'sp.B.x\n']),
 ])
@@ -372,7 +373,7 @@ def test_other_mpis_are_not_candidates_for_mvapich2_settings_and_npb_33_names(tm
     report = last_report(runner)
     assert {c['display_name'] for c in report} == {'NPB %case=is.B-2x8'}
     script = job_script(report, 'NPB %case=is.B-2x8', 'openmpi')
-    assert 'srun --distribution=block --cpu-bind=cores is.B.16\n' in script
+    assert 'srun --distribution=block --cpu-bind=$ibrepro_bind is.B.16\n' in script
 
 
 def test_bad_npb_binary_pattern_says_what_is_allowed(reframe):

@@ -189,6 +189,28 @@ def test_an_mpi_case_binds_the_same_in_its_own_job_and_as_a_step_of_an_allocatio
         places['job'][2].startswith('case "$ibrepro_numa" in 1|-1) ;;'), places
 
 
+def test_two_ranks_per_node_go_to_cpus_of_the_rails_hca_in_either_place(reframe):
+    """A 1x2 MPI case in its own job and as a step of an allocation: one binding, CPUs the node lists for the rail's
+    HCA (srun map_cpu from its local_cpulist), not the lowest cores, never --exclusive in the allocation."""
+    scripts = {}
+    for where, env in (('job', {}), ('step', {'SLURM_JOB_ID': '77', 'IBREPRO_IN_ALLOCATION': '1'})):
+        home = reframe.home / where
+        proc = reframe('--dry-run', '--system', 'example-cluster:hdr', '-n',
+                       'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-p', '^openmpi$',
+                       config='configs/example-cluster.py', env={'IBREPRO_HOME': str(home), **env})
+        assert proc.returncode == 0, output(proc)
+        (script,) = home.rglob('openmpi/IMBPointToPoint_*/rfm_job.sh')
+        scripts[where] = script.read_text().splitlines()
+    for lines in scripts.values():
+        srun = [line.split() for line in lines if line.startswith('srun ')]
+        assert srun and all('--cpu-bind=$ibrepro_bind' in step for step in srun), srun
+        assert any('/sys/class/infiniband/mlx5_0/device/local_cpulist' in line for line in lines)
+        assert not any(o.startswith(('--exclusive', '--exact', '-c')) for step in srun for o in step)
+    near = [[line for line in lines if ('ibrepro_cpus' in line or 'ibrepro_bind' in line) and
+             not line.startswith('srun ')] for lines in scripts.values()]
+    assert near[0] == near[1] and len(near[0]) == 3
+
+
 @pytest.mark.parametrize('config', ['configs/example-cluster.py', 'configs/ci-cluster.py'])
 def test_the_nightly_mode_of_every_configuration_carries_the_night(config, tmp_path):
     import subprocess

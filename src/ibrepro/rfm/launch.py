@@ -8,9 +8,11 @@ launcher and MPI library spell it:
 =================  ================================================================================
 launcher / MPI     options or variables
 =================  ================================================================================
-srun               ``--cpu-bind=cores`` (one rank per node on a known HCA NUMA node:
-                   ``--cpu-bind=map_ldom:<node>``); client/server jobs: ``--kill-on-bad-exit=1``,
-                   ``--whole --cpu-bind=none`` (the pair runner binds each side near its device itself)
+srun               one rank per node: ``--cpu-bind=map_ldom:<node>``, the NUMA node of the MPI rail's HCA;
+                   several: ``--cpu-bind=map_cpu:`` CPUs of its ``local_cpulist``, read on the node
+                   (:func:`near_cpus_commands`); ``--cpu-bind=cores`` where neither is known; client/server
+                   jobs: ``--kill-on-bad-exit=1``, ``--whole --cpu-bind=none`` (the pair runner binds each
+                   side near its device itself)
 Open MPI mpirun    ``--bind-to core``
 MPICH (hydra)      ``-bind-to core``
 Intel MPI          ``I_MPI_PIN=1``, ``I_MPI_PIN_DOMAIN=core`` (its mpirun takes no binding option)
@@ -34,6 +36,7 @@ recorded with the case (``mpi_rail``), and the report's "limit now" is that rail
 (the MVAPICH2 multi-rail policies) opt out.
 """
 
+import os
 import re
 
 import reframe as rfm
@@ -75,9 +78,32 @@ def mpi_family(environ_features):
     return None
 
 
+#: The file a job writes how srun bound its ranks on the node, when that is decided there (:func:`near_cpus_commands`).
+APPLIED_BINDING = 'binding-applied.txt'
+
+
+def near_cpus_commands(device, ranks, sysfs='/sys'):
+    """Job-script lines that set ``$ibrepro_bind`` to srun's binding of ``ranks`` ranks per node near ``device``:
+    ``map_cpu:`` the first ``ranks`` CPUs of its ``local_cpulist`` (the CPUs of its socket, physical cores first as
+    Linux numbers them), else ``cores`` (the lowest cores: the kernel does not list them, or too few), said on
+    stderr; what was applied goes to :data:`APPLIED_BINDING`."""
+    ranks = int(ranks)
+    expand = ('{for (i = 1; i <= NF; i++) {split($i, r, "-"); if (r[2] == "") r[2] = r[1]; '
+              'for (c = r[1] + 0; c <= r[2] + 0 && k < n; c++) out = out (k++ ? "," : "") c}} '
+              'END {if (k == n) print out}')
+    return [f"ibrepro_cpus=$(awk -F, -v n={ranks} '{expand}' {sysfs}/class/infiniband/{device}/device/local_cpulist "
+            "2>/dev/null)",
+            'if [ -n "$ibrepro_cpus" ]; then ibrepro_bind=map_cpu:$ibrepro_cpus; else ibrepro_bind=cores; '
+            f'echo "ibrepro: {device} lists no {ranks} CPUs of its own (local_cpulist): ranks bound to the lowest '
+            'cores" >&2; fi',
+            f'echo "srun --cpu-bind=$ibrepro_bind" > {APPLIED_BINDING}']
+
+
 def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None, hca_numa_node=None,
-           kill_on_bad_exit=False, bind=True):
-    """``(launcher options, environment variables, description)`` binding and guarding one job's ranks."""
+           kill_on_bad_exit=False, bind=True, rail_device=None):
+    """``(launcher options, environment variables, description)`` binding and guarding one job's ranks. Under srun,
+    one rank per node goes to the NUMA node of the rail's HCA (``map_ldom``), several to CPUs of ``rail_device``'s
+    own (``$ibrepro_bind``: :func:`near_cpus_commands` sets it on the node)."""
     options, env, said = [], {}, []
     if launcher in SIMULATED:
         return [], {}, 'binding does not apply: the ranks are simulated (SimGrid), their placement is the model\'s'
@@ -94,8 +120,12 @@ def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None,
                 # a step of an allocation sees the node's CPUs, as the job's own step does, so that map_ldom binds
                 # near the HCA in both (never --exclusive there: see Placement.apply_launch_policy)
                 options.append('--whole')
-            options.append(f'--cpu-bind=map_ldom:{hca_numa_node}' if ranks_per_node == 1 and hca_numa_node
-                           is not None else '--cpu-bind=cores')
+            if ranks_per_node == 1 and hca_numa_node is not None:
+                options.append(f'--cpu-bind=map_ldom:{hca_numa_node}')
+            elif ranks_per_node > 1 and rail_device:
+                options.append('--cpu-bind=$ibrepro_bind')
+            else:
+                options.append('--cpu-bind=cores')
     family = mpi_family(environ_features)
     if family == 'mvapich2':
         # one binder: MVAPICH2 itself only where srun does not bind (its own launchers: mpirun_rsh, hydra)
@@ -110,7 +140,8 @@ def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None,
     elif family in MPI_NO_BINDING:
         env.update(MPI_NO_BINDING[family])
     if options:
-        said.append(f'{launcher} ' + ' '.join(options))
+        near = f'--cpu-bind=map_cpu:<the first {ranks_per_node} CPUs of {rail_device}\'s local_cpulist on the node>'
+        said.append(f'{launcher} ' + ' '.join(near if o == '--cpu-bind=$ibrepro_bind' else o for o in options))
     if env:
         said.append(' '.join(f'{k}={v}' for k, v in env.items()))
     if family == 'mvapich2':
@@ -294,6 +325,17 @@ class Placement(rfm.RegressionTestPlugin):
         lines = placement_commands(self.current_partition.extras)
         self.prerun_cmds = lines + [c for c in self.prerun_cmds if c not in lines]
 
+    @run_before('sanity')
+    def _record_applied_binding(self):
+        """What the node decided (:data:`APPLIED_BINDING`), with the binding as planned."""
+        try:
+            with open(os.path.join(self.stagedir, APPLIED_BINDING)) as fp:
+                applied = fp.read().strip()
+        except OSError:
+            return
+        if applied and f'applied: {applied}' not in self.binding:
+            self.binding = f'{self.binding}; applied: {applied}'
+
     @run_after('setup')
     def _simulated_partition(self):
         """On a simulated partition: keep the model with the results, and skip what SMPI cannot model (the
@@ -315,12 +357,17 @@ class Placement(rfm.RegressionTestPlugin):
             # (each rank confined to the CPUs Slurm picks, wherever the binding points)
             self.exclusive_access = False
         near = rail_numa_node(extras)
+        rail = partition_rail(extras)
+        ranks = tasks_per_node or self.num_tasks_per_node or self.num_tasks or 1
         options, env, self.binding = policy(
-            self.job.launcher.registered_name, self.current_environ.features,
-            ranks_per_node=tasks_per_node or self.num_tasks_per_node or self.num_tasks or 1,
+            self.job.launcher.registered_name, self.current_environ.features, ranks_per_node=ranks,
             cores_per_node=extras.get('cores_per_node'), hca_numa_node=near[1] if near else None,
-            kill_on_bad_exit=kill_on_bad_exit, bind=bind)
+            kill_on_bad_exit=kill_on_bad_exit, bind=bind, rail_device=rail[0] if rail else None)
         self.job.launcher.options += [o for o in options if o not in self.job.launcher.options]
+        if '--cpu-bind=$ibrepro_bind' in options:
+            # several ranks per node go to CPUs of the rail's HCA, as the node lists them
+            lines = near_cpus_commands(rail[0], ranks)
+            self.prerun_cmds = [c for c in self.prerun_cmds if c not in lines] + lines
         if near and f'--cpu-bind=map_ldom:{near[1]}' in options:
             # the ranks go near the rail's HCA as the partition says it sits: the node must agree
             lines = numa_commands(*near)
