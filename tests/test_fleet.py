@@ -4,6 +4,7 @@ FleetSweep check run for real by ReFrame on this machine against such a tree."""
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -167,3 +168,45 @@ def test_every_state_fault_of_the_fixture_set_is_named_and_the_legal_cap_and_mlx
     faults, skipped = judged('m4', topology.read_sysfs(tmp_path / 'm4'),
                              {'rdma_devices': ['mlx4_0'], 'ib_ports': 2, 'expected_port': {'width': 4, 'speed': 'QDR'}})
     assert faults == [] and 'm4:mlx4_0: no PCI function: PCIe path and NUMA node not judged' in skipped
+
+
+def _gpu(root, chain, vendor='0x10de', klass='0x030200'):
+    """A GPU's PCI function under ``chain`` (pcie_chain), with the class and vendor the kernel shows, and its
+    ``bus/pci/devices`` link as Linux lays it out."""
+    fn = pcie_chain(root, chain)
+    write(fn / 'vendor', vendor)
+    write(fn / 'class', klass)
+    devices = root / 'bus' / 'pci' / 'devices'
+    devices.mkdir(parents=True, exist_ok=True)
+    (devices / fn.name).symlink_to(fn)
+    return fn
+
+
+def test_a_gpu_trained_below_its_path_is_a_degraded_pcie_link(tmp_path):
+    """A Gen4 x16 GPU in a Gen4 x16 slot that trained to x8: named as the PCIe link it is, with the GPU."""
+    _gpu(tmp_path, [('0000:3a:00.0', 16.0, 8, 16.0, 16), ('0000:3b:00.0', 16.0, 8, 16.0, 16)])
+    topo = topology.read_sysfs(tmp_path)
+    assert [(g['name'], g['vendor']) for g in topo['gpus']] == [('0000:3b:00.0', 'NVIDIA')]
+    faults, _ = fleet.judge('gn01', topo, {})
+    assert [(f['component'], f['fault'], f['evidence']) for f in faults] == [
+        ('gn01:pcie:0000:3b:00.0-0000:3a:00.0', 'PCIe link degraded',
+         'trained to 16 GT/s x8; both ends can 16 GT/s x16 (GPU 0000:3b:00.0)')]
+
+
+def test_the_h200_of_the_shared_fixture_at_gen5_x16_is_no_fault(tmp_path):
+    # its sysfs (tests/fixtures/nvbandwidth/0.8-h200/sysfs-gpu-pcie-link.txt): 32.0 GT/s x16 current and max; a
+    # root port of the same (the guest shows none above the GPU: the path is then not judged, and said so)
+    line = (Path(__file__).parent / 'fixtures' / 'nvbandwidth' / '0.8-h200' / 'sysfs-gpu-pcie-link.txt').read_text()
+    assert 'class=0x030200 vendor=0x10de cur=32.0 GT/s PCIe/x16 max=32.0 GT/s PCIe/x16' in line
+    _gpu(tmp_path / 'a', [('0000:00:05.0', 32.0, 16, 32.0, 16), ('0000:00:06.0', 32.0, 16, 32.0, 16)])
+    faults, skipped = fleet.judge('vm', topology.read_sysfs(tmp_path / 'a'), {})
+    assert faults == [] and skipped == []
+    _gpu(tmp_path / 'b', [('0000:00:06.0', 32.0, 16, 32.0, 16)])
+    faults, skipped = fleet.judge('vm', topology.read_sysfs(tmp_path / 'b'), {})
+    assert faults == [] and skipped == ['vm:gpu:0000:00:06.0: no PCIe link attributes above it: path not judged']
+
+
+def test_other_pci_functions_are_no_gpus(tmp_path):
+    _gpu(tmp_path, [('0000:3a:00.0', 16.0, 16, 16.0, 16), ('0000:3b:00.0', 16.0, 16, 16.0, 16)], vendor='0x15b3',
+         klass='0x020700')     # an InfiniBand controller
+    assert topology.read_sysfs(tmp_path)['gpus'] == []

@@ -93,6 +93,15 @@ def judge(host, topo, expected=None):
         if numa is not None and pci.get('numa_node') is not None and pci['numa_node'] != numa:
             faults.append(_fault(f'{host}:{name}', 'HCA NUMA node',
                                  f'on NUMA node {pci["numa_node"]}; the partition binds jobs near node {numa}'))
+    for gpu in topo.get('gpus') or []:     # a GPU's bus as an HCA's: a link below what both its ends can
+        name, pci = gpu.get('name'), gpu.get('pci') or {}
+        if not pci.get('path'):
+            skipped.append(f'{host}:gpu:{name}: no PCIe link attributes above it: path not judged')
+        for link in pci.get('path') or []:
+            if link['degraded']:
+                faults.append(_fault(f'{host}:pcie:{link["lower"]}-{link["upper"]}', 'PCIe link degraded',
+                                     f'trained to {_gts(link["speed"])} x{link["width"]}; both ends can '
+                                     f'{_gts(link["can_speed"])} x{link["can_width"]} (GPU {name})'))
     return faults, skipped
 
 

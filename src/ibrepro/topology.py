@@ -273,8 +273,29 @@ def _read_device(root, dev_dir):
     }
 
 
+#: PCI vendors whose display and 3D controllers are GPUs the fleet judges (NVIDIA, AMD).
+GPU_VENDORS = {'0x10de': 'NVIDIA', '0x1002': 'AMD'}
+#: PCI class codes of a GPU: VGA (0x0300xx) and 3D controllers (0x0302xx: data-centre GPUs).
+GPU_CLASSES = ('0x0300', '0x0302')
+
+
+def read_gpus(root=SYSFS):
+    """The GPUs under ``root`` (``bus/pci/devices``: PCI functions of a GPU vendor and class), each with its PCIe
+    link state and path as an HCA's (:func:`_read_pci`): the bus between GPU and host decides host-device copies as
+    it decided the papers' adapters' bandwidth."""
+    found = []
+    devices = Path(root) / 'bus' / 'pci' / 'devices'
+    for link in sorted(devices.iterdir()) if devices.is_dir() else []:
+        vendor, klass = _read(link / 'vendor'), _read(link / 'class') or ''
+        if vendor in GPU_VENDORS and klass.startswith(GPU_CLASSES):
+            pci = _read_pci(_pci_function(link), 'bus/pci')
+            if pci:
+                found.append({'name': pci['address'], 'vendor': GPU_VENDORS[vendor], 'class': klass, 'pci': pci})
+    return found
+
+
 def read_sysfs(root=SYSFS):
-    """The topology from sysfs under ``root`` (``/sys``)."""
+    """The topology from sysfs under ``root`` (``/sys``): RDMA devices, their adapters, and the node's GPUs."""
     root = Path(root)
     class_dir = root / 'class' / 'infiniband'
     topo = {'source': str(class_dir), 'devices': []}
@@ -285,6 +306,7 @@ def read_sysfs(root=SYSFS):
         if not topo['devices']:
             topo['message'] = f'no RDMA devices found ({class_dir} is empty)'
     topo['adapters'] = adapters(topo['devices'])
+    topo['gpus'] = read_gpus(root)
     return topo
 
 
