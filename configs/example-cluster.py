@@ -40,6 +40,9 @@ numbers).
 from ibrepro import paths, rfmconfig
 
 
+SYSTEM = 'example-cluster'          # SITE: your system's name, here only (keep it once nights are stored)
+
+
 def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, features=(), **extras):
     return {
         'name': name,
@@ -58,7 +61,7 @@ def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, fe
 
 
 EXAMPLE_CLUSTER = {
-    'name': 'example-cluster',                           # SITE: your system's name (keep it once nights are stored)
+    'name': SYSTEM,
     'descr': 'a Slurm + InfiniBand site (template)',
     'hostnames': [r'^example-login\d+$'],                # SITE: your login nodes
     'modules_system': 'nomod',                           # SITE: 'lmod' or 'tmod4' if environments use modules
@@ -82,16 +85,16 @@ ENVIRONMENTS = [
         'openmpi', descr='Open MPI 5 with OSU Micro-Benchmarks, NPB, IMB, perftest and ibrepro-benchmarks '
                          '(the Spack view of configs/spack/generic)',
         prefix=f'{VIEWS}/generic', mpi='openmpi', slurm_mpi_type='pmix',
-        tools=['osu', 'npb', 'imb', 'ibrepro-bench'], target_systems=['example-cluster']),
+        tools=['osu', 'npb', 'imb', 'ibrepro-bench'], target_systems=[SYSTEM]),
     rfmconfig.site_environment(
         'mvapich2', descr='MVAPICH2 2.3.7 (mrail, two-port striping patch) with OSU Micro-Benchmarks, NPB, IMB, '
                           'perftest and ibrepro-benchmarks (the Spack view of configs/spack/ib-mvapich)',
         prefix=f'{VIEWS}/ib-mvapich', mpi='mvapich2', slurm_mpi_type='pmi2',
-        tools=['osu', 'npb', 'imb', 'ibrepro-bench'], target_systems=['example-cluster']),
+        tools=['osu', 'npb', 'imb', 'ibrepro-bench'], target_systems=[SYSTEM]),
     # the verbs-level tools need no MPI: one environment, so each verbs case runs once
     rfmconfig.site_environment(
         'verbs', descr='perftest (upstream, MOFED or DOCA) and ibrepro_rdma, run by the pair runner',
-        prefix=f'{VIEWS}/generic', tools=['perftest', 'ibrepro-rdma'], target_systems=['example-cluster']),
+        prefix=f'{VIEWS}/generic', tools=['perftest', 'ibrepro-rdma'], target_systems=[SYSTEM]),
 ]
 
 # --mode nightly: the `nightly` subset (every figure of the papers once, ~26 min on two nodes: nightly.yaml)

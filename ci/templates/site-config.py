@@ -25,7 +25,7 @@ ENVIRONMENTS = '''ENVIRONMENTS = [
     # SITE (CI): the MPI wheels of `make setup`, TCP between the namespace nodes (configs/ci-cluster.py says why)
     rfmconfig.site_environment(
         'impi', descr='Intel MPI 2021.14 + IMB (PyPI impi-rt, make setup) over TCP',
-        prefix=f'{VIEWS}/impi', mpi='impi', slurm_mpi_type='pmi2', tools=['imb'], target_systems=[%(system)r],
+        prefix=f'{VIEWS}/impi', mpi='impi', slurm_mpi_type='pmi2', tools=['imb'], target_systems=[SYSTEM],
         # one value per name: this LD_LIBRARY_PATH replaces site_environment's own (<prefix>/lib), so it names both
         env_vars=[['LD_LIBRARY_PATH', rfmconfig.path_value(
                       [f'{VIEWS}/impi/lib', f'{VIEWS}/impi/lib/libfabric'], 'LD_LIBRARY_PATH')],
@@ -33,7 +33,7 @@ ENVIRONMENTS = '''ENVIRONMENTS = [
     rfmconfig.site_environment(
         'mpich', descr='MPICH (PyPI mpich, make setup) and our own benchmarks over TCP',
         prefix=f'{VIEWS}/mpich', mpi='mpich', slurm_mpi_type='pmi2', tools=['ibrepro-bench'],
-        target_systems=[%(system)r],
+        target_systems=[SYSTEM],
         env_vars=[['PATH', rfmconfig.path_value([rfmconfig.BENCH_BIN], 'PATH')],
                   ['MPIR_CVAR_CH4_NETMOD', 'ofi'], ['FI_PROVIDER', 'tcp']]),
 ]
@@ -55,7 +55,7 @@ def edits(hostname, node_python=None):
         ('environs', r"'environs': \['openmpi', 'mvapich2', 'verbs'\],", "'environs': ['impi', 'mpich'],"),
         # SITE: where your builds are
         ('views', r"VIEWS = '/opt/ibrepro/views'", "VIEWS = str(paths.DEPS_DIR)"),
-        ('environments', r"ENVIRONMENTS = \[\n.*?\n\]\n", ENVIRONMENTS % {'system': 'example-cluster'}),
+        ('environments', r"ENVIRONMENTS = \[\n.*?\n\]\n", ENVIRONMENTS),
     ]
 
 
