@@ -225,7 +225,11 @@ def run_as_generated(stage, script, spec, step=None, allocation=None):
     stage.mkdir(parents=True, exist_ok=True)
     (stage / 'flows.json').write_text(json.dumps(spec))
     (stage / 'ibrepro_pair.py').write_text(Path(pair.__file__).read_text())
-    lines = [re.sub(r'--partition=\S+', '--partition=ci', line) for line in script.strip().splitlines()
+    # the site's partition hdr is this cluster's ci: its #SBATCH line and the job's check that it runs there
+    placed = [line for line in script.splitlines() if line.startswith('case "${SLURM_JOB_PARTITION-}" in hdr) ;;')]
+    assert len(placed) == 1, script
+    lines = [re.sub(r'--partition=\S+', '--partition=ci', line).replace(' in hdr) ;;', ' in ci) ;;')
+             for line in script.strip().splitlines()
              if not line.startswith('export ')]          # the site's Spack view: not on these nodes
     if step is not None:
         lines[-1] = step
