@@ -34,8 +34,9 @@ FIXTURE = FIXTURES / 'run-report.local_imb_short.json'   # before the IMB layout
 PINGPONG = ['-n', 'IMBPointToPoint%benchmark=PingPong', '-p', 'impi', '-S', 'IMBPointToPoint.message_sizes=1:16',
             '-S', 'IMBPointToPoint.iterations=1000', '-S', 'IMBPointToPoint.time_per_sample=300']
 PROVENANCE = ['-n', 'IMBPointToPoint%benchmark=Uniband', '-n', 'RdmaTopology', '-n', 'SoftwareVersions']
-#: 200 us more per MPI call that completes a message (ibrepro.rfm.inject): 200x and more on shared memory
-SLOW = ['-S', 'inject_us=200']
+#: 2 ms more per MPI call that completes a message (ibrepro.rfm.inject): 1000x and more on shared memory, and more
+#: than the time slices a busy core costs two polling ranks (with 200 us, a busy loop beside them hid it)
+SLOW = ['-S', 'inject_us=2000']
 
 
 class Page(HTMLParser):
