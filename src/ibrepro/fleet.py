@@ -82,11 +82,7 @@ def judge(host, topo, expected=None):
             continue
         if not pci.get('path'):
             skipped.append(f'{host}:{name}: no PCIe link attributes above {pci.get("address")}: path not judged')
-        for link in pci.get('path') or []:
-            if link['degraded']:
-                faults.append(_fault(f'{host}:pcie:{link["lower"]}-{link["upper"]}', 'PCIe link degraded',
-                                     f'trained to {_gts(link["speed"])} x{link["width"]}; both ends can '
-                                     f'{_gts(link["can_speed"])} x{link["can_width"]} ({name})'))
+        faults += _degraded_links(host, pci, name)
         # {device: node} (each HCA against its own: a node with an HCA per socket), or one node for every device
         numa = expected.get('hca_numa_node')
         numa = numa.get(name) if isinstance(numa, dict) else numa
@@ -97,12 +93,16 @@ def judge(host, topo, expected=None):
         name, pci = gpu.get('name'), gpu.get('pci') or {}
         if not pci.get('path'):
             skipped.append(f'{host}:gpu:{name}: no PCIe link attributes above it: path not judged')
-        for link in pci.get('path') or []:
-            if link['degraded']:
-                faults.append(_fault(f'{host}:pcie:{link["lower"]}-{link["upper"]}', 'PCIe link degraded',
-                                     f'trained to {_gts(link["speed"])} x{link["width"]}; both ends can '
-                                     f'{_gts(link["can_speed"])} x{link["can_width"]} (GPU {name})'))
+        faults += _degraded_links(host, pci, f'GPU {name}')
     return faults, skipped
+
+
+def _degraded_links(host, pci, whose):
+    """The faults of the PCIe links of ``pci``'s path trained below what both their ends can (``whose`` path)."""
+    return [_fault(f'{host}:pcie:{link["lower"]}-{link["upper"]}', 'PCIe link degraded',
+                   f'trained to {_gts(link["speed"])} x{link["width"]}; both ends can '
+                   f'{_gts(link["can_speed"])} x{link["can_width"]} ({whose})')
+            for link in pci.get('path') or [] if link['degraded']]
 
 
 def counter_faults(host, before, after):
