@@ -322,8 +322,12 @@ class Placement(rfm.RegressionTestPlugin):
     @run_before('run')
     def _check_place(self):
         """The job's first lines: it ends before any benchmark when it runs outside its partition's place."""
-        lines = placement_commands(self.current_partition.extras)
-        self.prerun_cmds = lines + [c for c in self.prerun_cmds if c not in lines]
+        self._add_prerun(placement_commands(self.current_partition.extras), first=True)
+
+    def _add_prerun(self, lines, first=False):
+        """``lines`` in the job script before the run, once (a hook may run again on a retry), first or last."""
+        rest = [c for c in self.prerun_cmds if c not in lines]
+        self.prerun_cmds = lines + rest if first else rest + lines
 
     @run_before('sanity')
     def _record_applied_binding(self):
@@ -366,12 +370,10 @@ class Placement(rfm.RegressionTestPlugin):
         self.job.launcher.options += [o for o in options if o not in self.job.launcher.options]
         if '--cpu-bind=$ibrepro_bind' in options:
             # several ranks per node go to CPUs of the rail's HCA, as the node lists them
-            lines = near_cpus_commands(rail[0], ranks)
-            self.prerun_cmds = [c for c in self.prerun_cmds if c not in lines] + lines
+            self._add_prerun(near_cpus_commands(rail[0], ranks))
         if near and f'--cpu-bind=map_ldom:{near[1]}' in options:
             # the ranks go near the rail's HCA as the partition says it sits: the node must agree
-            lines = numa_commands(*near)
-            self.prerun_cmds = [c for c in self.prerun_cmds if c not in lines] + lines
+            self._add_prerun(numa_commands(*near))
         rail_env = {}
         if bind and self.one_rail:
             rail_env, self.mpi_rail, said = one_rail(
