@@ -1,6 +1,7 @@
 """nvbandwidth 0.8 outputs of a real NVIDIA H200 on PCI Express 5.0 x16 (tests/fixtures/nvbandwidth/0.8-h200, its
 MANIFEST): every measured cell a table of its own, GB/s as MB/s, ns as us, waived test cases kept by count or name."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,16 @@ def test_other_tools_outputs_are_not_taken_for_nvbandwidth():
     fixtures = Path(__file__).parent / 'fixtures'
     for path in [*sorted((fixtures / 'imb').rglob('*.txt'))[:3], *sorted((fixtures / 'osu').rglob('*.txt'))[:3]]:
         assert parsers.detect_tool(path.read_text(errors='replace')) != 'nvbandwidth', path
+
+
+@pytest.mark.parametrize('doc, says', [
+    ({'testcases': 7}, 'testcases is not a list of test cases'),
+    ({'testcases': [{'name': 'h2d', 'status': 'Passed', 'bandwidth_matrix': 5,
+                     'bandwidth_description': 'x (GB/s)'}]}, 'h2d: bandwidth_matrix is not a list of rows'),
+    ({'testcases': [{'name': 'h2d', 'status': 'Passed', 'bandwidth_matrix': [['$(reboot)']],
+                     'bandwidth_description': 'x (GB/s)'}]}, "h2d: cell (0, 0) is '$(reboot)', not a number"),
+])
+def test_json_of_the_wrong_shape_is_refused_naming_it(doc, says):
+    import json
+    with pytest.raises(parsers.ParseError, match=re.escape(says)):
+        parsers.parse_text(json.dumps({'nvbandwidth': doc}), tool='nvbandwidth')

@@ -74,7 +74,10 @@ def _parse_json(text, source):
     out = ParsedOutput(tool=TOOL, source=source, meta={
         'cuda_runtime': doc.get('CUDA Runtime Version'), 'driver': doc.get('Driver Version'),
         'devices': list(doc.get('GPU Device list') or []), 'waived': []})
-    for case in doc.get('testcases') or []:
+    cases = doc.get('testcases') or []
+    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        raise ParseError(source, 'testcases is not a list of test cases')
+    for case in cases:
         name, status = case.get('name'), case.get('status')
         if not isinstance(name, str) or not re.fullmatch(r'\w+', name):
             raise ParseError(source, f'a test case without a name: {str(case)[:120]}')
@@ -84,6 +87,8 @@ def _parse_json(text, source):
         if status != 'Passed':
             raise ParseError(source, f'{name}: status {status!r}')
         rows = case.get('bandwidth_matrix') or []
+        if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+            raise ParseError(source, f'{name}: bandwidth_matrix is not a list of rows')
         matrix = {(i, j): str(v).strip() for i, row in enumerate(rows) for j, v in enumerate(row)}
         out.tables += _tables(name, str(case.get('bandwidth_description', '')), matrix, source)
     return out
