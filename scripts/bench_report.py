@@ -1,13 +1,16 @@
 """How long `ibrepro report` takes over a long history: a synthetic results database, timed end to end.
 
-    .venv/bin/python scripts/bench_report.py [--sessions 30 90 365 730] [--values 1000] [--repeat 2] [--keep DIR]
+    .venv/bin/python scripts/bench_report.py [--sessions 30 90 365 730] [--values 1000] [--repeat 2] [--fleet]
+                                             [--keep DIR [--reuse]]
 
 Each synthetic session is the stored run report of a real short `make run`
 (tests/data/run-reports/run-report.local_imb_short.json) with its test cases copied under extra
 environment names until it holds about --values performance values, one day apart, every value the real one
-times log-normal noise (CV 5 %). The database has ReFrame 4.10's schema and rows (as its SQLite backend writes
-them). For each history length N the script runs `ibrepro report --history N` (default window 30), so trends
-span all N sessions, and prints the wall time and CPU time of
+times log-normal noise (CV 5 %). With --fleet, every session also holds a pair-round case (the fleet check's
+``FleetPairs``): one of ten real fault-free fat-tree nights (tests/data/fleet/nights/, in turn), moved onto the
+session's system, so the report draws its fleet section and reads the pair-round nights stored before. The
+database has ReFrame 4.10's schema and rows (as its SQLite backend writes them). For each history length N the
+script runs `ibrepro report --history N` (default window 30), so trends span all N sessions, and prints the wall time and CPU time of
 
 * `index build`: the first report, which extracts every session into the values index (once per database);
 * `report`: a report with the index in step (every nightly report after the first: the tested path);
@@ -34,6 +37,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / 'tests' / 'data' / 'run-reports' / 'run-report.local_imb_short.json'
+FLEET_NIGHTS = sorted((ROOT / 'tests' / 'data' / 'fleet' / 'nights').glob('fattree-clean-*.report.json'))
 
 #: ReFrame 4.10.4's results database (reframe/frontend/reporting/storage.py, schema 1.0)
 SCHEMA = [
@@ -66,17 +70,31 @@ def template(values):
     return report, count
 
 
-def make_db(path, sessions, values, seed=1, start=1.7e9):
+def fleet_cases(system, partition):
+    """The pair-round case of each real fault-free night, moved onto ``system:partition``."""
+    cases = []
+    for path in FLEET_NIGHTS:
+        (case,) = [c for c in json.loads(path.read_text())['runs'][0]['testcases'] if 'fleet_flows' in c]
+        case.update(system=system, partition=partition)
+        cases.append(case)
+    return cases
+
+
+def make_db(path, sessions, values, seed=1, start=1.7e9, fleet=False):
     """A results database of ``sessions`` synthetic sessions a day apart from ``start`` (added to ``path`` if it
-    exists)."""
+    exists); with ``fleet`` each also holds a pair-round case."""
     rng = random.Random(seed)
     base, count = template(values)
+    first = base['runs'][0]['testcases'][0]
+    nights = fleet_cases(first['system'], first['partition']) if fleet else []
     exists = Path(path).exists()
     conn = sqlite3.connect(path)
     for sql in SCHEMA if not exists else []:
         conn.execute(sql)
     for n in range(sessions):
         report = copy.deepcopy(base)
+        if nights:
+            report['runs'][0]['testcases'].append(copy.deepcopy(nights[n % len(nights)]))
         info = report['session_info']
         info['uuid'] = sid = str(uuid.UUID(int=rng.getrandbits(128)))
         info['time_start_unix'] = begin = start + n * 86400
@@ -120,12 +138,12 @@ def _timed(cmd, env, repeat):
     return best[0], best[1], loads
 
 
-def add_session(db, values, seed):
+def add_session(db, values, seed, fleet=False):
     """One more synthetic session, a day after the newest."""
     conn = sqlite3.connect(db)
     newest = conn.execute('SELECT MAX(session_start_unix) FROM sessions').fetchone()[0]
     conn.close()
-    make_db(db, 1, values, seed=seed, start=newest + 86400)
+    make_db(db, 1, values, seed=seed, start=newest + 86400, fleet=fleet)
 
 
 def main():
@@ -133,6 +151,7 @@ def main():
     parser.add_argument('--sessions', type=int, nargs='+', default=[30, 90, 365, 730])
     parser.add_argument('--values', type=int, default=1000)
     parser.add_argument('--repeat', type=int, default=2, help='timed runs of each step (the best is printed)')
+    parser.add_argument('--fleet', action='store_true', help='every session also holds a pair-round night')
     parser.add_argument('--keep', metavar='DIR', help='keep the databases and reports here')
     parser.add_argument('--reuse', action='store_true', help='reuse databases already in --keep DIR')
     args = parser.parse_args()
@@ -147,10 +166,10 @@ def main():
     print(f'{"sessions":>8} {"values":>6} {"db MB":>6} {"index MB":>8} {"MB/1000":>7}   {"step":<12} {"wall s":>7} '
           f'{"cpu s":>6}   load 1/5/15 min before each run')
     for sessions in args.sessions:
-        db = work / f'history-{sessions}.db'
+        db = work / f'history-{sessions}{"-fleet" if args.fleet else ""}.db'
         if not (args.reuse and db.exists()):
             db.unlink(missing_ok=True)
-            make_db(db, sessions, args.values)
+            make_db(db, sessions, args.values, fleet=args.fleet)
         count = template(args.values)[1]
         index = results.ValueIndex(db)
         index.remove()
@@ -159,7 +178,7 @@ def main():
         steps = [('index build', *_timed(report, env, 1))]
         steps.append(('report', *_timed(report, env, args.repeat)))
         steps.append(('no index', *_timed(report + ['--no-index'], env, args.repeat)))
-        add_session(db, args.values, seed=sessions)
+        add_session(db, args.values, seed=sessions, fleet=args.fleet)
         loads = [_load()]
         began, cpu = time.perf_counter(), time.process_time()
         with results.ValueIndex(db):

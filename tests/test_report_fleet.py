@@ -281,3 +281,46 @@ def test_stored_run_ids_of_the_wrong_type_are_no_run():
     nights = fleet_rounds.nights_of(odd)
     assert len(nights) == 4 and [len(n['runs']) for n in nights] == [1, 1, 0, 0]
     assert fleet_rounds.stored_history(odd, 'fattree-cluster', 'fabric')[1] == [real['session_info']['uuid'], 'b']
+
+
+def test_the_fleets_history_reads_each_night_s_pair_round_cases_from_the_values_index(tmp_path, monkeypatch):
+    """The nights the check and the report read are each session's pair-round cases kept in the values index
+    (every run of them, so a retry still replaces its first attempt), not the whole stored session: a night that
+    also ran a thousand other values reads as the same night; a session deleted from the database leaves the
+    index with it; one stored after the index was brought in step is read from the database."""
+    imb = json.loads((Path(__file__).parent / 'data' / 'run-reports' / 'run-report.local_imb_short.json').read_text())
+    paths = []
+    for name in NIGHTS:
+        data = json.loads((FLEET / f'{name}.report.json').read_text())
+        data['runs'][0]['testcases'] += imb['runs'][0]['testcases']      # the night's other checks
+        paths.append(tmp_path / f'{name}.json')
+        paths[-1].write_text(json.dumps(data))
+    db = stored_nights(tmp_path / 'results.db', paths[:2])
+    whole = [json.loads(p.read_text()) for p in paths]
+    nights = fleet_rounds.night_reports('fattree-cluster', 'fabric', db=db)
+    assert [results.testcases(n) for n in nights] == [
+        [c for c in results.testcases(r) if 'fleet_flows' in c] for r in whole[:2]]
+    assert [{k: v for k, v in n['session_info'].items() if k != 'sessions'} for n in nights] == \
+        [r['session_info'] for r in whole[:2]]
+    with results.ValueIndex(db) as index:
+        assert index.conn.execute('SELECT count(*) FROM fleet').fetchone() == (2,)
+        assert len(index.pair_round_parts([r['session_info']['uuid'] for r in whole])) == 2
+
+    monkeypatch.setattr(results.ValueIndex, '_sync', lambda self, source: None)    # the index not in step
+    stored_nights(tmp_path / 'more.db', paths[2:])
+    with sqlite3.connect(db) as conn, sqlite3.connect(tmp_path / 'more.db') as more:
+        conn.executemany('INSERT INTO sessions VALUES(?, ?, ?, ?, ?)', more.execute('SELECT * FROM sessions'))
+        conn.executemany('INSERT INTO testcases VALUES(?, ?, ?, ?, ?, ?, ?)', more.execute('SELECT * FROM testcases'))
+    nights = fleet_rounds.night_reports('fattree-cluster', 'fabric', db=db)
+    assert len(nights) == 3 and results.testcases(nights[2]) == [c for c in results.testcases(whole[2])
+                                                                 if 'fleet_flows' in c]
+    monkeypatch.undo()
+
+    gone = whole[0]['session_info']['uuid']
+    with sqlite3.connect(db) as conn:
+        conn.execute('DELETE FROM testcases WHERE session_uuid = ?', (gone,))
+        conn.execute('DELETE FROM sessions WHERE uuid = ?', (gone,))
+    assert [n['session_info']['uuid'] for n in fleet_rounds.night_reports('fattree-cluster', db=db)] == \
+        [r['session_info']['uuid'] for r in whole[1:]]
+    with results.ValueIndex(db) as index:
+        assert index.conn.execute('SELECT count(*) FROM fleet').fetchone() == (2,)

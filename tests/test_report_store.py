@@ -202,17 +202,47 @@ def test_an_index_planted_in_a_shared_directory_is_never_read(tmp_path, runner, 
     assert victim.read_text() == 'precious' and planted.is_symlink()
 
 
-def test_rows_of_the_index_that_are_not_values_rebuild_it(tmp_path, runner):
+@pytest.mark.parametrize('damage', [
+    "UPDATE vals SET value = 'fast' WHERE session >= 5",
+    "UPDATE sessions SET systems = '[' WHERE id = 2",
+])
+def test_rows_of_the_index_that_are_not_values_are_refused_and_a_damaged_index_is_rebuilt(tmp_path, runner, damage):
     db = _history(tmp_path / 'results.db', 6, values=40)
     with results.ValueIndex(db) as index:
-        index.conn.execute("UPDATE vals SET value = 'fast' WHERE session = 1 AND series IN "
-                           "(SELECT series FROM vals WHERE session = 1 LIMIT 3)")
-        index.conn.execute("UPDATE sessions SET systems = '[' WHERE id = 1")
+        for sql in ("UPDATE vals SET value = 'fast' WHERE session = 1", "UPDATE vals SET value = 9e999",
+                    "UPDATE vals SET result = x'00'", "UPDATE sessions SET systems = '[' WHERE id = 1",
+                    "UPDATE sessions SET systems = '{}' WHERE id = 1", "UPDATE series SET params = 'x'",
+                    "INSERT INTO fleet VALUES(1, '[]')"):
+            with pytest.raises(sqlite3.IntegrityError, match='CHECK constraint failed'):
+                index.conn.execute(sql)      # the tables refuse what no reader could use
+        index.conn.execute('PRAGMA ignore_check_constraints=ON')   # written past them: a damaged file
+        index.conn.execute(damage)
         index.conn.commit()
     proc = run_report(runner, '--db', str(db))
+    assert proc.returncode == 2 and f'values index {db}.values: ' in proc.stderr \
+        and 'is not what ibrepro stores there (a damaged file?): removed; run the command again' in proc.stderr \
+        and 'Traceback' not in proc.stderr, output(proc)
+    assert not Path(f'{db}.values').exists()
+    proc = run_report(runner, '--db', str(db))
     assert proc.returncode == 0, output(proc)
-    assert f'values index {db}.values: rows that are not values (sessions: 1 row(s), vals: 3 row(s)): rebuilt' \
-        in proc.stderr, output(proc)
     assert '6 run(s)' in written(proc)[0]
+
+
+def test_an_index_with_tables_not_as_we_create_them_is_rebuilt(tmp_path, runner):
+    """An index of this format whose tables lack their CHECKs (rows could be anything) or that holds a trigger (SQL
+    run when we write) is not read: it is rebuilt from the database, losing nothing."""
+    db = _history(tmp_path / 'results.db', 6, values=40)
     with results.ValueIndex(db) as index:
-        assert results._bad_rows(index.conn) == ''
+        want = sorted(index.conn.execute('SELECT session, series, value FROM vals'))
+    for change in ("ALTER TABLE vals RENAME TO old; CREATE TABLE vals(session, series, value, ref, lower, upper, "
+                   "result); INSERT INTO vals SELECT * FROM old; DROP TABLE old",
+                   "CREATE TRIGGER t AFTER INSERT ON vals BEGIN DELETE FROM vals; END"):
+        with sqlite3.connect(f'{db}.values') as conn:
+            conn.executescript(change)
+        proc = run_report(runner, '--db', str(db))
+        assert proc.returncode == 0 and ': rebuilt from the database' in proc.stderr \
+            and ('table vals: not as we create it' in proc.stderr or 'trigger t: not ours' in proc.stderr), \
+            output(proc)
+        with results.ValueIndex(db) as index:
+            assert sorted(index.conn.execute('SELECT session, series, value FROM vals')) == want
+            assert results._schema_problem(index.conn) == ''

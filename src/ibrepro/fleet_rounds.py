@@ -358,19 +358,19 @@ def night_reports(system=None, partition=None, *, before=None, last=HISTORY_NIGH
     ``partition``), started before ``before`` (unix time), oldest first, each one run report (:func:`nights_of`: a
     run stored as several sessions is one night); runs in ``exclude`` (run ids, :func:`ibrepro.results.run_id`)
     left out. Found by ReFrame's test case index (:func:`ibrepro.results.check_sessions`) and read from the newest
-    back, so only those sessions are read. Sessions that cannot be read are named in ``problems`` (ResultsError
-    without it)."""
+    back, each only its pair-round cases (:func:`ibrepro.results.pair_round_reports`: from the values index).
+    Sessions that cannot be read are named in ``problems`` (ResultsError without it)."""
     from . import results
     uuids = results.check_sessions(NIGHT_CHECK, system, partition, before, db)
 
     def kept(reports):
         return [n for n in nights_of(reports) if results.run_id(n) not in exclude]
     if not last:
-        return kept(results.sessions_by_uuid(uuids, db, problems=problems))
+        return kept(results.pair_round_reports(uuids, db, problems=problems))
     reports, nights, end = [], [], len(uuids)
     while end > 0:
         start = max(0, end - last)
-        reports = results.sessions_by_uuid(uuids[start:end], db, problems=problems) + reports
+        reports = results.pair_round_reports(uuids[start:end], db, problems=problems) + reports
         nights, end = kept(reports), start
         if len(nights) > last:            # one more than asked: the oldest night asked for has all its sessions
             break

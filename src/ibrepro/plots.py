@@ -8,6 +8,7 @@ import base64
 import functools
 import io
 import math
+import os
 
 #: One colour per seed paper, so a paper keeps its colour in every figure.
 SEED_COLOURS = {'000': '#1f77b4', '001': '#2ca02c', '002': '#d62728', '003': '#9467bd', '004': '#ff7f0e'}
@@ -34,6 +35,63 @@ def _pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+class Drawing:
+    """A figure to draw later, with the report's others (:func:`draw_all`): ``plots.<kind>(*args)``."""
+
+    def __init__(self, kind, *args):
+        self.kind, self.args = kind, args
+
+    def draw(self):
+        return globals()[self.kind](*self.args)
+
+
+def later(kind, *args):
+    """The :class:`Drawing` of ``plots.<kind>(*args)`` (``paper_figure``, ``trend``)."""
+    if kind not in ('paper_figure', 'trend'):
+        raise ValueError(f'no figure {kind!r}')
+    return Drawing(kind, *args)
+
+
+def _draw(drawing):
+    return drawing.draw()
+
+
+def draw_all(model):
+    """Draw every :class:`Drawing` in ``model`` (dicts and lists) in place, as its PNG data URI: on as many of
+    this process's CPUs as there are figures (a report has tens of figures, each a tenth of a second of Agg
+    rendering: most of a report's time), forked after matplotlib was imported, in this process when one CPU or
+    one figure; the same images either way."""
+    found = []
+
+    def walk(node):
+        items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, value in items:
+            if isinstance(value, Drawing):
+                found.append((node, key, value))
+            else:
+                walk(value)
+    walk(model)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else 1
+    workers = min(cpus, len(found))
+    images = None
+    if workers > 1:
+        import concurrent.futures
+        import multiprocessing
+        _pyplot()           # imported once, here: the workers inherit it
+        try:
+            with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context('fork')) \
+                    as pool:
+                images = list(pool.map(_draw, [d for _, _, d in found]))
+        except (OSError, concurrent.futures.process.BrokenProcessPool) as err:
+            import sys      # no process to spare (a limit on processes): drawn here
+            print(f'ibrepro: cannot start {workers} figure workers ({err}): drawing one by one', file=sys.stderr)
+    if images is None:
+        images = [d.draw() for _, _, d in found]
+    for (node, key, _), image in zip(found, images):
+        node[key] = image
+    return model
 
 
 def data_uri(fig):
@@ -89,7 +147,7 @@ def paper_figure(title, ylabel, curves, papers, limit_now=None, limit_note=None)
         ax.yaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set_xlabel('message size (bytes)')
     ax.set_ylabel(plain(ylabel))
-    ax.set_title('\n'.join(plain(line) for line in title.split('\n')), fontsize=10)
+    ax.set_title('\n'.join(plain(line) for line in title.split('\n')), fontsize=10, y=1, pad=6)
     ax.grid(True, which='major', alpha=0.3)
     ax.legend(fontsize=7, loc='upper left', framealpha=0.8)
     return data_uri(fig)
@@ -120,7 +178,7 @@ def trend(title, unit, dates, values, tested, band=None, reference=None):
     ax.set_xticks(ticks, [dates[i].strftime('%m-%d %H:%M') for i in ticks], fontsize=7)
     ax.set_xlabel('session (start, UTC)', fontsize=8)
     ax.set_ylabel(plain(unit))
-    ax.set_title(plain(title), fontsize=9)
+    ax.set_title(plain(title), fontsize=9, y=1, pad=6)
     ax.grid(True, alpha=0.3)
     if last or band or reference:
         ax.legend(fontsize=7, loc='upper left', framealpha=0.8)

@@ -289,6 +289,22 @@ def _count(value):
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+#: The loggable variable only a pair-round case has (reframe-checks/system/fleet_pairs.py): a fleet night.
+PAIR_ROUND_FLOWS = 'fleet_flows'
+
+
+def pair_round_part(report):
+    """The run report with only its pair-round cases (every run kept, so a retry still replaces its first
+    attempt: :func:`testcases`), or None without one: what the fleet's history reads of a night."""
+    runs = [run for run in report.get('runs') or [] if isinstance(run, dict)] \
+        if isinstance(report.get('runs'), list) else []
+    kept = [{**run, 'testcases': [c for c in run.get('testcases') or [] if isinstance(c, dict)
+                                  and PAIR_ROUND_FLOWS in c]} for run in runs if isinstance(run.get('testcases'), list)]
+    if not any(run['testcases'] for run in kept):
+        return None
+    return {'session_info': report['session_info'], 'runs': kept}
+
+
 # -- the history of a system: what the report and the history test read -------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -364,17 +380,38 @@ class History:
 
 # -- the index beside the database ------------------------------------------------------------------
 
-_INDEX_FORMAT = '2'
+#: Rows a reader could not use (a wrong type, an infinite value), per table: each table's CHECK refuses them, so
+#: no row of the index needs to be looked at when it is opened (a full look cost seconds at ten years of history).
+_INDEX_CHECKS = {
+    'sessions': "typeof(uuid) != 'text' OR typeof(start) NOT IN ('real', 'integer', 'null') "
+                "OR abs(start) > 1e11 OR NOT json_valid(coalesce(systems, '[]')) "
+                "OR json_type(coalesce(systems, '[]')) != 'array' OR NOT json_valid(coalesce(problems, '[]'))",
+    'series': "typeof(system) != 'text' OR typeof(partition) != 'text' OR typeof(environ) != 'text' "
+              "OR typeof(check_name) != 'text' OR typeof(name) != 'text' OR typeof(variable) != 'text' "
+              "OR typeof(unit) != 'text' OR NOT json_valid(params)",
+    'vals': "typeof(value) NOT IN ('real', 'integer') OR abs(value) > 1.7e308 "
+            + ''.join(f"OR typeof({c}) NOT IN ('real', 'integer', 'null') OR abs({c}) > 1.7e308 "
+                      for c in ('ref', 'lower', 'upper')) + "OR typeof(result) NOT IN ('text', 'null')",
+    'fleet': "typeof(session) != 'integer' OR NOT json_valid(report) OR json_type(report) != 'object'",
+}
+
+_INDEX_FORMAT = '3'
 _INDEX_SCHEMA = [
     'CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)',
     'CREATE TABLE sessions(id INTEGER PRIMARY KEY, uuid TEXT UNIQUE NOT NULL, start REAL, run TEXT, cases INTEGER, '
-    'failures INTEGER, systems TEXT, problems TEXT, unreadable TEXT, confirms TEXT)',
+    'failures INTEGER, systems TEXT, problems TEXT, unreadable TEXT, confirms TEXT, '
+    f'CHECK(NOT ({_INDEX_CHECKS["sessions"]})))',
     'CREATE TABLE series(id INTEGER PRIMARY KEY, system TEXT, partition TEXT, environ TEXT, check_name TEXT, '
     'name TEXT, params TEXT, variable TEXT, unit TEXT, '
-    'UNIQUE(system, partition, environ, check_name, name, params, variable, unit))',
+    'UNIQUE(system, partition, environ, check_name, name, params, variable, unit), '
+    f'CHECK(NOT ({_INDEX_CHECKS["series"]})))',
     # one row per value, clustered by session: adding and dropping a session touches one range
     'CREATE TABLE vals(session INTEGER, series INTEGER, value REAL, ref REAL, lower REAL, upper REAL, result TEXT, '
-    'PRIMARY KEY(session, series)) WITHOUT ROWID',
+    f'PRIMARY KEY(session, series), CHECK(NOT ({_INDEX_CHECKS["vals"]}))) WITHOUT ROWID',
+    # the pair-round nights (a session's run report with only its pair-round cases, :func:`pair_round_part`): the
+    # fleet's history reads these few kB per night, not the whole stored session
+    'CREATE TABLE fleet(session INTEGER PRIMARY KEY, report TEXT, '
+    f'CHECK(NOT ({_INDEX_CHECKS["fleet"]})))',
 ]
 
 
@@ -504,28 +541,16 @@ def _index_files(path):
     return [Path(f'{path}{suffix}') for suffix in ('', '-wal', '-shm')]
 
 
-#: Rows of the index a reader could not use (a wrong type, an infinite value): the index is then rebuilt.
-_INDEX_CHECKS = [
-    ('sessions', "typeof(uuid) != 'text' OR typeof(start) NOT IN ('real', 'integer', 'null') "
-                 "OR abs(start) > 1e11 OR NOT json_valid(coalesce(systems, '[]')) "
-                 "OR NOT json_valid(coalesce(problems, '[]'))"),
-    ('series', "typeof(system) != 'text' OR typeof(partition) != 'text' OR typeof(environ) != 'text' "
-               "OR typeof(check_name) != 'text' OR typeof(name) != 'text' OR typeof(variable) != 'text' "
-               "OR typeof(unit) != 'text' OR NOT json_valid(params)"),
-    ('vals', "typeof(value) NOT IN ('real', 'integer') OR abs(value) > 1.7e308 "
-             + ''.join(f"OR typeof({c}) NOT IN ('real', 'integer', 'null') OR abs({c}) > 1.7e308 "
-                       for c in ('ref', 'lower', 'upper')) + "OR typeof(result) NOT IN ('text', 'null')"),
-]
-
-
-def _bad_rows(conn):
-    """``table: N row(s)`` of every table with rows a reader could not use, or ''."""
-    bad = []
-    for table, where in _INDEX_CHECKS:
-        (count,) = conn.execute(f'SELECT count(*) FROM {table} WHERE {where}').fetchone()
-        if count:
-            bad.append(f'{table}: {count} row(s)')
-    return ', '.join(bad)
+def _schema_problem(conn):
+    """Why an index file's schema is not the one :data:`_INDEX_SCHEMA` creates (another table, a table without its
+    CHECK, a trigger or a view: SQL that would run when we write), or ''."""
+    stored = {(kind, name): sql for kind, name, sql in conn.execute('SELECT type, name, sql FROM sqlite_master')}
+    ours = {('table', sql.split('(', 1)[0].split()[-1]): sql for sql in _INDEX_SCHEMA}
+    changed = [f'table {name}: not as we create it' for (kind, name), sql in ours.items()
+               if stored.get((kind, name)) != sql]
+    extra = [f'{kind} {name}: not ours' for (kind, name), sql in sorted(stored.items())
+             if (kind, name) not in ours and not (kind == 'index' and sql is None)]   # a key's own index: ours
+    return ', '.join(changed + extra)
 
 
 class ValueIndex:
@@ -598,12 +623,11 @@ class ValueIndex:
                         conn.execute("INSERT OR IGNORE INTO meta VALUES('format', ?)", (_INDEX_FORMAT,))
                         conn.execute("INSERT OR IGNORE INTO meta VALUES('database', ?)", (str(self.db.resolve()),))
                 fmt = conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
-                bad = _bad_rows(conn) if fmt and fmt[0] == _INDEX_FORMAT else ''
+                bad = _schema_problem(conn) if fmt and fmt[0] == _INDEX_FORMAT else ''
                 if fmt and fmt[0] == _INDEX_FORMAT and not bad:
                     return conn
-                if bad:     # written by something else, or damaged: rebuilt from the database, losing nothing
-                    print(f'ibrepro: values index {self.path}: rows that are not values ({bad}): rebuilt from the '
-                          'database', file=sys.stderr)
+                if bad:     # written by something else: rebuilt from the database, losing nothing
+                    print(f'ibrepro: values index {self.path}: {bad}: rebuilt from the database', file=sys.stderr)
                 conn.close()
             except sqlite3.DatabaseError:
                 pass
@@ -637,6 +661,7 @@ class ValueIndex:
                     chunk = gone[i:i + 500]
                     marks = ','.join('?' * len(chunk))
                     self.conn.execute(f'DELETE FROM vals WHERE session IN ({marks})', chunk)
+                    self.conn.execute(f'DELETE FROM fleet WHERE session IN ({marks})', chunk)
                     self.conn.execute(f'DELETE FROM sessions WHERE id IN ({marks})', chunk)
         series = {Series(*row[1:]): row[0] for row in self.conn.execute(
             'SELECT id, system, partition, environ, check_name, name, params, variable, unit FROM series')}
@@ -679,6 +704,21 @@ class ValueIndex:
                     'name = ? AND params = ? AND variable = ? AND unit = ?', key).fetchone()[0]
             rows[series[key]] = (sid, series[key], value, ref, lower, upper, result)
         self.conn.executemany('INSERT INTO vals VALUES(?, ?, ?, ?, ?, ?, ?)', rows.values())
+        part = pair_round_part(report)
+        if part:
+            self.conn.execute('INSERT INTO fleet VALUES(?, ?)', (sid, json.dumps(part)))
+
+    def _damaged(self, what):
+        """The ResultsError of a row no reader can use (written past the tables' CHECKs: a damaged file, a hand
+        edit): the index is removed, so the next command rebuilds it from the database, losing nothing."""
+        path = self.path
+        self.close()
+        try:
+            self.remove()
+        except ResultsError:
+            pass
+        return ResultsError(f'values index {path}: {what} is not what ibrepro stores there (a damaged file?): '
+                            'removed; run the command again, it rebuilds the index from the database')
 
     # -- queries ------------------------------------------------------------------------------------
 
@@ -691,10 +731,29 @@ class ValueIndex:
                 'ORDER BY start, uuid'):
             if bad:
                 unreadable.append(bad)
-            else:
+                continue
+            try:
                 readable.append((SessionRow(uuid, start, run, cases, failures, tuple(json.loads(systems)), confirms),
-                                 json.loads(problems)))
+                                 list(json.loads(problems))))
+            except (TypeError, ValueError):
+                raise self._damaged(f'the row of session {_short(uuid)}') from None
         return readable, unreadable
+
+    def pair_round_parts(self, uuids):
+        """``{uuid: its run report with only its pair-round cases (:func:`pair_round_part`), None without one, or
+        why the session is unreadable (str)}`` of those of these sessions the index holds."""
+        found = {}
+        uuids = list(uuids)
+        for i in range(0, len(uuids), 500):
+            chunk = uuids[i:i + 500]
+            for uuid, bad, part in self.conn.execute(
+                    f'SELECT s.uuid, s.unreadable, f.report FROM sessions s LEFT JOIN fleet f ON f.session = s.id '
+                    f'WHERE s.uuid IN ({",".join("?" * len(chunk))})', chunk):
+                try:
+                    found[uuid] = bad or (json.loads(part) if part is not None else None)
+                except ValueError:
+                    raise self._damaged(f'the pair-round cases of session {_short(uuid)}') from None
+        return found
 
     def attach(self, history, positions, system=None):
         """Make ``history`` read the values of the sessions ``{uuid: position in history}`` (of ``system``) from
@@ -721,6 +780,8 @@ class ValueIndex:
                                      f'FROM {table} c JOIN vals v ON v.session = c.id '
                                      f'WHERE c.id IN ({",".join("?" * len(chunk))})', chunk).fetchall()
             for sid, position, value, *details in sorted(rows, key=lambda r: r[1]):
+                if not isinstance(value, float):
+                    raise self._damaged(f'value {_short(value)}')
                 if sid in pending:
                     history._note_first(series[sid], position, value, details)
                     pending.discard(sid)
@@ -744,7 +805,10 @@ class ValueIndex:
                     continue
                 slot = slots[sid] = found.setdefault(key, (array.array('i'), array.array('d')))
             slot[0].append(position)
-            slot[1].append(value)
+            try:
+                slot[1].append(value)
+            except TypeError:
+                raise self._damaged(f'value {_short(value)}') from None
 
     def size(self):
         return sum(Path(f'{self.path}{s}').stat().st_size for s in ('', '-wal') if Path(f'{self.path}{s}').exists())
@@ -867,6 +931,28 @@ def sessions_by_uuid(uuids, db=None, problems=None):
         if collecting:
             gc.enable()
     return [found[u] for u in uuids if u in found]
+
+
+def pair_round_reports(uuids, db=None, problems=None):
+    """The run reports of the sessions with these exact UUIDs that have pair-round cases, in the order given, each
+    with only those (:func:`pair_round_part`): read from the values index, a few kB a night, not the whole stored
+    session; one stored since the index was brought in step is decoded from the database. A session that cannot be
+    read is named in ``problems``, or raises ResultsError without it (as :func:`sessions_by_uuid`)."""
+    uuids = list(uuids)
+    with open_index(db) as index:
+        parts = index.pair_round_parts(uuids)
+    reports = []
+    for uuid in uuids:
+        if uuid not in parts:      # stored a moment ago
+            parts[uuid] = next((pair_round_part(r) for r in sessions_by_uuid([uuid], db, problems)), None)
+        part = parts[uuid]
+        if isinstance(part, str):
+            if problems is None:
+                raise ResultsError(part)
+            problems.append(part)
+        elif part:
+            reports.append(part)
+    return reports
 
 
 def load_report(path):

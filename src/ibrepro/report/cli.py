@@ -149,6 +149,9 @@ def _cli_checked(args):
 
     try:
         return _report(args, method, inputs)
+    except results.ResultsError as err:    # e.g. a damaged values index, met while reading the history
+        print(f'ibrepro report: {err}: could not judge', file=sys.stderr)
+        return verdict.EXIT_UNJUDGED
     finally:
         inputs.close()
 

@@ -7,7 +7,7 @@ import functools
 import json
 import statistics
 
-from .. import parsers, results, stats, verdict
+from .. import parsers, plots, results, stats, verdict
 from ..simulated import table as simulated_table
 from . import fleet, papers, provenance, regressions
 from ..results import run_id
@@ -205,7 +205,7 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     model.update(regressions.section(every_run, meta, latest, result, dates, method))
     model.update(_verdict_lists(verdicts, model['groups']))
     model['guard'] = dataclasses.asdict(guard)
-    return model
+    return plots.draw_all(model)      # the figures, drawn together
 
 
 def _charts(system, night):

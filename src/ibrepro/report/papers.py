@@ -138,8 +138,8 @@ def _figure(group, topologies):
     title = names[0] if len(names) == 1 else f'{", ".join(sorted({n.split()[0] for n in names}))} ({len(names)} cases)'
     curves = [((f'{c.name.split(" ", 1)[1] if " " in c.name else c.name} ' if len(names) > 1 else '') + c.where,
                c.points) for c in group.curves]
-    image = plots.paper_figure(f'{title}: {_UNITS[prefix].split(" (")[0]}\n(papers: {title_figs})', _UNITS[prefix],
-                               curves, papers, limit_now, note)
+    image = plots.later('paper_figure', f'{title}: {_UNITS[prefix].split(" (")[0]}\n(papers: {title_figs})',
+                        _UNITS[prefix], curves, papers, limit_now, note)
     relative = [{'id': e['id'], 'where': e['where'], 'text': f"{e['qualifier'] or ''} {e['value']} {e['unit']} "
                  f"{e['metric']}".strip(), 'configuration': e['configuration']}
                 for e in group.relative.values()]

@@ -48,8 +48,8 @@ def section(every_run, meta, latest, result, dates, method):
                    row['ref'] * (1 + row['upper']) if row['upper'] is not None else None)
         title = f'{row["name"]} @{row["partition"]}+{row["environ"]}: {row["variable"]}'
         trends.append({'title': title, 'verdict': shift.verdict,
-                       'image': plots.trend(title, row['unit'], dates, aligned[row['key']], method.confirm,
-                                            band, ref)})
+                       'image': plots.later('trend', title, row['unit'], dates, aligned[row['key']],
+                                            method.confirm, band, ref)})
     reframe_fail = [r for r in rows if r['reframe'] == 'fail']
     alarms = [r for r in flagged if r['shift'].verdict == 'change']   # see stats.HistoryResult.alarms
     return {
