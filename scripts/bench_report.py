@@ -1,7 +1,7 @@
 """How long `ibrepro report` takes over a long history: a synthetic results database, timed end to end.
 
     .venv/bin/python scripts/bench_report.py [--sessions 30 90 365 730] [--values 1000] [--repeat 2] [--fleet]
-                                             [--keep DIR [--reuse]]
+                                             [--skip-no-index] [--keep DIR [--reuse]]
 
 Each synthetic session is the stored run report of a real short `make run`
 (tests/data/run-reports/run-report.local_imb_short.json) with its test cases copied under extra
@@ -152,6 +152,7 @@ def main():
     parser.add_argument('--values', type=int, default=1000)
     parser.add_argument('--repeat', type=int, default=2, help='timed runs of each step (the best is printed)')
     parser.add_argument('--fleet', action='store_true', help='every session also holds a pair-round night')
+    parser.add_argument('--skip-no-index', action='store_true', help='leave out the `no index` step (minutes at 3650)')
     parser.add_argument('--keep', metavar='DIR', help='keep the databases and reports here')
     parser.add_argument('--reuse', action='store_true', help='reuse databases already in --keep DIR')
     args = parser.parse_args()
@@ -177,7 +178,8 @@ def main():
                   '--output-dir', str(work / 'reports')]
         steps = [('index build', *_timed(report, env, 1))]
         steps.append(('report', *_timed(report, env, args.repeat)))
-        steps.append(('no index', *_timed(report + ['--no-index'], env, args.repeat)))
+        if not args.skip_no_index:
+            steps.append(('no index', *_timed(report + ['--no-index'], env, args.repeat)))
         add_session(db, args.values, seed=sessions, fleet=args.fleet)
         loads = [_load()]
         began, cpu = time.perf_counter(), time.process_time()

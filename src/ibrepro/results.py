@@ -408,6 +408,8 @@ _INDEX_SCHEMA = [
     # one row per value, clustered by session: adding and dropping a session touches one range
     'CREATE TABLE vals(session INTEGER, series INTEGER, value REAL, ref REAL, lower REAL, upper REAL, result TEXT, '
     f'PRIMARY KEY(session, series), CHECK(NOT ({_INDEX_CHECKS["vals"]}))) WITHOUT ROWID',
+    # which series the chosen sessions hold, without reading their values (attach)
+    'CREATE INDEX vals_series ON vals(series, session)',
     # the pair-round nights (a session's run report with only its pair-round cases, :func:`pair_round_part`): the
     # fleet's history reads these few kB per night, not the whole stored session
     'CREATE TABLE fleet(session INTEGER PRIMARY KEY, report TEXT, '
@@ -545,8 +547,8 @@ def _schema_problem(conn):
     """Why an index file's schema is not the one :data:`_INDEX_SCHEMA` creates (another table, a table without its
     CHECK, a trigger or a view: SQL that would run when we write), or ''."""
     stored = {(kind, name): sql for kind, name, sql in conn.execute('SELECT type, name, sql FROM sqlite_master')}
-    ours = {('table', sql.split('(', 1)[0].split()[-1]): sql for sql in _INDEX_SCHEMA}
-    changed = [f'table {name}: not as we create it' for (kind, name), sql in ours.items()
+    ours = {(sql.split()[1].lower(), sql.split('(', 1)[0].split()[2]): sql for sql in _INDEX_SCHEMA}
+    changed = [f'{kind} {name}: not as we create it' for (kind, name), sql in ours.items()
                if stored.get((kind, name)) != sql]
     extra = [f'{kind} {name}: not ours' for (kind, name), sql in sorted(stored.items())
              if (kind, name) not in ours and not (kind == 'index' and sql is None)]   # a key's own index: ours
@@ -619,7 +621,7 @@ class ValueIndex:
                 if not tables:
                     with conn:   # another process may be creating it too: what it stored first stays
                         for sql in _INDEX_SCHEMA:
-                            conn.execute(sql.replace('CREATE TABLE', 'CREATE TABLE IF NOT EXISTS', 1))
+                            conn.execute(re.sub(r'^CREATE (TABLE|INDEX)', r'CREATE \1 IF NOT EXISTS', sql))
                         conn.execute("INSERT OR IGNORE INTO meta VALUES('format', ?)", (_INDEX_FORMAT,))
                         conn.execute("INSERT OR IGNORE INTO meta VALUES('database', ?)", (str(self.db.resolve()),))
                 fmt = conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
@@ -769,15 +771,16 @@ class ValueIndex:
         history._index = (self, table, series)
         # the first occurrence of every series present: walk the sessions oldest first until all are seen (most
         # series are in the oldest session, so this reads a few sessions, not the history)
-        pending = {sid for (sid,) in self.conn.execute(f'SELECT DISTINCT v.series FROM {table} c '
-                                                       f'JOIN vals v ON v.session = c.id') if sid in series}
+        pending = {sid for (sid,) in self.conn.execute(
+            f'SELECT s.id FROM series s WHERE EXISTS (SELECT 1 FROM vals v WHERE v.series = s.id AND v.session IN '
+            f'(SELECT id FROM {table}))') if sid in series}
         order = [sid for sid, _ in sorted(self.conn.execute(f'SELECT id, position FROM {table}'), key=lambda r: r[1])]
         for i in range(0, len(order), 64):
             if not pending:
                 break
             chunk = order[i:i + 64]
             rows = self.conn.execute(f'SELECT v.series, c.position, v.value, v.ref, v.lower, v.upper, v.result '
-                                     f'FROM {table} c JOIN vals v ON v.session = c.id '
+                                     f'FROM {table} c CROSS JOIN vals v ON v.session = c.id '
                                      f'WHERE c.id IN ({",".join("?" * len(chunk))})', chunk).fetchall()
             for sid, position, value, *details in sorted(rows, key=lambda r: r[1]):
                 if not isinstance(value, float):
@@ -796,8 +799,10 @@ class ValueIndex:
             where += f' AND v.series IN ({",".join("?" * len(ids))})'
             args += ids
         slots = {}
+        # CROSS JOIN: the chosen sessions outside, each one's values a range of the primary key (SQLite would
+        # otherwise scan every value of the index)
         for sid, position, value in self.conn.execute(f'SELECT v.series, c.position, v.value FROM {table} c '
-                                                      f'JOIN vals v ON v.session = c.id WHERE {where}', args):
+                                                      f'CROSS JOIN vals v ON v.session = c.id WHERE {where}', args):
             slot = slots.get(sid)
             if slot is None:
                 key = series.get(sid)
