@@ -75,7 +75,7 @@ def test_a_rail_that_is_not_the_partitions_is_refused_by_name(extras, error):
 
 
 @pytest.mark.parametrize('features, env', [
-    (['openmpi'], {'UCX_NET_DEVICES': 'mlx5_1:1', 'FI_VERBS_DEVICE_NAME': 'mlx5_1'}),
+    (['openmpi'], {'UCX_NET_DEVICES': 'mlx5_1:1', 'FI_VERBS_DEVICE_NAME': 'mlx5_1', 'OMPI_MCA_pml': 'ucx'}),
     (['mpich'], {'UCX_NET_DEVICES': 'mlx5_1:1', 'FI_VERBS_DEVICE_NAME': 'mlx5_1', 'MPIR_CVAR_CH4_OFI_MAX_NICS': '1'}),
     (['impi'], {'UCX_NET_DEVICES': 'mlx5_1:1', 'FI_VERBS_DEVICE_NAME': 'mlx5_1', 'I_MPI_MULTIRAIL': '0'}),
     (['mvapich2', 'mpich'], {'MV2_IBA_HCA': 'mlx5_1', 'MV2_NUM_HCAS': '1', 'MV2_NUM_PORTS': '1',

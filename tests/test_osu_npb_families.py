@@ -300,7 +300,8 @@ def test_the_old_window_size_warns_and_reaches_only_a_family_without_its_own_win
     # one rail, the partition's first (two single-port HCAs): the papers measured one port
     ('OSULatency', 'mvapich2', ['export MV2_IBA_HCA=mlx5_0', 'export MV2_NUM_HCAS=1', 'export MV2_NUM_PORTS=1',
                                 'export MV2_DEFAULT_PORT=1']),
-    ('OSUBandwidth %window=16', 'openmpi', ['export UCX_NET_DEVICES=mlx5_0:1', 'export FI_VERBS_DEVICE_NAME=mlx5_0']),
+    ('OSUBandwidth %window=16', 'openmpi', ['export UCX_NET_DEVICES=mlx5_0:1', 'export FI_VERBS_DEVICE_NAME=mlx5_0',
+                                            'export OMPI_MCA_pml=ucx']),
     ('OSUBandwidth %window=16', 'mvapich2', ['#SBATCH --nodes=2', 'srun --cpu-bind=map_ldom:1 osu_bw -W 16\n']),
     ('OSUBiBandwidth %window=16', 'mvapich2', ['osu_bibw -W 16\n']),
     # several ranks per node: bound to CPUs of the rail's HCA (launch.near_cpus_commands), as the node lists them

@@ -392,6 +392,8 @@ def test_environment_is_valid(path):
             assert variant in variants_of(name), f'{path}: {spec!r}: {name} has no variant {variant!r}'
     for name, settings in env.get('packages', {}).items():
         assert name in KNOWN_PACKAGES, f'{path}: packages: unknown package {name!r}'
+        for variant in re.findall(r'[+~]?([\w-]+)=|[+~]([\w-]+)', settings.get('variants', '')):
+            assert (variant[0] or variant[1]) in variants_of(name), f'{path}: {name} has no variant {variant!r}'
         required = settings.get('require', [])
         for spec in [required] if isinstance(required, str) else required:
             assert all(n in KNOWN_PACKAGES for n in spec_names(spec)), f'{path}: require {spec!r}'
@@ -413,6 +415,13 @@ def test_ib_mvapich_uses_the_striping_mpi():
     assert 'config' not in env
     (mpi_spec,) = [s for s in env['specs'] if s.startswith('mvapich2-striping')]
     assert 'ports=2' in mpi_spec and 'striping_threshold=8192' in mpi_spec
+
+
+def test_generic_builds_open_mpi_for_infiniband_under_slurm():
+    """An Open MPI the generic environment builds uses UCX (the HCAs) and Slurm, not TCP and its own launcher."""
+    env = yaml.safe_load((ENVS_DIR / 'generic' / 'spack.yaml').read_text())['spack']
+    assert set(env['packages']['openmpi']['variants'].split()) == {'fabrics=ucx', 'schedulers=slurm'}
+    assert {'fabrics', 'schedulers'} <= variants_of('openmpi')
 
 
 def test_npb_is_restricted_to_the_catalog():

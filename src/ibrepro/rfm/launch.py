@@ -163,9 +163,11 @@ def policy(launcher, environ_features, *, ranks_per_node=1, cores_per_node=None,
 #: papers' one-port numbers come out bimodal. UCX (Open MPI's pml ucx, MPICH ch4:ucx, Intel MPI's mlx provider):
 #: ``UCX_NET_DEVICES``; libfabric's verbs provider: ``FI_VERBS_DEVICE_NAME``; MPICH ch4:ofi multi-NIC:
 #: ``MPIR_CVAR_CH4_OFI_MAX_NICS``; Intel MPI multi-rail (NIC pinning): ``I_MPI_MULTIRAIL``; MVAPICH2 (ibv_param.c):
-#: ``MV2_IBA_HCA``, ``MV2_NUM_HCAS``, ``MV2_NUM_PORTS``, ``MV2_DEFAULT_PORT``.
+#: ``MV2_IBA_HCA``, ``MV2_NUM_HCAS``, ``MV2_NUM_PORTS``, ``MV2_DEFAULT_PORT``. Open MPI is held to UCX
+#: (``OMPI_MCA_pml=ucx``): without it, an Open MPI whose UCX cannot open the HCA falls back to TCP (pml ob1) and
+#: measures the Ethernet, silently; held, it stops ("PML ucx cannot be selected") and the case fails saying so.
 ONE_RAIL = {
-    'openmpi': {'UCX_NET_DEVICES': '{device}:{port}', 'FI_VERBS_DEVICE_NAME': '{device}'},
+    'openmpi': {'UCX_NET_DEVICES': '{device}:{port}', 'FI_VERBS_DEVICE_NAME': '{device}', 'OMPI_MCA_pml': 'ucx'},
     'mpich': {'UCX_NET_DEVICES': '{device}:{port}', 'FI_VERBS_DEVICE_NAME': '{device}',
               'MPIR_CVAR_CH4_OFI_MAX_NICS': '1'},
     'impi': {'UCX_NET_DEVICES': '{device}:{port}', 'FI_VERBS_DEVICE_NAME': '{device}', 'I_MPI_MULTIRAIL': '0'},
