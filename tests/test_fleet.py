@@ -3,6 +3,7 @@ judged against the partition, physics and the fleet (sysfs trees laid out as Lin
 FleetSweep check run for real by ReFrame on this machine against such a tree."""
 
 import json
+import os
 import re
 from pathlib import Path
 
@@ -210,3 +211,21 @@ def test_other_pci_functions_are_no_gpus(tmp_path):
     _gpu(tmp_path, [('0000:3a:00.0', 16.0, 16, 16.0, 16), ('0000:3b:00.0', 16.0, 16, 16.0, 16)], vendor='0x15b3',
          klass='0x020700')     # an InfiniBand controller
     assert topology.read_sysfs(tmp_path)['gpus'] == []
+
+
+def test_a_dry_run_of_the_sweep_asks_slurm_nothing(reframe, tmp_path):
+    """A site's first `--dry-run` of its configuration runs where Slurm may not answer: the sweep's flexible job
+    would ask scontrol for the idle nodes and fail the dry run. Dry, it is one task on each node the partition
+    declares, and scontrol (a tripwire here, first on PATH) is never called."""
+    tripwire = tmp_path / 'bin'
+    tripwire.mkdir()
+    (tripwire / 'scontrol').write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/called\nexit 1\n')
+    (tripwire / 'scontrol').chmod(0o755)
+    done = reframe('--dry-run', '--system', 'example-cluster:hdr', '-n', 'FleetSweep',
+                   config='configs/example-cluster.py', checks='reframe-checks/system/fleet_sweep.py',
+                   env={'PATH': f'{tripwire}:{os.environ["PATH"]}'})
+    assert done.returncode == 0, output(done)
+    assert not (tmp_path / 'called').exists()
+    (script,) = [p.read_text() for p in reframe.home.rglob('rfm_job.sh')]
+    assert {'#SBATCH --ntasks=16', '#SBATCH --ntasks-per-node=1', '#SBATCH --exclusive'} <= set(script.splitlines())
+    assert script.splitlines()[-1].endswith('-m ibrepro.cli fleet node --sysfs /sys'), script

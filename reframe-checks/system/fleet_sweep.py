@@ -60,6 +60,10 @@ class FleetSweep(rfm.RunOnlyRegressionTest):
 
     @run_before('run')
     def set_options(self):
+        if self.is_dry_run():
+            # a dry run asks Slurm nothing (a flexible job would ask scontrol for the idle nodes, absent or down on
+            # the machine where a site first generates its scripts): one task on each node the partition declares
+            self.num_tasks = max(1, int(self.current_partition.extras.get('nodes') or 1))
         system.use_the_nodes_python(self)
         self.executable_opts = [*self.executable_opts, '--sysfs', shlex.quote(self.sysfs_root)]
         if self.current_partition.scheduler.registered_name == 'local':
