@@ -185,3 +185,23 @@ def test_a_fault_free_night_of_several_jobs_names_nothing(cluster, tmp_path):
     _fabric('restore')
     confirmation, out, _ = several_jobs_night(tmp_path)
     assert confirmation['result'] in ('skip', 'pass') and not confirmation['fleet_named'], out[-3000:]
+
+
+def test_a_drained_node_is_left_out_and_the_rest_of_the_night_runs(cluster, tmp_path):
+    """A node Slurm cannot give the night's job (drained here, with scontrol) is left out with its state; its pairs
+    are dropped, every other flow runs on its planned route, and nothing is named for what was not tested."""
+    subprocess.run(['scontrol', 'update', 'NodeName=node8', 'State=DRAIN', 'Reason=ibrepro fleet test'], env=_env(),
+                   check=True, timeout=60)
+    try:
+        named, result, _ = night('node8-drained', tmp_path)
+    finally:
+        subprocess.run(['scontrol', 'update', 'NodeName=node8', 'State=RESUME'], env=_env(), timeout=60)
+        for _ in range(30):
+            state = subprocess.run(['sinfo', '-h', '-n', 'node8', '-o', '%t'], env=_env(), capture_output=True,
+                                   text=True, timeout=30).stdout.strip()
+            if state.startswith('idle'):
+                break
+            time.sleep(1)
+    assert list(result['left_out']) == ['node8'] and result['left_out']['node8'].startswith('state drain'), result
+    assert result['flows'] and not [f for f in result['flows'] if 'node8' in (f['host'], f['peer'])]
+    assert named == []

@@ -476,3 +476,38 @@ def test_a_topology_that_is_a_fifo_too_large_or_no_fabric_is_the_nights_problem(
             path.write_bytes(topology if isinstance(topology, bytes) else topology.encode())
         fabric, _, _, problem = fleet_rounds.night_from_environment({'IBREPRO_FLEET_TOPOLOGY': str(path)})
         assert fabric is None and problem and said in problem, (k, problem)
+
+
+@pytest.mark.parametrize('state, why', [
+    ('idle', None), ('mix', None), ('alloc', None), ('comp', None), ('idle~', None), ('idle#', None),
+    ('drain', 'state drain'), ('drng', 'state drng'), ('down*', 'state down* (not responding)'), ('maint', 'state maint'),
+    ('idle*', 'state idle* (not responding)'), ('idle$', 'state idle$ (in a maintenance reservation)'),
+    ('resv', 'state resv'), ('fail', 'state fail'), ('unk*', 'state unk* (not responding)'),
+])
+def test_a_node_runs_the_night_only_in_a_state_that_runs_jobs(state, why):
+    """Slurm's short node states (sinfo %t, with its flags): a node the night's job cannot have is left out with
+    the state it is in; one the partition does not hold, as such."""
+    assert fleet_rounds.left_out(['n1'], {'n1': state}, 'fabric') == ({'n1': why} if why else {})
+    assert fleet_rounds.left_out(['n2'], {'n1': state}, 'fabric') == {'n2': 'not in Slurm partition fabric'}
+
+
+def test_a_plan_without_a_node_drops_its_pairs_and_keeps_every_route(tmp_path):
+    """Leaving nodes out never moves another node: the fabric (each node's port order, so its spine) is the
+    planned one, and every pair without a left-out node runs as planned, in its round."""
+    fabric, rounds, jobs = fleet_rounds.night({'leaf1': ['n1', 'n2', 'n3', 'n4'], 'leaf2': ['n5', 'n6', 'n7', 'n8']},
+                                              spines=2)
+    (job,) = jobs
+    whole = fleet_rounds.plan(fabric, rounds, job)
+    plan = fleet_rounds.without(whole, {'n2': 'state drain', 'n9': 'not in Slurm partition p'})
+    assert plan['left_out'] == {'n2': 'state drain'} and 'n2' not in plan['nodes']
+    assert plan['leaves'] == whole['leaves'] and plan['spines'] == whole['spines']
+    for kept, planned in zip(plan['rounds'], whole['rounds']):
+        assert kept['number'] == planned['number']
+        assert kept['pairs'] == [p for p in planned['pairs'] if 'n2' not in p]
+    assert fleet_rounds.without(whole, {}) is whole
+
+
+def test_slurm_that_cannot_be_asked_is_said(monkeypatch, tmp_path):
+    monkeypatch.setenv('PATH', str(tmp_path))          # no sinfo here
+    with pytest.raises(OSError, match='sinfo: not found'):
+        fleet_rounds.node_states('fabric')

@@ -324,3 +324,18 @@ def test_the_fleets_history_reads_each_night_s_pair_round_cases_from_the_values_
         [r['session_info']['uuid'] for r in whole[1:]]
     with results.ValueIndex(db) as index:
         assert index.conn.execute('SELECT count(*) FROM fleet').fetchone() == (2,)
+
+
+def test_the_nodes_a_night_left_out_are_said_with_why_and_escaped(tmp_path):
+    """A night's jobs left nodes out (``fleet_left_out``: Slurm could not give them): the page and summary.md say
+    which and why, each stored string escaped."""
+    data = json.loads((FLEET / 'fattree-clean.report.json').read_text())
+    case = next(c for run in data['runs'] for c in run['testcases'] if 'fleet_flows' in c)
+    case['fleet_left_out'] = {'node8': 'state drain', '<b>x</b>': 'state down* (not responding)'}
+    path = tmp_path / 'night.json'
+    path.write_text(json.dumps(data))
+    html, md = report(tmp_path, path)
+    said = html[html.index('id="fleet-left-out"'):].split('</p>')[0]
+    assert 'node8 (state drain)' in said and '&lt;b&gt;x&lt;/b&gt; (state down* (not responding))' in said, said
+    line = next(line for line in md.splitlines() if line.startswith('Fleet, newest night'))
+    assert 'left out, not tested: ' in line and 'node8 (state drain)' in line and '<b>' not in line, line

@@ -81,6 +81,8 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
     fleet_history_from = variable(typ.List[str], value=[], loggable=True)
     #: why the stored history could not be read (sessions left out), for the record
     fleet_history_problems = variable(typ.List[str], value=[], loggable=True)
+    #: the job's nodes left out tonight and why: not in the Slurm partition, or in a state that runs no job (sinfo)
+    fleet_left_out = variable(typ.Dict[str, str], value={}, loggable=True)
 
     @run_after('setup')
     def once_per_partition(self):
@@ -102,6 +104,21 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         return fleet_rounds.plan(_FABRIC, _ROUNDS, job, netdev=self.fleet_netdev, seconds=self.fleet_seconds,
                                  rails=rails, cpu_sharing=bool(extras.get('emulated')),
                                  perftest_options=extras.get('perftest_options', ()))
+
+    def runnable(self, plan):
+        """``plan`` without the nodes Slurm cannot give its job now (:func:`ibrepro.fleet_rounds.left_out`: not in
+        the partition's Slurm partition, drained, down, not responding, ...), recorded in ``fleet_left_out``; the
+        fabric keeps them, so every other node's route is the one planned. A dry run asks Slurm nothing."""
+        if self.is_dry_run() or self.current_partition.scheduler.registered_name not in ('slurm', 'squeue'):
+            return plan
+        partition = self.current_partition.extras.get('slurm_partition')
+        try:
+            states = fleet_rounds.node_states(partition)
+        except (OSError, ValueError) as err:
+            raise SanityError(f'cannot ask Slurm which nodes can run tonight: {err}') from None
+        plan = fleet_rounds.without(plan, fleet_rounds.left_out(plan['nodes'], states, partition))
+        self.fleet_left_out = {**self.fleet_left_out, **plan.get('left_out', {})}
+        return plan
 
     def launch_plan(self, plan, rounds):
         """One task per node of ``plan`` running ``rounds`` rounds (the confirmation's included)."""
@@ -165,7 +182,8 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         fabric = fleet_rounds.fabric_of(plan)
         result = fleet_rounds.analyse(flows, fabric, again, history=history)
         self.fleet_named = [s.name for s in result.named] if name else []
-        out = {'leaves': plan['leaves'], 'spines': plan['spines'], 'flows': flows, 'confirmation': again,
+        out = {'leaves': plan['leaves'], 'spines': plan['spines'], 'left_out': plan.get('left_out', {}),
+               'flows': flows, 'confirmation': again,
                'history_from': self.fleet_history_from, 'result': fleet_localise.as_json(result, fabric)}
         (Path(self.stagedir) / 'fleet.json').write_text(json.dumps(out, indent=1, default=list) + '\n')
         self.keep_files = ['fleet.json', 'plan.json', fleet_rounds.HISTORY]
@@ -191,7 +209,9 @@ class FleetPairs(FleetNight):
 
     @run_before('run')
     def write_plan(self):
-        plan = self.night_plan(_JOBS[self.job_index])
+        plan = self.runnable(self.night_plan(_JOBS[self.job_index]))
+        self.skip_if(not any(r['pairs'] for r in plan['rounds']), 'no pair of this job can run tonight, nodes left '
+                     'out: ' + '; '.join(f'{n}: {why}' for n, why in sorted(self.fleet_left_out.items())))
         fleet_rounds.prepare(self.stagedir, plan)
         self.write_history()
         self.launch_plan(plan, len(plan['rounds']) + 1)
@@ -239,7 +259,7 @@ class FleetConfirmation(FleetNight):
         flows = self.night_flows()
         fleet_rounds.write_json(Path(self.stagedir) / 'night-flows.json', flows)
         self.write_history()
-        whole = self.night_plan({'nodes': _FABRIC.nodes, 'rounds': []})
+        whole = self.runnable(self.night_plan({'nodes': _FABRIC.nodes, 'rounds': []}))
         rounds, suspects = fleet_rounds.confirmation_plan(whole, flows, fleet_rounds.read_history(self.stagedir))
         self.skip_if(not suspects, 'no suspects tonight: nothing to confirm')
         if not rounds:

@@ -83,6 +83,66 @@ def night_from_environment(environ):
         return None, [], [], f'IBREPRO_FLEET_TOPOLOGY={path!r:.200}: {err}'
 
 
+#: Slurm's short node states (``sinfo %t``) in which a node runs jobs; any other (down, drain, drng, fail, maint,
+#: resv, unk, boot, ...) leaves the node out of the night
+RUNNABLE_STATES = ('idle', 'mix', 'alloc', 'comp', 'plnd')
+#: state flags that keep a node from running the night's job although its state is runnable: not responding (*),
+#: in a maintenance reservation ($), being powered down (! and %)
+BLOCKING_FLAGS = {'*': 'not responding', '$': 'in a maintenance reservation', '!': 'being powered down',
+                  '%': 'being powered down'}
+_SINFO_LINE = re.compile(r'(?P<node>[A-Za-z0-9][A-Za-z0-9_.-]{0,252})\|(?P<state>[a-z_]{1,16})(?P<flags>[*~#!%$@^-]{0,8})')
+
+
+def node_states(partition=None, *, timeout=60):
+    """``{node: state as sinfo prints it}`` of the Slurm partition ``partition`` (every partition when None): the
+    nodes Slurm would give a job there now. OSError or ValueError (naming what sinfo said) when Slurm cannot be
+    asked or answers something else."""
+    import subprocess
+    cmd = ['sinfo', '--noheader', '--Node', '--format=%N|%t'] + ([f'--partition={partition}'] if partition else [])
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise OSError(f'{" ".join(cmd)}: no answer in {timeout} s') from None
+    except FileNotFoundError:
+        raise OSError('sinfo: not found (Slurm\'s commands are not on PATH here)') from None
+    if done.returncode:
+        raise OSError(f'{" ".join(cmd)}: exit {done.returncode}: {done.stderr.strip()[:300]}')
+    states = {}
+    for line in done.stdout.splitlines():
+        match = _SINFO_LINE.fullmatch(line.strip())
+        if not match:
+            raise ValueError(f'{" ".join(cmd)}: a line that is no "node|state": {line.strip()[:120]!r}')
+        states.setdefault(match['node'], match['state'] + match['flags'])   # a node of two partitions: once
+    return states
+
+
+def left_out(nodes, states, partition=None):
+    """``{node: why}`` of the ``nodes`` a job cannot have now (``states``: :func:`node_states`): not in the
+    partition, or in a state that runs no job (:data:`RUNNABLE_STATES`, :data:`BLOCKING_FLAGS`)."""
+    out = {}
+    for node in nodes:
+        state = states.get(node)
+        if state is None:
+            out[node] = f'not in Slurm partition {partition}' if partition else 'unknown to Slurm'
+            continue
+        base = state.rstrip('*~#!%$@^-')
+        flags = [BLOCKING_FLAGS[f] for f in state[len(base):] if f in BLOCKING_FLAGS]
+        if base not in RUNNABLE_STATES or flags:
+            out[node] = f'state {state}' + (f' ({", ".join(flags)})' if flags else '')
+    return out
+
+
+def without(p, gone):
+    """The plan ``p`` without the nodes ``gone`` (``{node: why}``): their pairs dropped from every round (the
+    fabric, and with it every other node's position and route, unchanged), recorded as ``left_out``."""
+    gone = {n: why for n, why in gone.items() if n in p['nodes']}
+    if not gone:
+        return p
+    return {**p, 'nodes': [n for n in p['nodes'] if n not in gone],
+            'rounds': [{**r, 'pairs': [pr for pr in r['pairs'] if not set(pr) & set(gone)]} for r in p['rounds']],
+            'left_out': {**p.get('left_out', {}), **gone}}
+
+
 def read_topology(path):
     """The text of a topology file: a regular file of at most :data:`MAX_TOPOLOGY_BYTES` in UTF-8 (a FIFO named
     there would block every ReFrame run that loads the check, even ``-l``); OSError or ValueError otherwise."""
@@ -469,11 +529,12 @@ def from_report(report, system=None, partition=None):
     """``{'flows', 'confirmation', 'leaves', 'spines'}`` of a ReFrame run report (``--report-file``, or a session
     stored in the results database): every pair-round case's loggable ``fleet_flows``, ``fleet_confirmation`` and
     ``fleet_fabric`` merged (the night's jobs share one fabric), ``named``, the components its ``fleet_named``
-    hold, and ``partition``, the first such case's; of ``system`` (and ``partition``) when given; None when the
+    hold, ``left_out``, the nodes its jobs left out and why (``fleet_left_out``), and ``partition``, the first such
+    case's; of ``system`` (and ``partition``) when given; None when the
     report has no such case; ValueError naming the case and field when a stored variable is not of the type the
     check stores."""
     from . import results
-    out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0, 'named': set()}
+    out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0, 'named': set(), 'left_out': {}}
     found = False
     for case in results.testcases(report):
         if 'fleet_flows' not in case or system not in (None, case.get('system')) \
@@ -484,6 +545,7 @@ def from_report(report, system=None, partition=None):
         out['flows'] += _stored(case, 'fleet_flows', list, dict)
         out['confirmation'] += _stored(case, 'fleet_confirmation', list, dict)
         out['named'] |= {m for n in _stored(case, 'fleet_named', list, str) for m in n.split(' = ')}
+        out['left_out'].update({str(n): str(why) for n, why in _stored(case, 'fleet_left_out', dict).items()})
         fabric = _stored(case, 'fleet_fabric', dict)
         out['leaves'] = out['leaves'] or fabric.get('leaves') or {}
         try:

@@ -104,6 +104,7 @@ def section(system, selected, earlier=()):
                        'named': [_suspect(s) for s in named],
                        'cleared': [_suspect(s) for s in result.suspects if s not in named],
                        'leaves': leaves, 'leaf_table': table, 'effects': effects,
+                       'left_out': sorted(data['left_out'].items()),
                        'suspected': sorted({m for s in result.suspects for m in s.members})})
     if not nights:
         return None, problems
