@@ -61,8 +61,8 @@ def _draw(drawing):
 def draw_all(model):
     """Draw every :class:`Drawing` in ``model`` (dicts and lists) in place, as its PNG data URI: on as many of
     this process's CPUs as there are figures (a report has tens of figures, each a tenth of a second of Agg
-    rendering: most of a report's time), forked after matplotlib was imported, in this process when one CPU or
-    one figure; the same images either way."""
+    rendering: most of a report's time), forked after matplotlib was imported, in this process when one CPU, one
+    figure or another thread; the same images either way."""
     found = []
 
     def walk(node):
@@ -73,8 +73,10 @@ def draw_all(model):
             else:
                 walk(value)
     walk(model)
+    import threading
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else 1
-    workers = min(cpus, len(found))
+    # forked only from a process of one thread: a lock another thread held would stay locked in the child
+    workers = min(cpus, len(found)) if threading.active_count() == 1 else 1
     images = None
     if workers > 1:
         import concurrent.futures
