@@ -100,7 +100,8 @@ def node_states(partition=None, *, timeout=60):
     import subprocess
     cmd = ['sinfo', '--noheader', '--Node', '--format=%N|%t'] + ([f'--partition={partition}'] if partition else [])
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                              timeout=timeout)     # (Python 3.6: no capture_output)
     except subprocess.TimeoutExpired:
         raise OSError(f'{" ".join(cmd)}: no answer in {timeout} s') from None
     except FileNotFoundError:
