@@ -441,6 +441,3 @@ def test_the_fleet_leaves_out_the_nodes_slurm_cannot_give_a_job(monkeypatch):
     finally:
         subprocess.run(['scontrol', 'update', 'NodeName=node2', 'State=RESUME'], env=_slurm_env(), timeout=60)
     assert _wait_node_state('node2', 'idle', timeout=30).startswith('idle')
-    monkeypatch.setenv('SLURM_CONF', str(CLUSTER_DIR / 'no-such-slurm.conf'))    # Slurm cannot be asked: said
-    with pytest.raises(OSError, match=r'sinfo --noheader --Node --format=%N\|%t: exit [1-9]'):
-        fleet_rounds.node_states()
