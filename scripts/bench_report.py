@@ -143,7 +143,8 @@ def add_session(db, values, seed, fleet=False):
     conn = sqlite3.connect(db)
     newest = conn.execute('SELECT MAX(session_start_unix) FROM sessions').fetchone()[0]
     conn.close()
-    make_db(db, 1, values, seed=seed, start=newest + 86400, fleet=fleet)
+    # the seed and the newest start: a database used again (--reuse) gets a session of a new UUID
+    make_db(db, 1, values, seed=seed + int(newest), start=newest + 86400, fleet=fleet)
 
 
 def main():
