@@ -158,3 +158,31 @@ def test_a_configuration_that_names_no_host_fails_loudly(site, tmp_path):
     assert f"host '{socket.gethostname()}' matches the hostnames of no system" in output
     assert 'no session of nightly' in output          # the report job (when: always) says so, exit 2
     assert 'the pipeline failed: generate-checks nightly-report' in output
+
+
+def test_a_cron_night_runs_its_cases_with_the_nodes_python(site, tmp_path):
+    """The cron path of docs/site-setup.md in the same site repository: its crontab line, `.venv/bin/ibrepro
+    nightly -C configs/mysite.py` from the login node (no CI variable, no allocation). Its cases run on the compute
+    nodes with the partition's Python (3.6 here), are stored as one night and judged: the first night of a new
+    system says it is not judged yet (exit 3, the verdict's own status: `make nightly` would say make's 2)."""
+    env = dict(os.environ, SLURM_CONF=str(CLUSTER_DIR / 'etc' / 'slurm.conf'), IBREPRO_HOME=str(tmp_path))
+    for name in ('IBREPRO_NIGHTLY', 'SLURM_JOB_ID', 'IBREPRO_IN_ALLOCATION', 'RFM_SQLITE_DB_FILE', 'CI'):
+        env.pop(name, None)
+    line = next(x for x in (REPO / 'docs' / 'site-setup.md').read_text().splitlines() if 'ibrepro nightly -C' in x
+                and x.startswith('15 1 * * *'))
+    command = line.split('&&', 1)[1].split('>>')[0].split()
+    assert command == ['.venv/bin/ibrepro', 'nightly', '-C', 'configs/mysite.py'], line
+    done = subprocess.run(command, cwd=site, env=env, capture_output=True, text=True, timeout=1200)
+    said = done.stdout + done.stderr
+    assert done.returncode == 3 and 'not judged yet' in said, said[-4000:]
+    reports = results.stored_sessions(tmp_path / 'results.db')
+    assert len({results.run_id(r) for r in reports}) == 1, said[-2000:]
+    cases = {c['name']: c for r in reports for c in results.readable_cases(r, [])}
+    assert any(name.startswith('IMBPointToPoint') for name in cases), cases
+    assert all(c['result'] == 'pass' for c in cases.values()), {n: c.get('fail_reason') for n, c in cases.items()}
+    for name, case in cases.items():       # every job on the compute nodes
+        nodes = case.get('job_nodelist') or []
+        assert nodes and all(re.fullmatch(r'node(\d|\[1-2\])', n) for n in ([nodes] if isinstance(nodes, str)
+                                                                              else nodes)), (name, nodes)
+    if NODE_PYTHON:
+        assert cases['SoftwareVersions']['software']['python'].startswith('3.6.'), cases['SoftwareVersions']
