@@ -10,7 +10,8 @@ times log-normal noise (CV 5 %). With --fleet, every session also holds a pair-r
 ``FleetPairs``): one of ten real fault-free fat-tree nights (tests/data/fleet/nights/, in turn), moved onto the
 session's system, so the report draws its fleet section and reads the pair-round nights stored before. The
 database has ReFrame 4.10's schema and rows (as its SQLite backend writes them). For each history length N the
-script runs `ibrepro report --history N` (default window 30), so trends span all N sessions, and prints the wall time and CPU time of
+script runs `ibrepro report --history N` (default window 30), so trends span all N sessions, and prints the wall
+time and CPU time of
 
 * `index build`: the first report, which extracts every session into the values index (once per database);
 * `report`: a report with the index in step (every nightly report after the first: the tested path);

@@ -423,7 +423,7 @@ def test_the_fleet_leaves_out_the_nodes_slurm_cannot_give_a_job(monkeypatch):
     """The pair rounds use only the nodes of the partition that can run a job now (sinfo on the real cluster): a
     drained node is left out with its state, a node of another partition or none as such; their pairs are dropped,
     the fabric and every other pair kept."""
-    from ibrepro import fleet_plan, fleet_rounds
+    from ibrepro import fleet_rounds
     monkeypatch.setenv('SLURM_CONF', str(CLUSTER_DIR / 'etc' / 'slurm.conf'))
     assert set(fleet_rounds.node_states('ci')) == {'node1', 'node2'}
     subprocess.run(['scontrol', 'update', 'NodeName=node2', 'State=DRAIN', 'Reason=ibrepro test'], env=_slurm_env(),

@@ -480,7 +480,8 @@ def test_a_topology_that_is_a_fifo_too_large_or_no_fabric_is_the_nights_problem(
 
 @pytest.mark.parametrize('state, why', [
     ('idle', None), ('mix', None), ('alloc', None), ('comp', None), ('idle~', None), ('idle#', None),
-    ('drain', 'state drain'), ('drng', 'state drng'), ('down*', 'state down* (not responding)'), ('maint', 'state maint'),
+    ('drain', 'state drain'), ('drng', 'state drng'), ('down*', 'state down* (not responding)'),
+    ('maint', 'state maint'),
     ('idle*', 'state idle* (not responding)'), ('idle$', 'state idle$ (in a maintenance reservation)'),
     ('resv', 'state resv'), ('fail', 'state fail'), ('unk*', 'state unk* (not responding)'),
 ])

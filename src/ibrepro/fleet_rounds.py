@@ -90,7 +90,8 @@ RUNNABLE_STATES = ('idle', 'mix', 'alloc', 'comp', 'plnd')
 #: in a maintenance reservation ($), being powered down (! and %)
 BLOCKING_FLAGS = {'*': 'not responding', '$': 'in a maintenance reservation', '!': 'being powered down',
                   '%': 'being powered down'}
-_SINFO_LINE = re.compile(r'(?P<node>[A-Za-z0-9][A-Za-z0-9_.-]{0,252})\|(?P<state>[a-z_]{1,16})(?P<flags>[*~#!%$@^-]{0,8})')
+_SINFO_LINE = re.compile(r'(?P<node>[A-Za-z0-9][A-Za-z0-9_.-]{0,252})\|(?P<state>[a-z_]{1,16})'
+                         r'(?P<flags>[*~#!%$@^-]{0,8})')
 
 
 def node_states(partition=None, *, timeout=60):
