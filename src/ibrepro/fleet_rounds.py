@@ -495,7 +495,7 @@ def history_before(report, db=None):
     nights of its system and partition stored before it in the results database (what the check read for it);
     ``({}, [])`` when the report has no pair-round case."""
     from . import results
-    case = next((c for c in results.testcases(report) if 'fleet_flows' in c), None)
+    case = next((c for c in results.testcases(report) if results.PAIR_ROUND_FLOWS in c), None)
     if case is None:
         return {}, []
     start = float((report.get('session_info') or {}).get('time_start_unix') or 0)
@@ -524,7 +524,7 @@ def _stored(case, field, kind, item=None):
 def has_night(report, system):
     """Whether the run report has a pair-round case on ``system`` (its loggable ``fleet_flows``)."""
     from . import results
-    return any('fleet_flows' in c and c.get('system') == system for c in results.testcases(report))
+    return any(results.PAIR_ROUND_FLOWS in c and c.get('system') == system for c in results.testcases(report))
 
 
 def from_report(report, system=None, partition=None):
@@ -539,12 +539,12 @@ def from_report(report, system=None, partition=None):
     out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0, 'named': set(), 'left_out': {}}
     found = False
     for case in results.testcases(report):
-        if 'fleet_flows' not in case or system not in (None, case.get('system')) \
+        if results.PAIR_ROUND_FLOWS not in case or system not in (None, case.get('system')) \
                 or partition not in (None, case.get('partition')):
             continue
         found = True
         out['partition'] = out.get('partition') or case.get('partition')
-        out['flows'] += _stored(case, 'fleet_flows', list, dict)
+        out['flows'] += _stored(case, results.PAIR_ROUND_FLOWS, list, dict)
         out['confirmation'] += _stored(case, 'fleet_confirmation', list, dict)
         out['named'] |= {m for n in _stored(case, 'fleet_named', list, str) for m in n.split(' = ')}
         out['left_out'].update({str(n): str(why) for n, why in _stored(case, 'fleet_left_out', dict).items()})

@@ -73,7 +73,7 @@ def _fault_free_nights(reports):
     nothing (a fault is not noise)."""
     from . import fleet_rounds
     for report in reports:
-        systems = {str(c.get('system')) for c in results.testcases(report) if 'fleet_flows' in c}
+        systems = {str(c.get('system')) for c in results.testcases(report) if results.PAIR_ROUND_FLOWS in c}
         for system in sorted(systems):
             try:
                 night = fleet_rounds.from_report(report, system)
