@@ -99,7 +99,8 @@ def run_night(args, night, schedule):
                                            'fail_reason': f'no run report (reframe exit {status}: {err})'}
                                           for c in CASES]}]}
     return ledger.night_record(report, night, phase=args.phase, schedule=schedule, started=started, wall_s=wall,
-                               load1=load1, commit=paths.source_version(), host=socket.gethostname())
+                               load1=load1, commit=paths.source_version(), host=socket.gethostname(),
+                               machine=ledger.machine_identity())
 
 
 def summary(record):
@@ -143,7 +144,11 @@ def main(argv=None):
         until = now.replace(hour=hour, minute=minute, second=0, microsecond=0)
         if until <= now:
             until += datetime.timedelta(days=1)
-    done = night_ids(ledger.read(args.ledger), args.prefix)
+    nights = ledger.read(args.ledger)
+    moved = ledger.other_machine(nights, ledger.machine_identity())
+    if moved:
+        p.error(f'{args.ledger}: {moved}: start a ledger of its own (docs/verdict-protocol.md)')
+    done = night_ids(nights, args.prefix)
     if args.schedule:
         plan = json.loads(args.schedule.read_text())
         entries = make_schedule(plan['seed'], plan['clean'], plan['episodes'])

@@ -35,6 +35,17 @@ def test_append_only_and_read_back(tmp_path):
     assert len(path.read_text().splitlines()) == 2
 
 
+def test_another_machine_under_the_same_name_is_told_apart():
+    here = ledger.machine_identity()
+    assert here['cpus'] >= 1 and here['cpu']
+    night = ledger.night_record(REPORT, 't0001', phase='tuning', schedule={'kind': 'clean'}, started=1.0,
+                                wall_s=2.0, host='vm', machine=here)
+    assert ledger.other_machine([record('t0000'), night], {**here, 'boot_id': 'after a reboot'}) == ''
+    moved = ledger.other_machine([night, record('t0002')], {**here, 'cache': '1 KB'})
+    assert 'cache' in moved and "'1 KB'" in moved and 'cpu_model' not in moved
+    assert ledger.other_machine([record('t0001')], {**here, 'cache': '1 KB'}) == ''   # no night says
+
+
 @pytest.mark.parametrize('line, message', [
     ('{not json', 'not JSON'),
     ('[1]', 'not a night'),

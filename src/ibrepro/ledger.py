@@ -9,7 +9,7 @@ round's CPU pressure, what was injected and what the ranks really added, ReFrame
 schedule entry (what the protocol asked for), the machine's load when it started, its wall time and the commit.
 
     {"v": 1, "night": "t0001", "phase": "tuning", "schedule": {"kind": "clean"}, "started": 1796000000.0,
-     "wall_s": 21.3, "load1": 0.4, "commit": "abc123", "host": "...",
+     "wall_s": 21.3, "load1": 0.4, "commit": "abc123", "host": "...", "machine": {"boot_id": "...", "cpu": "...", ...},
      "cases": {"IMBPointToPoint %benchmark=PingPong %layout=1x2": {"environ": "impi", "result": "pass",
                "values": {"lat_8": [0.14, 0.15, 0.14], ...}, "control": [{"pingpong_ns": 55.1, ...}, ...],
                "pressure": [0.01, 0.0, 0.02], "injected": "", "inject_added": {}, "reason": ""}}}
@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+from pathlib import Path
 
 #: The ledger format written here.
 VERSION = 1
@@ -34,7 +35,7 @@ class LedgerError(ValueError):
     """A ledger line that cannot be read, or a night that cannot be appended (path, line and why)."""
 
 
-def night_record(report, night, *, phase, schedule, started, wall_s, load1=None, commit='', host=''):
+def night_record(report, night, *, phase, schedule, started, wall_s, load1=None, commit='', host='', machine=None):
     """One ledger line from a ReFrame run report (a dict) of one night: every test case of its final attempt."""
     if not _NIGHT_ID.fullmatch(str(night)):
         raise LedgerError(f'night id {night!r}: 1-64 letters, digits and ._:-')
@@ -60,7 +61,43 @@ def night_record(report, night, *, phase, schedule, started, wall_s, load1=None,
                 'reason': str(case.get('fail_reason') or '')[:300],
             }
     return {'v': VERSION, 'night': night, 'phase': phase, 'schedule': schedule, 'started': round(started, 3),
-            'wall_s': round(wall_s, 3), 'load1': load1, 'commit': commit, 'host': host, 'cases': cases}
+            'wall_s': round(wall_s, 3), 'load1': load1, 'commit': commit, 'host': host,
+            **({'machine': machine} if machine else {}), 'cases': cases}
+
+
+def machine_identity():
+    """What tells one machine (and one boot of it) from another that answers to the same host name: a VM moved to
+    other hardware keeps its name and its /etc/machine-id, while its CPU model and caches and the kernel's boot id
+    change. Read from /proc; a field that cannot be read is left out."""
+    found = {}
+    try:
+        found['boot_id'] = Path('/proc/sys/kernel/random/boot_id').read_text().strip()
+    except OSError:
+        pass
+    try:
+        cpuinfo = Path('/proc/cpuinfo').read_text(errors='replace')
+    except OSError:
+        return found
+    for key, field in (('model name', 'cpu'), ('model', 'cpu_model'), ('cache size', 'cache')):
+        m = re.search(rf'^{key}\s*:\s*(.+)$', cpuinfo, re.M)
+        if m:
+            found[field] = m.group(1).strip()[:100]
+    found['cpus'] = len(re.findall(r'^processor\s*:', cpuinfo, re.M))
+    return found
+
+
+#: The fields of :func:`machine_identity` that a reboot keeps (the boot id does not).
+HARDWARE = ('cpu', 'cpu_model', 'cache', 'cpus')
+
+
+def other_machine(nights, identity):
+    """Why ``identity`` is not the machine the ledger's last identified night ran on ('' when it is, or when no
+    night says): a study's nights are one machine's, and another one needs its own ledger and Phase I."""
+    last = next((n['machine'] for n in reversed(nights) if isinstance(n.get('machine'), dict)), None)
+    if last is None:
+        return ''
+    moved = [f'{k} {last.get(k)!r} -> {identity.get(k)!r}' for k in HARDWARE if last.get(k) != identity.get(k)]
+    return f'this machine is not the one of the ledger\'s nights ({"; ".join(moved)})' if moved else ''
 
 
 def _number(x):
