@@ -386,6 +386,43 @@ def test_a_night_whose_job_ran_in_another_partition_could_not_be_judged(tmp_path
     assert 'Failed in ReFrame: 1 test case(s)' in text and 'misplaced: this job ran in Slurm partition' in text, text
 
 
+def test_a_night_while_slurm_is_down_could_not_be_judged(tmp_path):
+    """slurmctld stopped (a maintenance, a crashed controller): sbatch cannot submit, no case measures anything. The
+    night is "could not judge" (exit 2) with each case and why, in the log and in summary.md; nobody is paged for a
+    regression (1) and it is never clean (0). The controller then comes back with its state."""
+    pidfile = CLUSTER_DIR / 'run' / 'slurmctld.pid'
+    env = _env(tmp_path, PATH=f'{REFRAME.parent}{os.pathsep}{os.environ["PATH"]}')
+    pid = int(pidfile.read_text())
+    os.kill(pid, signal.SIGTERM)
+    try:
+        deadline = time.monotonic() + 30
+        while Path(f'/proc/{pid}').exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not Path(f'/proc/{pid}').exists(), 'slurmctld did not stop'
+        down = subprocess.run(['sinfo', '-h'], env=_slurm_env(), capture_output=True, text=True, timeout=60)
+        assert down.returncode != 0, down.stdout                # Slurm really is down
+        proc = subprocess.run([REFRAME.with_name('ibrepro'), 'nightly', '-C', CONFIG, '--night', 'slurm-down',
+                               '--output-dir', tmp_path / 'reports', '--',
+                               '-n', 'IMBPointToPoint%benchmark=PingPong%layout=2x1', '-p', '^impi$',
+                               '-S', 'message_sizes=1:64', '-S', 'iterations=100', '-S', 'time_per_sample=5'],
+                              env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    finally:
+        # without -c: the controller resumes from its saved state, as after a real outage
+        subprocess.run(['slurmctld', '-i'], env=_slurm_env(), check=True, timeout=60)
+    assert _wait_node_state('node1', 'idle', timeout=90) == 'idle'
+    assert _wait_node_state('node2', 'idle', timeout=90) == 'idle'
+    print(proc.stdout[-4000:], proc.stderr[-4000:])
+    assert proc.returncode == 2, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert re.search(r'IMBPointToPoint %benchmark=PingPong %layout=2x1 @ci-cluster:\S+ measured nothing: its job was '
+                     r'never submitted', proc.stderr), proc.stderr
+    assert 'could not judge 1 test case(s) of night slurm-down' in proc.stderr
+    assert 'the night fails' not in proc.stderr
+    (summary,) = (tmp_path / 'reports').rglob('summary.md')
+    text = summary.read_text()
+    assert 'Failed in ReFrame: 1 test case(s)' in text and 'Unable to contact slurm controller' in text, text
+    assert 'History test: nothing judged' in text and 'no regression' not in text, text
+
+
 def test_fleet_verdict_drains_the_named_node_only_with_apply(tmp_path):
     sweep = tmp_path / 'sweep.json'
     sweep.write_text(json.dumps({'nodes': 2, 'skipped': [], 'faults': [

@@ -27,6 +27,7 @@ severe of its cases'.
 """
 
 import dataclasses
+import re
 
 from . import stats
 
@@ -162,6 +163,16 @@ MISPLACED = 'ibrepro: misplaced:'
 STAGES_BEFORE_THE_JOB = ('startup', 'setup', 'compile', 'compile_wait')
 
 
+def reason_line(text, limit=200):
+    """A failure's reason on one line: ReFrame's reason of a command that failed is its first line ("command
+    'sbatch rfm_job.sh' failed with exit code 1:") then the command's output between ``--- stdout ---`` and
+    ``--- stderr ---`` markers, where the cause is ("Unable to contact slurm controller"): the markers are dropped,
+    the rest joined."""
+    lines = [' '.join(line.split()) for line in str(text or '').splitlines()]
+    kept = [line for line in lines if line and not re.fullmatch(r'--- (stdout|stderr) ---', line)]
+    return ' '.join(kept)[:limit]
+
+
 def not_measured(case):
     """Why a test case that failed in ReFrame never ran its benchmark on a node, or None when its job ran and the
     case failed there (a check failure: the night fails as a regression).
@@ -174,7 +185,7 @@ def not_measured(case):
     if case.get('result') != 'fail':
         return None
     phase = case.get('fail_phase') or '?'
-    reason = ' '.join(str(case.get('fail_reason') or '').split())[:200]
+    reason = reason_line(case.get('fail_reason'))
     if phase in STAGES_BEFORE_THE_JOB:
         return f'failed in {phase}, before its job ran ({reason or "no reason recorded"})'
     if MISPLACED in reason:     # its job ran outside its partition and measured nothing (ibrepro.rfm.launch)

@@ -256,7 +256,7 @@ def _verdicts(result, night_cases, confirmed_cases, confirmation_values, guard, 
 def _measured_nothing(case, shift):
     """Why a confirmation's test case judged nothing."""
     def first_line(text):
-        return ' '.join((str(text or '').strip().splitlines() or ['no reason given'])[0].split())[:160]
+        return verdict.reason_line(text, 160) or 'no reason given'
     if case.get('result') == 'skip' or case.get('skip_reason'):
         return f'its confirmation was skipped ({first_line(case.get("skip_reason"))})'
     if case.get('result') == 'fail':

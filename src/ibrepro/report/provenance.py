@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import catalog, compare, paths, software
+from .. import catalog, compare, paths, software, verdict
 from .. import topology as ibtopology
 
 
@@ -33,10 +33,9 @@ def collect(system, selected, current, problems, platforms_config=None):
         if case.get('ibrepro_version'):
             versions.add(case['ibrepro_version'])
         if case.get('result') == 'fail':
-            reason = str(case.get('fail_reason') or 'no reason recorded')
             failures.append({'name': name, 'partition': partition, 'environ': environ,
                              'phase': case.get('fail_phase'), 'reason': case.get('fail_reason'),
-                             'first_line': ' '.join((reason.strip().splitlines() or [''])[0].split())[:200]})
+                             'reason_line': verdict.reason_line(case.get('fail_reason')) or 'no reason recorded'})
         elif case.get('flaky'):
             flaky.append({'name': name, 'partition': partition, 'environ': environ, 'earlier': case['flaky']})
     platforms = {k: v for k, v in platforms.items() if v is not None}
