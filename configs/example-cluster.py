@@ -32,8 +32,9 @@ Every feature declared here is read by something: ``mpi`` (the MPI families), ``
 ``dual-port`` (two-port families), ``fleet`` (the pair rounds), ``nodes<N>``/``cores<P>`` (layouts); environments:
 the MPI family and the tools.
 
-Partitions: ``hdr``, a site's partition of today, and nothing else: every partition of a site's configuration is
-run every night. The papers' testbeds are in configs/testbeds.py (a dry-run target, judged against the papers' own
+Partitions: ``hdr``, a site's partition of today, and ``gpu``, one of GPU nodes (feature ``gpu``, extras
+``gpus_per_node``; a site without GPUs deletes it): every partition of a site's configuration is run every night.
+The papers' testbeds are in configs/testbeds.py (a dry-run target, judged against the papers' own
 numbers).
 """
 
@@ -43,7 +44,7 @@ from ibrepro import paths, rfmconfig
 SYSTEM = 'example-cluster'          # SITE: your system's name, here only (keep it once nights are stored)
 
 
-def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, features=(), **extras):
+def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, features=(), environs=(), **extras):
     return {
         'name': name,
         'descr': descr,
@@ -52,7 +53,7 @@ def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, fe
         'access': [f'--partition={name}'],                 # SITE: your Slurm partition (and --account=...)
         'sched_options': {'use_nodes_option': True},    # emit --nodes: layouts are nodes x processes
         'time_limit': '30m',
-        'environs': ['openmpi', 'mvapich2', 'verbs'],
+        'environs': ['openmpi', 'mvapich2', 'verbs', *environs],
         'max_jobs': 1,                                   # performance runs never share the fabric
         'features': ['mpi', 'ib', *features, *rfmconfig.layout_features(nodes, cores_per_node)],
         'extras': {'nodes': nodes, 'cores_per_node': cores_per_node, 'rdma_devices': rdma_devices,
@@ -73,6 +74,12 @@ EXAMPLE_CLUSTER = {
                    nodes=16, cores_per_node=128, rdma_devices=['mlx5_0', 'mlx5_1'], ib_ports=1,
                    features=['dual-port', 'fleet'], hca_numa_node=1, link='4X HDR', bus='PCIe 4.0 x16',
                    fleet_netdev='ib0'),
+        # SITE: a partition of GPU nodes, or delete it (the GPU families run only where a partition has feature
+        # `gpu`): 4 GPUs per node (gpus_per_node: what its jobs ask Slurm for), one ConnectX-7 NDR per node
+        _partition('gpu', 'site template: 2x Intel Xeon 48 cores, 4x NVIDIA H100 on PCIe 5.0 x16, ConnectX-7 NDR '
+                          '400 Gb/s (mlx5_0) on PCIe 5.0 x16',
+                   nodes=4, cores_per_node=96, rdma_devices=['mlx5_0'], ib_ports=1, features=['gpu'],
+                   environs=['gpu'], gpus_per_node=4, hca_numa_node=0, link='4X NDR', bus='PCIe 5.0 x16'),
     ],
 }
 
@@ -95,6 +102,10 @@ ENVIRONMENTS = [
     rfmconfig.site_environment(
         'verbs', descr='perftest (upstream, MOFED or DOCA) and ibrepro_rdma, run by the pair runner',
         prefix=f'{VIEWS}/generic', tools=['perftest', 'ibrepro-rdma'], target_systems=[SYSTEM]),
+    # SITE: the GPU tools (nvbandwidth: Spack's builtin package, or modules=['cuda', 'nvbandwidth'])
+    rfmconfig.site_environment(
+        'gpu', descr='nvbandwidth (CUDA host-device and device-device copies)', prefix=f'{VIEWS}/gpu',
+        tools=['nvbandwidth'], target_systems=[SYSTEM]),
 ]
 
 # --mode nightly: the `nightly` subset (every figure of the papers once, ~26 min on two nodes: nightly.yaml)

@@ -26,11 +26,12 @@ def test_the_nightly_subset_is_current_and_is_what_nightly_mode_selects(reframe)
     assert generator['build']() == committed                     # scripts/nightly_subset.py was run
     assert committed['uncovered_figures'] == [] and committed['estimate']['two_nodes']['minutes'] <= 30
 
-    # the whole system: the template holds the site's partition only, so every case runs there
+    # the whole system: every partition runs the nightly cases (the GPU partition's nodes have the fabric too)
     proc = reframe('-lC', '--mode', 'nightly', '--system', 'example-cluster', **EXAMPLE)
     assert proc.returncode == 0, output(proc)
-    cases = re.findall(r'^- .+ @(\S+)$', proc.stdout, re.M)
-    assert cases and {c.split('+')[0] for c in cases} == {'example-cluster:hdr'}
+    every = re.findall(r'^- .+ @(\S+)$', proc.stdout, re.M)
+    assert {c.split('+')[0] for c in every} == {'example-cluster:hdr', 'example-cluster:gpu'}
+    cases = [c for c in every if c.startswith('example-cluster:hdr+')]
     listed = re.findall(r'^- (.+?) /[0-9a-f]{8} @example-cluster:hdr\+(\w+)$', proc.stdout, re.M)
     assert len(listed) == len(cases)
     system = [n for n, _ in listed if n in ('SoftwareVersions', 'RdmaTopology')]

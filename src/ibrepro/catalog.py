@@ -310,7 +310,8 @@ def rows(config=None, system=None):
         entry = {'id': exp['id'], 'seeds': exp['seeds'], 'where': exp['where'],
                  'measures': exp['measures'], 'status': exp.get('status', 'missing'),
                  'checks': [item for item, _ in items], 'tool': exp.get('tool', ''),
-                 'reason': exp.get('reason', ''), 'simulated': exp.get('simulated') or {}}
+                 'reason': exp.get('reason', ''), 'simulated': exp.get('simulated') or {},
+                 'continues': exp.get('continues') or []}
         if config:
             runnable, reasons = [], []
             for check, names in items:
@@ -399,6 +400,9 @@ def validate(checks_dir=paths.CHECKS_DIR, nightly=None):
         families = {f for _, names in found.get(exp['id'], []) for f in names.values()}
         if status not in STATUSES:
             problems.append(f'experiment {exp["id"]}: status {status!r} not one of {STATUSES}')
+        for row in exp.get('continues') or []:
+            if row not in experiments() or experiments()[row].get('continues'):
+                problems.append(f'experiment {exp["id"]}: continues {row!r}, which is no experiment of the papers')
         if status in ('out-of-scope', 'partial') and not exp.get('reason'):
             problems.append(f'experiment {exp["id"]}: {status} without a reason')
         if status in ('encoded', 'partial') and not families:
@@ -512,9 +516,12 @@ def _cli(args):
     for row in table:
         counts[row['status']] = counts.get(row['status'], 0) + 1
         figures = row['where']
-        print(f"#{row['id']:<3} {'/'.join(row['seeds']):<8} {figures:<38} {row['status']:<12} "
+        print(f"#{row['id']:<3} {'/'.join(row['seeds']) or 'today':<8} {figures:<38} {row['status']:<12} "
               f"{row['tool']}")
         print(f"     {row['measures']}")
+        if row['continues']:        # a family of today's hardware: the papers' rows it carries on
+            print('     continues: ' + ', '.join(f"#{i} ({'/'.join(experiment(i)['seeds'])} {experiment(i)['where']})"
+                                         for i in row['continues']))
         for check in row['checks']:
             print(f'     check: {check}')
         if row['reason']:

@@ -75,6 +75,7 @@ TOOL_PROGRAMS = {
     'npb': re.compile(r'(?:bt|cg|ep|ft|is|lu|mg|sp)\.[SWABCDEF]\.(?:x|\d+)'),
     'ibrepro-bench': re.compile(r'ibrepro_(?:overhead|bilat|bibw|overlap|reuse|memory|imb)'),
     'ibrepro-rdma': re.compile(r'ibrepro_rdma'),
+    'nvbandwidth': re.compile(r'nvbandwidth'),
 }
 
 #: Where an MPI family's launcher directory gives itself away (a program only that MPI installs beside it).

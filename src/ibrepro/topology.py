@@ -294,6 +294,23 @@ def read_gpus(root=SYSFS):
     return found
 
 
+def gpu_link(gpu):
+    """The link that limits a GPU's host-device copies: the narrowest one, as trained now, between the GPU and its
+    root port (its own link, or a PCIe switch's uplink above it), as ``{'spec': 'pcie:gen5:x16', 'limit_MBps':
+    per direction, 'lower': the link's lower end, 'degraded': trained below what both ends can}``; None when sysfs
+    gives no link state (a VM or driver without the attributes)."""
+    pci = gpu.get('pci') or {}
+    links = [(_pcie_spec(f'{link["speed"]} GT/s', link['width']), link['lower'], link['degraded'])
+             for link in pci.get('path') or []]
+    if not links and pci.get('bus_spec'):        # no parent bridge: the GPU's own end is what sysfs tells
+        links = [(pci['bus_spec'], pci.get('address'), bool(pci.get('downtrained')))]
+    found = [(limits.limit_MBps(spec), spec, lower, degraded) for spec, lower, degraded in links if spec]
+    if not found:
+        return None
+    limit, spec, lower, degraded = min(found, key=lambda f: f[0])
+    return {'spec': spec, 'limit_MBps': limit, 'lower': lower, 'degraded': degraded}
+
+
 def read_sysfs(root=SYSFS):
     """The topology from sysfs under ``root`` (``/sys``): RDMA devices, their adapters, and the node's GPUs."""
     root = Path(root)

@@ -1,0 +1,89 @@
+"""GPU nodes: host-device copies beside the PCIe link each GPU trained to (ibrepro.gpu, reframe-checks/gpu), from
+the real nvbandwidth 0.8 outputs of one H200 (tests/fixtures/nvbandwidth/0.8-h200, MANIFEST.md) and crafted sysfs
+trees."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import output
+from ibrepro import gpu, limits, parsers, topology
+from test_fleet import _gpu
+
+FIXTURES = Path(__file__).parent / 'fixtures' / 'nvbandwidth' / '0.8-h200'
+H200 = ('0000:00:05.0', 32.0, 16, 32.0, 16), ('0000:00:06.0', 32.0, 16, 32.0, 16)   # root port, the GPU (sysfs)
+
+
+def parsed(name):
+    return parsers.parse_text((FIXTURES / name).read_text(), source=name, tool='nvbandwidth')
+
+
+@pytest.mark.parametrize('name, h2d, d2h', [
+    ('nvbandwidth-h200.txt', 55480.0, 55330.0),          # MANIFEST: 55.48 and 55.33 GB/s as printed
+    ('nvbandwidth-h200.json', 55503.1, 55372.5),         # the JSON run's own values
+])
+def test_each_gpu_is_a_variable_of_its_copy(name, h2d, d2h):
+    out = parsed(name)
+    assert gpu.devices(out) == {0: ('NVIDIA H200', '0000:00:06.0')}
+    assert gpu.copy_values(out, 'h2d-ce') == [('bw_gpu0', h2d)]
+    assert gpu.copy_values(out, 'd2h-ce') == [('bw_gpu0', d2h)]
+
+
+def test_a_copy_the_output_lacks_is_said_with_its_test_case():
+    out = parsed('nvbandwidth-h200-b64-i10.txt')        # -t host_to_device_memcpy_ce device_to_host_memcpy_ce
+    assert gpu.copy_values(out, 'h2d-ce') == [('bw_gpu0', 55380.0)]          # SUM ... 55.38
+    with pytest.raises(gpu.GpuError, match='did not measure host_to_device_memcpy_sm'):
+        gpu.copy_values(out, 'h2d-sm')
+
+
+def test_the_h200_copy_is_88_percent_of_its_gen5_x16_link(tmp_path):
+    line = (FIXTURES / 'sysfs-gpu-pcie-link.txt').read_text()
+    assert line.startswith('0000:00:06.0 class=0x030200 vendor=0x10de cur=32.0 GT/s PCIe/x16 max=32.0 GT/s PCIe/x16')
+    _gpu(tmp_path, H200)
+    out = parsed('nvbandwidth-h200.txt')
+    beside = gpu.beside_links(gpu.copy_values(out, 'h2d-ce'), out, topology.read_sysfs(tmp_path))
+    limit = limits.limit_MBps('pcie:gen5:x16')               # 32 GT/s x 16 x 128/130 / 8: 63.0 GB/s
+    assert beside == {'gpu0': {'name': 'NVIDIA H200', 'address': '0000:00:06.0', 'value_MBps': 55480.0,
+                               'link': 'pcie:gen5:x16', 'limit_MBps': round(limit, 1),
+                               'fraction': round(55480.0 / limit, 4), 'degraded': False}}
+    assert f'{beside["gpu0"]["fraction"]:.0%}' == '88%' and round(limit / 1000, 1) == 63.0
+
+
+def test_a_gpu_trained_at_gen4_x8_is_beside_that_link_and_degraded(tmp_path):
+    _gpu(tmp_path, [('0000:00:05.0', 32.0, 16, 32.0, 16), ('0000:00:06.0', 16.0, 8, 32.0, 16)])
+    out = parsed('nvbandwidth-h200.txt')
+    (link,) = gpu.beside_links([('bw_gpu0', 14200.0)], out, topology.read_sysfs(tmp_path)).values()
+    assert (link['link'], link['degraded']) == ('pcie:gen4:x8', True)
+    assert link['limit_MBps'] == round(limits.limit_MBps('pcie:gen4:x8'), 1)
+
+
+def test_the_narrowest_link_up_to_the_root_port_limits_the_gpu(tmp_path):
+    # the GPU at Gen5 x16 behind a switch whose uplink trained at Gen5 x8: the uplink is what copies cross
+    _gpu(tmp_path, [('0000:00:01.0', 32.0, 8, 32.0, 16), ('0000:01:00.0', 32.0, 8, 32.0, 16),
+                    ('0000:02:00.0', 32.0, 16, 32.0, 16), ('0000:00:06.0', 32.0, 16, 32.0, 16)])
+    (g,) = topology.read_sysfs(tmp_path)['gpus']
+    assert topology.gpu_link(g) == {'spec': 'pcie:gen5:x8', 'limit_MBps': limits.limit_MBps('pcie:gen5:x8'),
+                                    'lower': '0000:01:00.0', 'degraded': True}
+
+
+def test_a_gpu_sysfs_does_not_show_keeps_its_address_and_no_link(tmp_path):
+    out = parsed('nvbandwidth-h200.json')
+    (link,) = gpu.beside_links(gpu.copy_values(out, 'h2d-ce'), out, {'gpus': []}).values()
+    assert link['address'] == '0000:00:06.0' and link['link'] is None and link['fraction'] is None
+
+
+def test_the_template_gpu_partition_job_script(reframe):
+    """A dry run on the template's GPU partition: one exclusive process with the node's GPUs, the node's PCIe state
+    recorded before the copies; no GPU case on the partition without GPUs."""
+    proc = reframe('--dry-run', '-n', 'GpuHostDevice%copy=h2d-ce', '--system', 'example-cluster',
+                   config='configs/example-cluster.py')
+    assert proc.returncode == 0, output(proc)
+    assert re.findall(r'@example-cluster:(\w+)\+(\w+)', proc.stdout) and \
+        set(re.findall(r'@example-cluster:(\w+)\+(\w+)', proc.stdout)) == {('gpu', 'gpu')}, proc.stdout
+    (script,) = reframe.home.rglob('GpuHostDevice_*/rfm_job.sh')
+    text = script.read_text()
+    assert '#SBATCH --exclusive' in text and '#SBATCH --gpus-per-node=4' in text and '#SBATCH --partition=gpu' in text
+    assert '-m ibrepro.cli topology --json > node-topology.json' in text
+    assert text.splitlines()[-1] == ('srun --whole --cpu-bind=none nvbandwidth -j -t host_to_device_memcpy_ce '
+                                     '-b 512 -i 3')
