@@ -32,8 +32,8 @@ Every feature declared here is read by something: ``mpi`` (the MPI families), ``
 ``dual-port`` (two-port families), ``fleet`` (the pair rounds), ``nodes<N>``/``cores<P>`` (layouts); environments:
 the MPI family and the tools.
 
-Partitions: ``hdr``, a site's partition of today, and ``gpu``, one of GPU nodes (feature ``gpu``, extras
-``gpus_per_node``; a site without GPUs deletes it): every partition of a site's configuration is run every night.
+Partitions: ``hdr``, a site's partition of today, and with ``GPU_NODES = True`` ``gpu``, one of GPU nodes
+(feature ``gpu``, extras ``gpus_per_node``): every partition of a site's configuration is run every night.
 The papers' testbeds are in configs/testbeds.py (a dry-run target, judged against the papers' own
 numbers).
 """
@@ -42,6 +42,7 @@ from ibrepro import paths, rfmconfig
 
 
 SYSTEM = 'example-cluster'          # SITE: your system's name, here only (keep it once nights are stored)
+GPU_NODES = False                   # SITE: True adds the `gpu` partition below (describe your GPU nodes there)
 
 
 def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, features=(), environs=(), **extras):
@@ -61,6 +62,14 @@ def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, fe
     }
 
 
+# SITE: a partition of GPU nodes (with GPU_NODES = True; the GPU families run only where a partition has feature
+# `gpu`): 4 GPUs per node (gpus_per_node: what its jobs ask Slurm for), one ConnectX-7 NDR per node
+GPU_PARTITION = _partition(
+    'gpu', 'site template: 2x Intel Xeon 48 cores, 4x NVIDIA H100 on PCIe 5.0 x16, ConnectX-7 NDR 400 Gb/s (mlx5_0) '
+           'on PCIe 5.0 x16',
+    nodes=4, cores_per_node=96, rdma_devices=['mlx5_0'], ib_ports=1, features=['gpu'], environs=['gpu'],
+    gpus_per_node=4, hca_numa_node=0, link='4X NDR', bus='PCIe 5.0 x16')
+
 EXAMPLE_CLUSTER = {
     'name': SYSTEM,
     'descr': 'a Slurm + InfiniBand site (template)',
@@ -74,12 +83,7 @@ EXAMPLE_CLUSTER = {
                    nodes=16, cores_per_node=128, rdma_devices=['mlx5_0', 'mlx5_1'], ib_ports=1,
                    features=['dual-port', 'fleet'], hca_numa_node=1, link='4X HDR', bus='PCIe 4.0 x16',
                    fleet_netdev='ib0'),
-        # SITE: a partition of GPU nodes, or delete it (the GPU families run only where a partition has feature
-        # `gpu`): 4 GPUs per node (gpus_per_node: what its jobs ask Slurm for), one ConnectX-7 NDR per node
-        _partition('gpu', 'site template: 2x Intel Xeon 48 cores, 4x NVIDIA H100 on PCIe 5.0 x16, ConnectX-7 NDR '
-                          '400 Gb/s (mlx5_0) on PCIe 5.0 x16',
-                   nodes=4, cores_per_node=96, rdma_devices=['mlx5_0'], ib_ports=1, features=['gpu'],
-                   environs=['gpu'], gpus_per_node=4, hca_numa_node=0, link='4X NDR', bus='PCIe 5.0 x16'),
+        *([GPU_PARTITION] if GPU_NODES else []),
     ],
 }
 

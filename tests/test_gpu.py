@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import output
+from conftest import ROOT, output
 from ibrepro import gpu, limits, parsers, topology
 from test_fleet import _gpu
 
@@ -73,11 +73,18 @@ def test_a_gpu_sysfs_does_not_show_keeps_its_address_and_no_link(tmp_path):
     assert link['address'] == '0000:00:06.0' and link['link'] is None and link['fraction'] is None
 
 
-def test_the_template_gpu_partition_job_script(reframe):
-    """A dry run on the template's GPU partition: one exclusive process with the node's GPUs, the node's PCIe state
-    recorded before the copies; no GPU case on the partition without GPUs."""
-    proc = reframe('--dry-run', '-n', 'GpuHostDevice%copy=h2d-ce', '--system', 'example-cluster',
-                   config='configs/example-cluster.py')
+def test_the_template_gpu_partition_job_script(reframe, tmp_path):
+    """A dry run on the template's GPU partition, switched on as its SITE marker says: one exclusive process with
+    the node's GPUs, the node's PCIe state recorded before the copies; no GPU case on the partition without GPUs
+    (nor any partition while it is off)."""
+    template = (ROOT / 'configs' / 'example-cluster.py').read_text()
+    assert template.count('GPU_NODES = False ') == 1
+    off = reframe('--dry-run', '-n', 'GpuHostDevice', '--system', 'example-cluster',
+                  config='configs/example-cluster.py')
+    assert off.returncode == 0 and '@example-cluster' not in off.stdout, output(off)
+    site = tmp_path / 'mysite.py'
+    site.write_text(template.replace('GPU_NODES = False ', 'GPU_NODES = True '))
+    proc = reframe('--dry-run', '-n', 'GpuHostDevice%copy=h2d-ce', '--system', 'example-cluster', config=str(site))
     assert proc.returncode == 0, output(proc)
     assert re.findall(r'@example-cluster:(\w+)\+(\w+)', proc.stdout) and \
         set(re.findall(r'@example-cluster:(\w+)\+(\w+)', proc.stdout)) == {('gpu', 'gpu')}, proc.stdout

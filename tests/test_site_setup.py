@@ -26,12 +26,11 @@ def test_the_nightly_subset_is_current_and_is_what_nightly_mode_selects(reframe)
     assert generator['build']() == committed                     # scripts/nightly_subset.py was run
     assert committed['uncovered_figures'] == [] and committed['estimate']['two_nodes']['minutes'] <= 30
 
-    # the whole system: every partition runs the nightly cases (the GPU partition's nodes have the fabric too)
+    # the whole system: the template holds the site's partition only, so every case runs there
     proc = reframe('-lC', '--mode', 'nightly', '--system', 'example-cluster', **EXAMPLE)
     assert proc.returncode == 0, output(proc)
-    every = re.findall(r'^- .+ @(\S+)$', proc.stdout, re.M)
-    assert {c.split('+')[0] for c in every} == {'example-cluster:hdr', 'example-cluster:gpu'}
-    cases = [c for c in every if c.startswith('example-cluster:hdr+')]
+    cases = re.findall(r'^- .+ @(\S+)$', proc.stdout, re.M)
+    assert cases and {c.split('+')[0] for c in cases} == {'example-cluster:hdr'}
     listed = re.findall(r'^- (.+?) /[0-9a-f]{8} @example-cluster:hdr\+(\w+)$', proc.stdout, re.M)
     assert len(listed) == len(cases)
     system = [n for n, _ in listed if n in ('SoftwareVersions', 'RdmaTopology')]
@@ -46,10 +45,10 @@ def test_nothing_is_listed_only_to_be_skipped_and_the_rest_is_explained(reframe)
     proc = reframe.ibrepro('catalog', '-C', 'configs/example-cluster.py', '--system', 'example-cluster:hdr',
                            '--not-run')
     assert proc.returncode == 0, output(proc)
-    # two single-port adapters per node: only the dual-port HCA family has no case, and the catalog says why
+    # two single-port adapters per node, no GPU: the dual-port HCA and GPU families have no case, and it says why
     not_run = re.findall(r'^  (\w+) +\d+  (.+)$', proc.stdout, re.M)
-    assert [family for family, _ in not_run] == ['PerftestDualPort'], proc.stdout
-    assert 'needs a dual-port HCA' in not_run[0][1]
+    assert [family for family, _ in not_run] == ['GpuHostDevice', 'PerftestDualPort'], proc.stdout
+    assert 'no GPU' in not_run[0][1] and 'needs a dual-port HCA' in not_run[1][1]
 
 
 def test_a_verbs_job_script_reads_as_the_guide_says(reframe):

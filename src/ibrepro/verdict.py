@@ -164,13 +164,20 @@ STAGES_BEFORE_THE_JOB = ('startup', 'setup', 'compile', 'compile_wait')
 
 
 def reason_line(text, limit=200):
-    """A failure's reason on one line: ReFrame's reason of a command that failed is its first line ("command
-    'sbatch rfm_job.sh' failed with exit code 1:") then the command's output between ``--- stdout ---`` and
-    ``--- stderr ---`` markers, where the cause is ("Unable to contact slurm controller"): the markers are dropped,
-    the rest joined."""
+    """A failure's reason on one line: its first line and, for a command ReFrame ran that failed ("command 'sbatch
+    rfm_job.sh' failed with exit code 1:", then the command's output between ``--- stdout ---`` and ``--- stderr
+    ---`` markers), the first line the command wrote on stderr, where the cause is ("Unable to contact slurm
+    controller"). '' when there is none."""
     lines = [' '.join(line.split()) for line in str(text or '').splitlines()]
-    kept = [line for line in lines if line and not re.fullmatch(r'--- (stdout|stderr) ---', line)]
-    return ' '.join(kept)[:limit]
+    lines = [line for line in lines if line]
+    if not lines:
+        return ''
+    said = lines[0]
+    if '--- stderr ---' in lines:
+        cause = [line for line in lines[lines.index('--- stderr ---') + 1:]
+                 if not re.fullmatch(r'--- (stdout|stderr) ---', line)]
+        said += f' {cause[0]}' if cause else ''
+    return said[:limit]
 
 
 def not_measured(case):

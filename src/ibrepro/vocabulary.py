@@ -7,12 +7,12 @@ is and the one step that provides it, the same words in a skip reason (:mod:`ibr
 """
 
 #: Partition features.
-IB, ROCE, DUAL_PORT = 'ib', 'roce', 'dual-port'
+IB, ROCE, DUAL_PORT, GPU = 'ib', 'roce', 'dual-port', 'gpu'
 #: Either RDMA partition feature (the catalog names their absence ``rdma``).
 RDMA = (IB, ROCE)
 
 #: Environment features: the tools a check runs (also the check's ``tool`` tag, where it is one of these).
-TOOLS = ('perftest', 'osu', 'imb', 'npb', 'mvapich2', 'ibrepro-bench', 'ibrepro-rdma')
+TOOLS = ('perftest', 'osu', 'imb', 'npb', 'mvapich2', 'ibrepro-bench', 'ibrepro-rdma', 'nvbandwidth')
 
 _BRING_YOUR_OWN = "IBREPRO_PREFIXES=<your {} install> (README: bring your own benchmarks)"
 
@@ -35,6 +35,9 @@ HINTS = {
                              'on the soft-RoCE systems (docs/spack.md)'),
     'ibrepro-bench': ('our MPI benchmarks built', 'make setup'),
     'ibrepro-rdma': ('our verbs benchmark built', 'apt-get install libibverbs-dev librdmacm-dev, then make setup'),
+    GPU: ('GPU', 'a partition of GPU nodes with feature gpu (configs/example-cluster.py: GPU_NODES)'),
+    'nvbandwidth': ('nvbandwidth', "an environment with nvbandwidth: Spack's builtin package, a module or a prefix "
+                                   "(configs/example-cluster.py: the gpu environment)"),
 }
 
 #: How the catalog says a layout extra is short (the others: ``no <what>``).
