@@ -94,3 +94,38 @@ def test_the_template_gpu_partition_job_script(reframe, tmp_path):
     assert '-m ibrepro.cli topology --json > node-topology.json' in text
     assert text.splitlines()[-1] == ('srun --whole --cpu-bind=none nvbandwidth -j -t host_to_device_memcpy_ce '
                                      '-b 512 -i 3')
+
+
+def test_the_report_puts_each_gpu_beside_its_link(tmp_path):
+    """A stored night with a GpuHostDevice case (its gpu_links from the real H200 output and its sysfs): the page and
+    summary.md show 55.48 GB/s as 88 % of 63.0 GB/s; a hostile GPU name is escaped."""
+    import json
+
+    from ibrepro import report
+    from ibrepro.report import render
+    _gpu(tmp_path / 'sys', H200)
+    out = parsed('nvbandwidth-h200.txt')
+    values = gpu.copy_values(out, 'h2d-ce')
+    links = gpu.beside_links(values, out, topology.read_sysfs(tmp_path / 'sys'))
+    links['gpu1'] = {**links['gpu0'], 'name': '<script>alert(1)</script>', 'link': None, 'limit_MBps': None,
+                     'fraction': None}
+    night = json.loads((ROOT / 'tests' / 'data' / 'fleet' / 'fattree-uplink-leaf1-spine1-25.report.json').read_text())
+    case = dict(night['runs'][0]['testcases'][0])
+    case.update({'name': 'GpuHostDevice %copy=h2d-ce', 'display_name': 'GpuHostDevice %copy=h2d-ce',
+                 'unique_name': 'GpuHostDevice_0', 'short_name': 'GpuHostDevice_3f2a1c4d', 'result': 'pass',
+                 'gpu_links': links, 'job_nodelist': ['gn01'], 'fail_reason': None, 'fail_phase': None})
+    night['runs'][0]['testcases'].append(case)
+    path = tmp_path / 'night.json'
+    path.write_text(json.dumps(night))
+    inputs = report.select(db=tmp_path / 'absent.db', report_files=[path])
+    try:
+        (system,) = inputs.history
+        model = report.build(system, inputs.selected, inputs.history[system])
+    finally:
+        inputs.close()
+    html, md = render.render(model)
+    row = re.search(r'<table id="gpu-links">.*?</table>', html, re.S).group(0)
+    assert '<td class="n">55.48</td>' in row and 'pcie:gen5:x16' in row and '<td class="n">63.0</td>' in row
+    assert '<td class="n">88 %</td>' in row and '&lt;script&gt;' in row and '<script>' not in row
+    assert "gn01 GPU gpu0 0000:00:06.0, GpuHostDevice %copy=h2d-ce: 55.48 GB/s of 63.0 GB/s (pcie:gen5:x16): 88 %" \
+        in md.replace('\u200b', '')

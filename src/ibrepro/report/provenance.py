@@ -17,7 +17,7 @@ LABEL_EMULATED = 'emulated hardware: not performance data'
 LABEL_LOCAL = 'shared memory, one node: not an interconnect'
 
 def collect(system, selected, current, problems, platforms_config=None):
-    platforms, topologies, softwares, versions, failures, flaky = {}, {}, {}, set(), [], []
+    platforms, topologies, softwares, versions, failures, flaky, gpus = {}, {}, {}, set(), [], [], []
     info = selected[-1]['session_info']
     for (partition, environ, name), (case, _) in sorted(current.items()):
         where = f'session {case.get("session_uuid") or info.get("uuid", "?")}: test case {name} @{partition}+{environ}'
@@ -28,6 +28,9 @@ def collect(system, selected, current, problems, platforms_config=None):
             if topologies[partition]:     # the node it was read on: the cases may have run on others
                 topology, text = topologies[partition]
                 topologies[partition] = ({**topology, 'read_on': _nodes(case)}, text)
+        if case.get('gpu_links'):       # GpuHostDevice: each GPU's copy beside the PCIe link it trained to
+            gpus += _guarded(problems, where, 'gpu_links', _gpu_links, (name, partition, _nodes(case),
+                                                                       case['gpu_links'])) or []
         if case.get('software'):
             softwares[(partition, environ)] = _guarded(problems, where, 'software', _software, case['software'])
         if case.get('ibrepro_version'):
@@ -52,6 +55,7 @@ def collect(system, selected, current, problems, platforms_config=None):
         'reframe_version': info.get('version'),
         'failures': failures,
         'flaky': flaky,
+        'gpu_links': sorted(gpus, key=lambda g: (g['node'], g['gpu'], g['case'])),
         'skipped': _skipped_families(system, current, platforms, platforms_config),
         'session_info': {k: info.get(k) for k in ('uuid', 'time_start', 'time_end', 'hostname', 'user',
                                                    'cmdline', 'version', 'workdir', 'num_cases',
@@ -68,6 +72,22 @@ def _guarded(problems, where, field, read, value):
     except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as err:
         problems.append(f'{where}: {field} unreadable ({type(err).__name__}: {err}): left out')
         return None
+
+
+def _gpu_links(stored):
+    """The rows of the page's GPU table from a case's stored ``gpu_links`` (:func:`ibrepro.gpu.beside_links`), with
+    the types it needs: GB/s (10^9 B/s, nvbandwidth's and the PCIe specification's unit) and the fraction."""
+    name, partition, nodes, links = stored
+    rows = []
+    for gpu, link in sorted(links.items()):
+        def number(key, scale=1.0):
+            return None if link.get(key) is None else float(link[key]) * scale
+        rows.append({'node': ','.join(nodes) or partition, 'case': name, 'gpu': str(gpu),
+                     'name': str(link.get('name') or '-'), 'address': str(link.get('address') or '-'),
+                     'value_GBps': number('value_MBps', 1e-3), 'link': str(link.get('link') or ''),
+                     'limit_GBps': number('limit_MBps', 1e-3), 'fraction': number('fraction'),
+                     'degraded': bool(link.get('degraded'))})
+    return rows
 
 
 def _platform(platform):
