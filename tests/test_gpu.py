@@ -89,6 +89,12 @@ def test_the_template_gpu_partition_job_script(reframe, tmp_path):
     assert re.findall(r'@example-cluster:(\w+)\+(\w+)', proc.stdout) and \
         set(re.findall(r'@example-cluster:(\w+)\+(\w+)', proc.stdout)) == {('gpu', 'gpu')}, proc.stdout
     (script,) = reframe.home.rglob('GpuHostDevice_*/rfm_job.sh')
+    # the night: both copy-engine directions, on the GPU partition only
+    night = reframe('-lC', '--mode', 'nightly', '-n', 'GpuHostDevice', '--system', 'example-cluster', config=str(site))
+    assert night.returncode == 0, output(night)
+    assert sorted(re.findall(r'^- (GpuHostDevice %copy=\S+) /[0-9a-f]{8} @(\S+)$', night.stdout, re.M)) == [
+        ('GpuHostDevice %copy=d2h-ce', 'example-cluster:gpu+gpu'),
+        ('GpuHostDevice %copy=h2d-ce', 'example-cluster:gpu+gpu')], night.stdout
     text = script.read_text()
     assert '#SBATCH --exclusive' in text and '#SBATCH --gpus-per-node=4' in text and '#SBATCH --partition=gpu' in text
     assert '-m ibrepro.cli topology --json > node-topology.json' in text

@@ -436,7 +436,9 @@ class NightlyError(ValueError):
 
 @functools.lru_cache(maxsize=None)
 def nightly_cases(path=None):
-    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py).
+    """Display names of the `nightly` subset (reference-data/nightly.yaml, scripts/nightly_subset.py): its
+    ``cases`` (every figure of the papers once) and its ``today`` (the rows beyond the papers, where a partition has
+    their hardware).
 
     A file that cannot be read, or that lists no cases, raises NightlyError: tagging nothing would run a smaller
     night without a word. (Names that match no check: :func:`ibrepro.catalog.validate`.)
@@ -453,7 +455,12 @@ def nightly_cases(path=None):
             or not all(isinstance(c, dict) and isinstance(c.get('case'), str) and c['case'] for c in cases):
         raise NightlyError(f'the nightly subset cannot be read: {path}: "cases" must be a non-empty list of '
                            '{case: <display name>, ...} (scripts/nightly_subset.py writes it)')
-    return frozenset(c['case'] for c in cases)
+    today = doc.get('today') or []
+    if not isinstance(today, list) or not all(isinstance(c, dict) and isinstance(c.get('case'), str) and c['case']
+                                              for c in today):
+        raise NightlyError(f'the nightly subset cannot be read: {path}: "today" must be a list of '
+                           '{case: <display name>, ...} (scripts/nightly_subset.py writes it)')
+    return frozenset(c['case'] for c in cases + today)
 
 
 def _unknown_case(display_name, classes):
