@@ -163,12 +163,14 @@ def parse_topology_spines(text):
 class Fabric:
     """Nodes on leaves, ``spines`` uplinks per leaf (destination-mod-k), rails (device, port) per node.
     ``has_topology`` False (:func:`no_topology`): all nodes on one pseudo-leaf, every flow attributed to its two
-    nodes only."""
+    nodes only. ``routes``: the fabric's own routing where it was read (:func:`fabric_from_routes`), ``{(source
+    leaf, destination node): spine index}``, instead of destination-mod-k."""
 
     leaves: dict
     spines: int = 0
     rails: tuple = (('mlx5_0', 1),)
     has_topology: bool = True
+    routes: dict = None
 
     def __post_init__(self):
         _check_fabric(self.leaves, self.spines)
@@ -187,9 +189,17 @@ class Fabric:
     def position(self, node):
         return self._where[node][1]
 
-    def spine_for(self, dst):
-        """The spine a flow to ``dst`` crosses (destination-mod-k)."""
-        return self.position(dst) % self.spines
+    def spine_for(self, dst, src_leaf=None):
+        """The spine a flow to ``dst`` crosses: destination-mod-k, or the fabric's routes (from ``src_leaf``; without
+        it, the one spine every other leaf routes ``dst`` through: ValueError where they differ)."""
+        if not self.routes:
+            return self.position(dst) % self.spines
+        if src_leaf is not None:
+            return self.routes[(src_leaf, dst)]
+        spines = {q for (leaf, d), q in self.routes.items() if d == dst}
+        if len(spines) != 1:
+            raise ValueError(f'the fabric routes {dst} through {len(spines)} spines, by source leaf')
+        return spines.pop()
 
     def trunk_width(self, leaf):
         """Cables in each of ``leaf``'s leaf-spine links, as a non-blocking leaf has them: its nodes / spines."""
@@ -216,7 +226,7 @@ class Fabric:
                 f'cable {src}:{rail_name} up', f'cable {dst}:{rail_name} down']
         a, b = self.leaf_of(src), self.leaf_of(dst)
         if a != b:
-            q = self.spine_for(dst)
+            q = self.spine_for(dst, a)
             out += [f'uplink {a}>spine{q}', f'downlink spine{q}>{b}',
                     f'spine link {a}-spine{q}', f'spine link {b}-spine{q}']
         return out
@@ -228,7 +238,7 @@ class Fabric:
         out = [f'{src}>leaf', f'leaf>{dst}']
         a, b = self.leaf_of(src), self.leaf_of(dst)
         if a != b:
-            q = self.spine_for(dst)
+            q = self.spine_for(dst, a)
             out += [f'{a}>spine{q}', f'spine{q}>{b}']
         return out
 
@@ -268,6 +278,15 @@ def no_topology(nodes, rails=(('mlx5_0', 1),)):
 def fabric_from_leaves(leaves, spines=0, rails=(('mlx5_0', 1),)):
     _check_fabric(leaves, spines)      # before the copy: a string of nodes is no list of them
     return Fabric({k: list(v) for k, v in leaves.items()}, spines, tuple(rails))
+
+
+def fabric_from_routes(found, rails=(('mlx5_0', 1),)):
+    """The fabric as its own tables describe it (:func:`ibrepro.fleet_routes.read`): leaves with their nodes in
+    port order, the spines numbered in their names' sorted order, and its routes."""
+    index = {name: q for q, name in enumerate(found['spines'])}
+    routes = {key: index[spine] for key, spine in found['routes'].items()}
+    return Fabric({k: list(v) for k, v in found['leaves'].items()}, len(found['spines']), tuple(rails),
+                  routes=routes)
 
 
 def fat_tree(nodes, leaf_size=16, spines=None, prefix='n'):
@@ -559,12 +578,14 @@ def link_confirmation_pairs(links, fabric, good):
         on_leaf = [n for n in fabric.nodes if fabric.leaf_of(n) == leaf]
         elsewhere = [n for n in fabric.nodes if fabric.leaf_of(n) != leaf]
         if up:       # senders on the leaf, receivers routed through spine q
-            senders, receivers = on_leaf, [n for n in elsewhere if fabric.spine_for(n) == q]
-        else:
-            senders, receivers = elsewhere, [n for n in on_leaf if fabric.spine_for(n) == q]
+            senders, receivers = on_leaf, [n for n in elsewhere if fabric.spine_for(n, leaf) == q]
+        else:        # (the fabric's own routes may depend on the sender's leaf: the pair must cross the link)
+            senders, receivers = elsewhere, [n for n in on_leaf if any(
+                fabric.spine_for(n, fabric.leaf_of(s)) == q for s in elsewhere)]
         for _ in range(fabric.trunk_width(leaf)):
             first, second = ranked(receivers), ranked(senders)
-            pair = next(((a, b) for b in first for a in second if a != b and fits(a, b, own)), None)
+            pair = next(((a, b) for b in first for a in second
+                         if a != b and own & set(fabric.directed_links(a, b)) and fits(a, b, own)), None)
             if pair is None:
                 break
             pairs.append(pair)

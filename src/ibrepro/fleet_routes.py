@@ -1,0 +1,147 @@
+"""The routing a fabric really has, read from its own tables: ``ibnetdiscover`` (switches, HCAs, cabling, LIDs) and
+``dump_lfts`` (each switch's linear forwarding table: destination LID -> out port), both from infiniband-diags.
+
+The fleet's pair rounds assume destination-mod-k over the node order of Slurm's ``topology.conf``
+(:mod:`ibrepro.fleet_plan`). A fabric may route otherwise (another engine, nodes cabled out of the names' order):
+then a flow crosses other leaf-spine links than the plan thinks, and a slow uplink would be blamed on a healthy one.
+:func:`read` turns the two outputs into what the plan needs: the leaves with their nodes in port order, the spines,
+and for every (source leaf, destination node) the spine its flows cross; :func:`differences` says where that is not
+what destination-mod-k over ``topology.conf`` assumes.
+
+Only two-level trees are read (a leaf: a switch with HCAs; a spine: a switch without); a path that does not go up
+one spine and down to the destination's leaf is refused, named.
+"""
+
+import re
+
+#: ``Switch 8 "S-0000000000200001"  # "leaf2" base port 0 lid 3 lmc 0``; ``Ca 1 "H-..."  # "node5"``
+_NODE = re.compile(r'^(Switch|Ca)\s+(\d+)\s+"([^"]+)"\s*#\s*"([^"]*)"(.*)$')
+#: ``[1]  "H-0000000000100008"[1](100009)  # "node5" lid 9 4xSDR``
+_PORT = re.compile(r'^\[(\d+)\](?:\([0-9a-fA-F]+\))?\s+"([^"]+)"\[(\d+)\](?:\([0-9a-fA-F]+\))?\s*#\s*"([^"]*)"'
+                   r'(?:\s+lid\s+(\d+))?')
+#: ``Unicast lids [0x0-0xc] of switch DR path slid 0; dlid 0; 0,5 guid 0x0000000000200001 (leaf2):``
+_LFT_HEAD = re.compile(r'^Unicast lids \[[^\]]*\] of switch .*? guid (0x[0-9a-fA-F]+) \((.*)\):\s*$')
+#: ``0x0009 005 : (Channel Adapter portguid 0x0000000000100009: 'node5')``
+_LFT_ROW = re.compile(r'^(0x[0-9a-fA-F]+)\s+(\d+)\s+:')
+
+#: The most switches or HCAs read (the largest fabrics have tens of thousands of HCAs).
+MAX_NODES = 100_000
+
+
+class RoutesError(ValueError):
+    """Fabric tables that cannot be read, or a fabric this reader does not model (which output, why)."""
+
+
+def parse_ibnetdiscover(text):
+    """``{'switches': {guid: {'name', 'lid', 'ports': {port: (remote guid, remote port)}}}, 'hcas': {guid: {'name',
+    'lid'}}}`` from ``ibnetdiscover``'s output. An HCA's name is its node description (the host name, as Slurm's
+    NodeName usually is); its LID is what the switch port it is cabled to prints."""
+    switches, hcas, current = {}, {}, None
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        node = _NODE.match(line)
+        if node:
+            kind, _, guid, name, rest = node.groups()
+            if len(switches) + len(hcas) >= MAX_NODES:
+                raise RoutesError(f'ibnetdiscover: more than {MAX_NODES} nodes')
+            if kind == 'Switch':
+                lid = re.search(r'\blid (\d+)', rest)
+                current = switches.setdefault(guid, {'name': name, 'lid': int(lid.group(1)) if lid else None,
+                                                     'ports': {}})
+            else:
+                current = None
+                hcas.setdefault(guid, {'name': name.split()[0] if name.split() else guid, 'lid': None})
+            continue
+        port = _PORT.match(line)
+        if port and current is not None:
+            local, remote, remote_port, remote_name, lid = port.groups()
+            current['ports'][int(local)] = (remote, int(remote_port))
+            if remote.startswith('H-') and lid:
+                hca = hcas.setdefault(remote, {'name': remote_name.split()[0] if remote_name.split() else remote,
+                                               'lid': None})
+                hca['lid'] = int(lid)
+        elif line.startswith('[') and current is not None:
+            raise RoutesError(f'ibnetdiscover: line {number}: a port line this reader does not know: {line[:120]!r}')
+    if not switches:
+        raise RoutesError('ibnetdiscover: no switch in the output')
+    return {'switches': switches, 'hcas': hcas}
+
+
+def parse_dump_lfts(text):
+    """``{switch guid: {destination LID: out port}}`` from ``dump_lfts`` (or ``ibroute``) output."""
+    tables, current = {}, None
+    for number, line in enumerate(text.splitlines(), 1):
+        head = _LFT_HEAD.match(line.strip())
+        if head:
+            current = tables.setdefault(f'S-{int(head.group(1), 16):016x}', {})
+            continue
+        row = _LFT_ROW.match(line.strip())
+        if row and current is not None:
+            current[int(row.group(1), 16)] = int(row.group(2))
+    if not tables:
+        raise RoutesError('dump_lfts: no forwarding table in the output')
+    return tables
+
+
+def read(ibnetdiscover, dump_lfts):
+    """The fabric's two-level tree and routes: ``{'leaves': {leaf: [nodes in port order]}, 'spines': [names,
+    sorted], 'routes': {(source leaf, destination node): spine}}`` from the two outputs (text)."""
+    fabric, lfts = parse_ibnetdiscover(ibnetdiscover), parse_dump_lfts(dump_lfts)
+    switches, hcas = fabric['switches'], fabric['hcas']
+    leaves, spines = {}, {}
+    for guid, sw in switches.items():
+        hosts = [(port, remote) for port, (remote, _) in sorted(sw['ports'].items()) if remote in hcas]
+        if hosts:
+            leaves[guid] = [hcas[remote]['name'] for _, remote in hosts]
+        else:
+            spines[guid] = sw['name']
+    if not spines:
+        raise RoutesError('ibnetdiscover: no spine (a switch without HCAs): one leaf needs no routes')
+    by_name = {}
+    for guid, nodes in leaves.items():
+        by_name[switches[guid]['name']] = nodes
+    routes = {}
+    for guid in leaves:
+        table = lfts.get(guid)
+        if table is None:
+            raise RoutesError(f'dump_lfts: no table of leaf {switches[guid]["name"]}')
+        for other, nodes in leaves.items():
+            if other == guid:
+                continue
+            for hca in hcas.values():
+                if hca['name'] not in nodes:
+                    continue
+                routes[(switches[guid]['name'], hca['name'])] = _spine_of(
+                    switches, lfts, guid, other, hca, spines)
+    return {'leaves': dict(sorted(by_name.items())), 'spines': sorted(spines.values()), 'routes': routes}
+
+
+def _spine_of(switches, lfts, leaf, other, hca, spines):
+    """The spine a flow from ``leaf`` to ``hca`` (on ``other``) goes up to, checked to come down to ``other``."""
+    what = f'{switches[leaf]["name"]} -> {hca["name"]} (LID {hca["lid"]})'
+    port = lfts[leaf].get(hca['lid'])
+    if port is None or port not in switches[leaf]['ports']:
+        raise RoutesError(f'dump_lfts: no route for {what}')
+    up = switches[leaf]['ports'][port][0]
+    if up not in spines:
+        raise RoutesError(f'{what} leaves through port {port} to {switches.get(up, {}).get("name", up)}, no spine')
+    down = lfts.get(up, {}).get(hca['lid'])
+    if down is None or switches[up]['ports'].get(down, (None,))[0] != other:
+        raise RoutesError(f'{what}: spine {spines[up]} does not forward it to {switches[other]["name"]}')
+    return spines[up]
+
+
+def differences(routes, leaves, spine_names=None):
+    """Where the fabric's routes differ from destination-mod-k over ``leaves`` ({leaf: [nodes]} in topology.conf's
+    order): ``[(source leaf, destination, assumed spine, measured spine)]``. Spines are numbered in sorted name
+    order (``spine_names``, default the routes' own), as the plan numbers them."""
+    names = spine_names or sorted({s for s in routes['routes'].values()})
+    out = []
+    for (leaf, dst), spine in sorted(routes['routes'].items()):
+        where = next(((name, nodes.index(dst)) for name, nodes in leaves.items() if dst in nodes), None)
+        if where is None:
+            continue
+        assumed = names[where[1] % len(names)]
+        if assumed != spine:
+            out.append((leaf, dst, assumed, spine))
+    return out

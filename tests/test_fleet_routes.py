@@ -1,0 +1,58 @@
+"""The fabric's own routing (ibrepro.fleet_routes) from real infiniband-diags 44.0 output on an ibsim fat tree
+(tests/fixtures/infiniband-diags/*/MANIFEST.md), and the plan that follows it (fleet_plan.fabric_from_routes)."""
+
+from pathlib import Path
+
+import pytest
+
+from ibrepro import fleet_plan, fleet_routes
+
+FIXTURES = Path(__file__).parent / 'fixtures' / 'infiniband-diags'
+#: Slurm's topology.conf of the CI fat tree (ci/cluster/fabric.sh): nodes in their names' order.
+TOPOLOGY_CONF = {'leaf1': ['node1', 'node2', 'node3', 'node4'], 'leaf2': ['node5', 'node6', 'node7', 'node8']}
+
+
+def fabric_tables(name):
+    return ((FIXTURES / name / 'ibnetdiscover.txt').read_text(), (FIXTURES / name / 'dump_lfts.txt').read_text())
+
+
+def test_the_tree_and_its_routes_as_the_fabric_prints_them():
+    found = fleet_routes.read(*fabric_tables('44.0-ibsim-fattree8'))
+    assert found['leaves'] == TOPOLOGY_CONF and found['spines'] == ['spine0', 'spine1']
+    # MANIFEST: leaf1 reaches LIDs 9 and 11 (node5, node7) through spine0, 10 and 12 (node6, node8) through spine1
+    assert [found['routes'][('leaf1', n)] for n in TOPOLOGY_CONF['leaf2']] == ['spine0', 'spine1', 'spine0', 'spine1']
+    assert [found['routes'][('leaf2', n)] for n in TOPOLOGY_CONF['leaf1']] == ['spine0', 'spine1', 'spine0', 'spine1']
+    assert fleet_routes.differences(found, TOPOLOGY_CONF) == []          # OpenSM's minhop agrees with the model here
+
+
+def test_cabling_out_of_the_names_order_is_found_and_followed():
+    found = fleet_routes.read(*fabric_tables('44.0-ibsim-fattree8-swapped'))
+    assert found['leaves']['leaf2'] == ['node6', 'node5', 'node7', 'node8']           # port order
+    assert fleet_routes.differences(found, TOPOLOGY_CONF) == [
+        ('leaf1', 'node5', 'spine0', 'spine1'), ('leaf1', 'node6', 'spine1', 'spine0')]
+    assumed = fleet_plan.fabric_from_leaves(TOPOLOGY_CONF, 2)
+    measured = fleet_plan.fabric_from_routes(found)
+    assert 'uplink leaf1>spine0' in assumed.components('node1', 'node5')
+    assert 'uplink leaf1>spine1' in measured.components('node1', 'node5')
+    assert measured.directed_links('node2', 'node6') == ['node2>leaf', 'leaf>node6', 'leaf1>spine0', 'spine0>leaf2']
+
+
+@pytest.mark.parametrize('link', ['uplink leaf1>spine0', 'uplink leaf1>spine1', 'downlink spine0>leaf2',
+                                  'downlink spine1>leaf2', 'spine link leaf2-spine1'])
+def test_a_link_is_confirmed_by_flows_that_cross_it_under_the_measured_routes(link):
+    fabric = fleet_plan.fabric_from_routes(fleet_routes.read(*fabric_tables('44.0-ibsim-fattree8-swapped')))
+    pairs = fleet_plan.link_confirmation_pairs([link], fabric, good=fabric.nodes)
+    own = fleet_plan._directed([link])
+    assert pairs and all(own & set(fabric.directed_links(a, b)) for a, b in pairs)
+
+
+def test_tables_that_do_not_describe_a_two_level_tree_are_refused_named():
+    ibnd, lfts = fabric_tables('44.0-ibsim-fattree8')
+    with pytest.raises(fleet_routes.RoutesError, match='no forwarding table'):
+        fleet_routes.read(ibnd, '')
+    # leaf1's table without its entries for node5 (LID 9): its route is not in the fabric's tables
+    without = '\n'.join(line for line in lfts.splitlines() if not (line.startswith('0x0009') and 'node5' in line))
+    with pytest.raises(fleet_routes.RoutesError, match=r'no route for leaf\d -> node5 \(LID 9\)'):
+        fleet_routes.read(ibnd, without)
+    with pytest.raises(fleet_routes.RoutesError, match='no switch'):
+        fleet_routes.read('# nothing here\n', lfts)
