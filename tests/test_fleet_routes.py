@@ -56,3 +56,40 @@ def test_tables_that_do_not_describe_a_two_level_tree_are_refused_named():
         fleet_routes.read(ibnd, without)
     with pytest.raises(fleet_routes.RoutesError, match='no switch'):
         fleet_routes.read('# nothing here\n', lfts)
+
+
+def test_a_night_follows_the_tables_a_site_names_and_stores_them(tmp_path):
+    """IBREPRO_FLEET_ROUTES: the night's plan routes as the fabric does, stores the routes with the night, and the
+    stored night's fabric (what the report judges on) is the same; tables of other nodes are refused, named."""
+    from ibrepro import fleet_rounds
+    conf = tmp_path / 'topology.conf'
+    conf.write_text('SwitchName=leaf1 Nodes=node[1-4]\nSwitchName=leaf2 Nodes=node[5-8]\n'
+                    'SwitchName=spine0 Switches=leaf[1-2]\nSwitchName=spine1 Switches=leaf[1-2]\n')
+    tables = FIXTURES / '44.0-ibsim-fattree8-swapped'
+    fabric, rounds, jobs, problem = fleet_rounds.night_from_environment(
+        {'IBREPRO_FLEET_TOPOLOGY': str(conf), 'IBREPRO_FLEET_ROUTES': str(tables)})
+    assert problem is None and 'uplink leaf1>spine1' in fabric.components('node1', 'node5')
+    plan = fleet_rounds.plan(fabric, rounds, jobs[0])
+    assert ['leaf1', 'node5', 1] in plan['routes']
+    stored = fleet_rounds.night_fabric({'leaves': plan['leaves'], 'spines': plan['spines'],
+                                        'routes': plan['routes']}, [])
+    assert stored.routes == fabric.routes and 'uplink leaf1>spine1' in stored.components('node1', 'node5')
+    assert fleet_rounds.fabric_of(plan).routes == fabric.routes
+
+    conf.write_text('SwitchName=leaf1 Nodes=node[1-4]\nSwitchName=leaf2 Nodes=node[5-9]\n')
+    _, _, _, problem = fleet_rounds.night_from_environment(
+        {'IBREPRO_FLEET_TOPOLOGY': str(conf), 'IBREPRO_FLEET_ROUTES': str(tables)})
+    assert 'its HCAs are not the nodes of IBREPRO_FLEET_TOPOLOGY' in problem
+    _, _, _, problem = fleet_rounds.night_from_environment(
+        {'IBREPRO_FLEET_TOPOLOGY': str(conf), 'IBREPRO_FLEET_ROUTES': str(tmp_path / 'absent')})
+    assert problem.startswith('IBREPRO_FLEET_ROUTES=') and 'No such file' in problem
+
+
+def test_stored_routes_that_do_not_cover_the_fabric_are_refused():
+    leaves = dict(TOPOLOGY_CONF)
+    with pytest.raises(ValueError, match='no route from leaf1 to node5'):
+        fleet_plan.fabric_from_leaves(leaves, 2, routes=[['leaf2', 'node1', 0]])
+    with pytest.raises(ValueError, match='spine 7 is not one of the 2 spines'):
+        fleet_plan.fabric_from_leaves(leaves, 2, routes=[['leaf1', 'node5', 7]])
+    with pytest.raises(ValueError, match='not a list'):
+        fleet_plan.fabric_from_leaves(leaves, 2, routes={'leaf1': 1})

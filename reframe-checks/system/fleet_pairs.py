@@ -14,6 +14,10 @@ round, rail, bandwidth, RDMA latency) is the loggable variable ``fleet_flows`` o
 
 Topology: ``IBREPRO_FLEET_TOPOLOGY`` names the Slurm ``topology.conf`` (or JSON ``{leaf: [nodes]}``) the cases are
 cut from; without it the check's one case is skipped saying so (and fails saying why when it cannot be read).
+Routing: destination-mod-k over its order, unless ``IBREPRO_FLEET_ROUTES`` names a directory with the fabric's own
+tables, ``ibnetdiscover.txt`` and ``dump_lfts.txt`` (infiniband-diags; a site refreshes them, e.g. from cron on a
+node with the fabric's management port): then the leaves in port order and the routes they give, stored with the
+night (``fleet_fabric``: ``routes``) so its report judges it on them (:mod:`ibrepro.fleet_routes`).
 Transport: ``fleet_transport`` (``-S``, or the partition's extras), by default ``rdma`` when the partition lists
 ``rdma_devices`` (its rails: ``rdma_devices`` x ``ib_ports``, perftest from the programming environment), else
 ``tcp`` over the interface ``fleet_netdev`` (the partition's extras or ``-S fleet_netdev=<if>``; default fab0).
@@ -172,7 +176,8 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         """Fail on flows that measured nothing; localise ``flows`` (confirmed by ``again``) and write fleet.json;
         with ``name``, fail naming the components confirmed."""
         failed = [f for f in flows + again if 'bw' not in f]
-        self.fleet_fabric = {'leaves': plan['leaves'], 'spines': plan['spines']}
+        self.fleet_fabric = {'leaves': plan['leaves'], 'spines': plan['spines'], **(
+            {'routes': plan['routes']} if plan.get('routes') else {})}
         if failed:
             if why := fleet_rounds.no_task_ran(self.stagedir):
                 raise SanityError(why)
@@ -182,7 +187,8 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         fabric = fleet_rounds.fabric_of(plan)
         result = fleet_rounds.analyse(flows, fabric, again, history=history)
         self.fleet_named = [s.name for s in result.named] if name else []
-        out = {'leaves': plan['leaves'], 'spines': plan['spines'], 'left_out': plan.get('left_out', {}),
+        out = {'leaves': plan['leaves'], 'spines': plan['spines'], 'routes': plan.get('routes'),
+               'left_out': plan.get('left_out', {}),
                'flows': flows, 'confirmation': again,
                'history_from': self.fleet_history_from, 'result': fleet_localise.as_json(result, fabric)}
         (Path(self.stagedir) / 'fleet.json').write_text(json.dumps(out, indent=1, default=list) + '\n')

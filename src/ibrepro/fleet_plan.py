@@ -275,18 +275,39 @@ def no_topology(nodes, rails=(('mlx5_0', 1),)):
     return Fabric({'(no topology)': list(nodes)}, 1, tuple(rails), has_topology=False)
 
 
-def fabric_from_leaves(leaves, spines=0, rails=(('mlx5_0', 1),)):
+def fabric_from_leaves(leaves, spines=0, rails=(('mlx5_0', 1),), routes=None):
+    """A fabric of ``leaves``; ``routes`` (the fabric's own, as a night stores them: ``[[source leaf, destination,
+    spine index], ...]``, :func:`routes_json`) instead of destination-mod-k: every leaf to every node of another
+    leaf, each through one of the ``spines`` (ValueError naming what is missing or out of range)."""
     _check_fabric(leaves, spines)      # before the copy: a string of nodes is no list of them
-    return Fabric({k: list(v) for k, v in leaves.items()}, spines, tuple(rails))
+    leaves = {k: list(v) for k, v in leaves.items()}
+    if routes is None:
+        return Fabric(leaves, spines, tuple(rails))
+    if not isinstance(routes, list) or not all(isinstance(r, list) and len(r) == 3 for r in routes):
+        raise ValueError('routes: not a list of [source leaf, destination node, spine]')
+    table = {(str(a), str(d)): q for a, d, q in routes}
+    for q in table.values():
+        if isinstance(q, bool) or not isinstance(q, int) or not 0 <= q < max(1, int(spines)):
+            raise ValueError(f'routes: spine {q!r} is not one of the {spines} spines')
+    wanted = {(a, d) for a in leaves for b, nodes in leaves.items() if b != a for d in nodes}
+    missing = sorted(wanted - set(table))
+    if missing:
+        raise ValueError(f'routes: no route from {missing[0][0]} to {missing[0][1]}'
+                         + (f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''))
+    return Fabric(leaves, spines, tuple(rails), routes={k: table[k] for k in sorted(wanted)})
+
+
+def routes_json(fabric):
+    """A fabric's own routes as a night stores them (:func:`fabric_from_leaves`), or None (destination-mod-k)."""
+    return [[a, d, q] for (a, d), q in sorted(fabric.routes.items())] if fabric.routes else None
 
 
 def fabric_from_routes(found, rails=(('mlx5_0', 1),)):
     """The fabric as its own tables describe it (:func:`ibrepro.fleet_routes.read`): leaves with their nodes in
     port order, the spines numbered in their names' sorted order, and its routes."""
     index = {name: q for q, name in enumerate(found['spines'])}
-    routes = {key: index[spine] for key, spine in found['routes'].items()}
-    return Fabric({k: list(v) for k, v in found['leaves'].items()}, len(found['spines']), tuple(rails),
-                  routes=routes)
+    return fabric_from_leaves(found['leaves'], len(found['spines']), rails,
+                              [[a, d, index[spine]] for (a, d), spine in sorted(found['routes'].items())])
 
 
 def fat_tree(nodes, leaf_size=16, spines=None, prefix='n'):

@@ -78,8 +78,25 @@ def night_from_environment(environ):
     if not re.fullmatch(r'[0-9]{1,6}', job_nodes) or int(job_nodes) < 1:
         return None, [], [], f'IBREPRO_FLEET_JOB_NODES={job_nodes!r:.40}: expected a number of nodes'
     try:
-        return (*night(*load_topology(read_topology(path)), job_nodes=int(job_nodes)), None)
+        leaves, spines = load_topology(read_topology(path))
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
+        return None, [], [], f'IBREPRO_FLEET_TOPOLOGY={path!r:.200}: {err}'
+    routes_dir, routes = environ.get('IBREPRO_FLEET_ROUTES'), None
+    if routes_dir:                  # the fabric's own tables: its leaves in port order and its routes
+        from . import fleet_routes
+        try:
+            found = fleet_routes.read(read_topology(os.path.join(routes_dir, 'ibnetdiscover.txt')),
+                                      read_topology(os.path.join(routes_dir, 'dump_lfts.txt')))
+            fabric = fleet_plan.fabric_from_routes(found)
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            return None, [], [], f'IBREPRO_FLEET_ROUTES={routes_dir!r:.200}: {err}'
+        if sorted(fabric.nodes) != sorted(n for ns in leaves.values() for n in ns):
+            return None, [], [], (f'IBREPRO_FLEET_ROUTES={routes_dir!r:.200}: its HCAs are not the nodes of '
+                                  f'IBREPRO_FLEET_TOPOLOGY={path!r:.200}')
+        leaves, spines, routes = fabric.leaves, fabric.spines, fleet_plan.routes_json(fabric)
+    try:
+        return (*night(leaves, spines, job_nodes=int(job_nodes), routes=routes), None)
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
         return None, [], [], f'IBREPRO_FLEET_TOPOLOGY={path!r:.200}: {err}'
 
 
@@ -168,9 +185,10 @@ def load_topology(text):
     return fleet_plan.parse_topology_conf(text), fleet_plan.parse_topology_spines(text)
 
 
-def night(leaves, spines=0, job_nodes=fleet_plan.JOB_NODES):
-    """``(fabric, rounds, jobs)`` of a night on this topology, at most ``ceil(N / job_nodes)`` jobs."""
-    fabric = fleet_plan.fabric_from_leaves(leaves, spines)
+def night(leaves, spines=0, job_nodes=fleet_plan.JOB_NODES, routes=None):
+    """``(fabric, rounds, jobs)`` of a night on this topology (and the fabric's own ``routes``, where read), at most
+    ``ceil(N / job_nodes)`` jobs."""
+    fabric = fleet_plan.fabric_from_leaves(leaves, spines, routes=routes)
     rounds = fleet_plan.pair_rounds(fabric)
     return fabric, rounds, fleet_plan.slurm_jobs(fabric, rounds, job_nodes=job_nodes)
 
@@ -184,7 +202,7 @@ def plan(fabric, rounds, job, *, netdev='fab0', seconds=SECONDS, tool='iperf3', 
     ``perftest_options``: options every perftest run of the partition needs (its extras')."""
     mine = set(job['nodes'])
     out = {'nodes': sorted(job['nodes']), 'seconds': int(seconds),
-           'leaves': fabric.leaves, 'spines': fabric.spines,
+           'leaves': fabric.leaves, 'spines': fabric.spines, 'routes': fleet_plan.routes_json(fabric),
            'rounds': [{'number': r.number, 'kind': r.kind, 'pairs': [list(p) for p in r.pairs if set(p) <= mine]}
                       for r in rounds if r.number in job['rounds']],
            'confirm': not fleet_plan.confirmation_job_needed(fabric, [job])}
@@ -383,14 +401,14 @@ def no_task_ran(stagedir):
 
 
 def fabric_of(p):
-    return fleet_plan.fabric_from_leaves(p['leaves'], p['spines'])
+    return fleet_plan.fabric_from_leaves(p['leaves'], p['spines'], routes=p.get('routes'))
 
 
 def night_fabric(data, flows):
     """The fabric of a night (:func:`from_report`, a case's ``fleet.json``): its leaves and spines when it stored
     them, else the nodes of its ``flows`` (read flows) without a topology."""
     if isinstance(data, dict) and data.get('leaves'):
-        return fleet_plan.fabric_from_leaves(data['leaves'], data.get('spines', 0))
+        return fleet_plan.fabric_from_leaves(data['leaves'], data.get('spines', 0), routes=data.get('routes'))
     return fleet_plan.no_topology(sorted({n for f in flows for n in (f['src'], f['dst'])}))
 
 
@@ -478,7 +496,7 @@ def stored_history(reports, system, partition, nights=HISTORY_NIGHTS):
     history, used = {}, []
     for uuid, data in found[-nights:]:
         try:
-            fabric = fleet_plan.fabric_from_leaves(data['leaves'], data['spines'])
+            fabric = fleet_plan.fabric_from_leaves(data['leaves'], data['spines'], routes=data.get('routes'))
             effects = fleet_localise.night_effects(fleet_localise.read_flows(data['flows']), fabric)
         except (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError):
             continue                       # a night that cannot be judged adds nothing
@@ -536,7 +554,8 @@ def from_report(report, system=None, partition=None):
     report has no such case; ValueError naming the case and field when a stored variable is not of the type the
     check stores."""
     from . import results
-    out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0, 'named': set(), 'left_out': {}}
+    out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0, 'routes': None, 'named': set(),
+           'left_out': {}}
     found = False
     for case in results.testcases(report):
         if results.PAIR_ROUND_FLOWS not in case or system not in (None, case.get('system')) \
@@ -550,6 +569,7 @@ def from_report(report, system=None, partition=None):
         out['left_out'].update({str(n): str(why) for n, why in _stored(case, 'fleet_left_out', dict).items()})
         fabric = _stored(case, 'fleet_fabric', dict)
         out['leaves'] = out['leaves'] or fabric.get('leaves') or {}
+        out['routes'] = out['routes'] or fabric.get('routes')       # the fabric's own, where the night read them
         try:
             out['spines'] = out['spines'] or fleet_plan.spines_of(fabric.get('spines'))
         except ValueError as err:
