@@ -135,3 +135,20 @@ def test_the_report_puts_each_gpu_beside_its_link(tmp_path):
     assert '<td class="n">88 %</td>' in row and '&lt;script&gt;' in row and '<script>' not in row
     assert "gn01 GPU gpu0 0000:00:06.0, GpuHostDevice %copy=h2d-ce: 55.48 GB/s of 63.0 GB/s (pcie:gen5:x16): 88 %" \
         in md.replace('\u200b', '')
+
+
+def test_ibrepro_topology_lists_the_gpus_and_their_limiting_link(tmp_path):
+    """A GPU node without an RDMA device (the shared H200 machine's sysfs), and one whose GPU trained at Gen4 x8."""
+    import subprocess
+    import sys
+    _gpu(tmp_path / 'h200', H200)
+    _gpu(tmp_path / 'x8', [('0000:00:05.0', 32.0, 16, 32.0, 16), ('0000:00:06.0', 16.0, 8, 32.0, 16)])
+    for name, want in (('h200', 'pcie:gen5:x16 at 0000:00:06.0'), ('x8', 'pcie:gen4:x8 at 0000:00:06.0')):
+        proc = subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'topology', '--sysfs', str(tmp_path / name)],
+                              capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith('no RDMA devices found') and 'GPUs (host-device copies' in proc.stdout
+        row = next(line for line in proc.stdout.splitlines() if line.startswith('0000:00:06.0'))
+        assert want in row and ('DEGRADED' in row) == (name == 'x8'), proc.stdout
+    assert '63,015 MB/s' in subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'topology', '--sysfs',
+                                            str(tmp_path / 'h200')], capture_output=True, text=True, cwd=ROOT).stdout

@@ -339,3 +339,31 @@ def test_the_nodes_a_night_left_out_are_said_with_why_and_escaped(tmp_path):
     assert 'node8 (state drain)' in said and '&lt;b&gt;x&lt;/b&gt; (state down* (not responding))' in said, said
     line = next(line for line in md.splitlines() if line.startswith('Fleet, newest night'))
     assert 'left out, not tested: ' in line and 'node8 (state drain)' in line and '<b>' not in line, line
+
+
+def test_the_page_says_which_routing_a_night_was_judged_on(tmp_path):
+    """A night without the fabric's tables says its routing was assumed; the same night stored with the routes of
+    the fabric's own tables (real infiniband-diags output on an ibsim tree of the same shape, which route as the
+    model does) says so and is judged the same."""
+    from ibrepro import fleet_plan, fleet_routes
+    night = FLEET / 'fattree-uplink-leaf1-spine1-25.report.json'
+    html, _ = report(tmp_path / 'a', night)
+    assumed = html[html.index('id="fleet-routing"'):].split('</p>')[0]
+    assert 'assumed, not read: destination-mod-k over topology.conf&#39;s node order' in assumed
+    tables = Path(__file__).parent / 'fixtures' / 'infiniband-diags' / '44.0-ibsim-fattree8'
+    fabric = fleet_plan.fabric_from_routes(fleet_routes.read((tables / 'ibnetdiscover.txt').read_text(),
+                                                             (tables / 'dump_lfts.txt').read_text()))
+    data = json.loads(night.read_text())
+    for run in data['runs']:
+        for case in run['testcases']:
+            if case.get('fleet_fabric'):
+                assert case['fleet_fabric']['leaves'] == fabric.leaves
+                case['fleet_fabric']['routes'] = fleet_plan.routes_json(fabric)
+    path = tmp_path / 'with-routes.json'
+    path.write_text(json.dumps(data))
+    html2, _ = report(tmp_path / 'b', path)
+    read = html2[html2.index('id="fleet-routing"'):].split('</p>')[0]
+    assert 'the fabric&#39;s own forwarding tables' in read and '8 leaf-to-node routes' in read
+    def named(page):
+        return page[page.index('id="fleet-nights"'):].split('</table>')[0]
+    assert named(html2) == named(html)

@@ -588,9 +588,10 @@ def _bound(b, which):
 
 
 def format_topology(topo):
-    """The human-readable tables of ``ibrepro topology``."""
+    """The human-readable tables of ``ibrepro topology``: the RDMA devices and their limits, then the GPUs."""
+    gpus = _format_gpus(topo.get('gpus') or [])
     if not topo['devices']:
-        return topo.get('message', 'no RDMA devices found')
+        return '\n'.join([topo.get('message', 'no RDMA devices found'), *(['', gpus] if gpus else [])])
 
     rows = []
     for d in topo['devices']:
@@ -622,4 +623,23 @@ def format_topology(topo):
     lines += ['Limits per adapter (theoretical data rates; protocol overhead not included):',
               limits._table(['adapter', 'bus', 'active ports', 'per direction', 'both directions', 'note'],
                             rows)]
-    return '\n'.join(lines)
+    return '\n'.join(lines + (['', gpus] if gpus else []))
+
+
+def _format_gpus(gpus):
+    """The GPUs' table: each one's link as trained and the link that limits its host-device copies
+    (:func:`gpu_link`), '' without GPUs."""
+    rows = []
+    for g in gpus:
+        pci, link = g.get('pci') or {}, gpu_link(g)
+        rows.append([g['name'], g.get('vendor') or '-', pci.get('bus_spec') or pci.get('current_link_speed') or '?',
+                     pci.get('max_bus_spec') or '?',
+                     (f'{link["spec"]} at {link["lower"]}' if link else 'not given by sysfs'),
+                     f'{link["limit_MBps"]:,.0f} MB/s' if link else '-',
+                     'DEGRADED: trained below what both ends can' if link and link['degraded'] else '',
+                     '-' if pci.get('numa_node') is None else pci['numa_node']])
+    if not rows:
+        return ''
+    return '\n'.join(['GPUs (host-device copies are limited by the narrowest PCIe link up to the root port):',
+                      limits._table(['GPU', 'vendor', 'link', 'max', 'limiting link', 'per direction', 'note',
+                                     'numa'], rows)])

@@ -105,11 +105,23 @@ def section(system, selected, earlier=()):
                        'cleared': [_suspect(s) for s in result.suspects if s not in named],
                        'leaves': leaves, 'leaf_table': table, 'effects': effects,
                        'left_out': sorted(data['left_out'].items()),
+                       'routing': _routing(fabric),
                        'suspected': sorted({m for s in result.suspects for m in s.members})})
     if not nights:
         return None, problems
     ages = sorted(verified.items(), key=lambda kv: (kv[1] is not None, kv[1] or '', kv[0]))
     return {'nights': nights, 'newest': nights[-1], 'verified': ages, 'trend': _trend(trend, nights[-1])}, problems
+
+
+def _routing(fabric):
+    """What the night's paths were taken to be: the fabric's own tables, or the model over topology.conf's order."""
+    if not fabric.has_topology:
+        return 'no topology: every flow is its two nodes\' only'
+    if fabric.routes:
+        return ("the fabric's own forwarding tables (ibnetdiscover and dump_lfts, read for the night: "
+                f'{len(fabric.routes)} leaf-to-node routes)')
+    return ("assumed, not read: destination-mod-k over topology.conf's node order (the fabric's tables were not "
+            'given: IBREPRO_FLEET_ROUTES)')
 
 
 def _verify(verified, flows, fabric, result, when):
