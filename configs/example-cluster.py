@@ -63,12 +63,13 @@ def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, fe
 
 
 # SITE: a partition of GPU nodes (with GPU_NODES = True; the GPU families run only where a partition has feature
-# `gpu`): 4 GPUs per node (gpus_per_node: what its jobs ask Slurm for), one ConnectX-7 NDR per node
+# `gpu`): 4 GPUs per node (gpus_per_node: what its jobs ask Slurm for), one ConnectX-7 NDR per node; every GPU
+# has an HCA behind the same PCIe switch (gpu_hca_distance: the fleet sweep names a GPU whose nearest is farther)
 GPU_PARTITION = _partition(
     'gpu', 'site template: 2x Intel Xeon 48 cores, 4x NVIDIA H100 on PCIe 5.0 x16, ConnectX-7 NDR 400 Gb/s (mlx5_0) '
            'on PCIe 5.0 x16',
     nodes=4, cores_per_node=96, rdma_devices=['mlx5_0'], ib_ports=1, features=['gpu'], environs=['gpu'],
-    gpus_per_node=4, hca_numa_node=0, link='4X NDR', bus='PCIe 5.0 x16')
+    gpus_per_node=4, gpu_hca_distance='PIX', hca_numa_node=0, link='4X NDR', bus='PCIe 5.0 x16')
 
 EXAMPLE_CLUSTER = {
     'name': SYSTEM,

@@ -152,3 +152,38 @@ def test_ibrepro_topology_lists_the_gpus_and_their_limiting_link(tmp_path):
         assert want in row and ('DEGRADED' in row) == (name == 'x8'), proc.stdout
     assert '63,015 MB/s' in subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'topology', '--sysfs',
                                             str(tmp_path / 'h200')], capture_output=True, text=True, cwd=ROOT).stdout
+
+
+# a root port, a PCIe switch (upstream port, downstream ports) and a second switch below it: (address, GT/s, x, ...)
+RP, USP, DSP1, DSP2 = (('0000:16:00.0', 32.0, 16, 32.0, 16), ('0000:17:00.0', 32.0, 16, 32.0, 16),
+                       ('0000:18:00.0', 32.0, 16, 32.0, 16), ('0000:18:01.0', 32.0, 16, 32.0, 16))
+
+
+def _hca(root, chain, numa='0'):
+    from test_topology import ACTIVE, ib_device, pcie_chain, write
+    fn = pcie_chain(root, chain)
+    write(fn / 'numa_node', numa)
+    ib_device(root, 'mlx5_0', {1: (*ACTIVE, '400 Gb/sec (4X NDR)', 'InfiniBand')}, function=fn)
+
+
+@pytest.mark.parametrize('hca_chain, numa, distance', [
+    ([RP, USP, DSP2, ('0000:1a:00.0', 32.0, 16, 32.0, 16)], '0', 'PIX'),            # the GPU's own switch
+    ([RP, USP, DSP2, ('0000:1b:00.0', 32.0, 16, 32.0, 16), ('0000:1c:00.0', 32.0, 16, 32.0, 16),
+      ('0000:1d:00.0', 32.0, 16, 32.0, 16)], '0', 'PXB'),                          # behind a second switch
+    ([('0000:16:02.0', 32.0, 16, 32.0, 16), ('0000:1e:00.0', 32.0, 16, 32.0, 16)], '0', 'PHB'),  # another root port
+    ([('0000:3a:00.0', 32.0, 16, 32.0, 16), ('0000:3b:00.0', 32.0, 16, 32.0, 16)], '0', 'NODE'),  # another host bridge
+    ([('0000:3a:00.0', 32.0, 16, 32.0, 16), ('0000:3b:00.0', 32.0, 16, 32.0, 16)], '1', 'SYS'),   # the other socket
+])
+def test_each_gpu_knows_how_far_each_hca_is_and_the_fleet_names_a_far_one(tmp_path, hca_chain, numa, distance):
+    from ibrepro import fleet
+    _gpu(tmp_path, [RP, USP, DSP1, ('0000:19:00.0', 32.0, 16, 32.0, 16)])
+    _hca(tmp_path, hca_chain, numa)
+    topo = topology.read_sysfs(tmp_path)
+    (g,) = topo['gpus']
+    assert g['hca_distance'] == {'mlx5_0': distance}
+    faults, _ = fleet.judge('gn01', topo, {'gpu_hca_distance': 'PIX'})
+    far = [f for f in faults if f['fault'] == 'GPU far from its HCA']
+    assert bool(far) == (distance != 'PIX')
+    if far:
+        assert far[0]['component'] == 'gn01:gpu:0000:19:00.0' and f'mlx5_0 at {distance}' in far[0]['evidence']
+    assert f'mlx5_0 {distance}' in topology.format_topology(topo)

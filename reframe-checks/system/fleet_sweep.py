@@ -6,8 +6,8 @@ node's own state before any traffic. One job with one task on every idle node of
 allocation, ``--flex-alloc-nodes``, default ``idle``) reads each node's state on the node itself
 (``ibrepro fleet node``: ports, each PCIe link up to the root port, error counters, firmware, board id, the HCA's
 NUMA node); :mod:`ibrepro.fleet` judges them against the partition's extras (``rdma_devices`` x ``ib_ports``,
-``expected_port``, ``hca_numa_node``), against physics (a link below the lesser of its ends' maxima) and against
-the fleet's majority per board id. The case fails naming each faulty component with its evidence; what could not
+``expected_port``, ``hca_numa_node``, ``gpu_hca_distance``), against physics (a link below the lesser of its ends'
+maxima) and against the fleet's majority per board id. The case fails naming each faulty component with its evidence; what could not
 be read (no counters on mlx4, no PCIe on soft-RoCE) is recorded as not judged.
 
 Run it with ``reframe -c reframe-checks/system/fleet_sweep.py -r`` (tag ``fleet``); the states and faults are the
@@ -79,7 +79,8 @@ class FleetSweep(rfm.RunOnlyRegressionTest):
         if not states:
             raise SanityError(f'no node state in {path}')
         extras = self.current_partition.extras
-        expected = {k: extras[k] for k in ('rdma_devices', 'ib_ports', 'expected_port') if k in extras}
+        expected = {k: extras[k] for k in ('rdma_devices', 'ib_ports', 'expected_port', 'gpu_hca_distance')
+                    if k in extras}
         try:        # each HCA against the NUMA node the partition says it sits on (one number: the MPI rail's)
             numa = launch.hca_numa_nodes(extras)
         except ValueError as err:

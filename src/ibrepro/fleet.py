@@ -5,8 +5,10 @@ The first part of the fleet capability is the per-node state sweep: every node r
 id, the HCA's NUMA node), and :func:`judge` names what is wrong with it, component by component:
 
 * against what the partition expects (its extras ``rdma_devices`` x ``ib_ports``, ``expected_port``
-  ``{'width': 4, 'speed': 'HDR'}``, ``hca_numa_node``): a port that is not ACTIVE, a port trained to fewer lanes or
-  a lower speed, an HCA on another NUMA node than the one jobs are bound near;
+  ``{'width': 4, 'speed': 'HDR'}``, ``hca_numa_node``, ``gpu_hca_distance``): a port that is not ACTIVE, a port
+  trained to fewer lanes or a lower speed, an HCA on another NUMA node than the one jobs are bound near, a GPU
+  whose nearest HCA is farther on PCIe than the partition's nodes are built (``'PIX'``: one switch;
+  :data:`ibrepro.topology.DISTANCES`);
 * against physics: a PCIe link trained below the lesser of its two ends' maxima (a card in a slot that can more;
   a Gen5 card in a Gen4 slot is capped, not degraded: :func:`ibrepro.topology.pcie_path`);
 * against the fleet: per board id, the firmware, port rate and PCIe link most nodes have (a node that differs is
@@ -15,7 +17,7 @@ id, the HCA's NUMA node), and :func:`judge` names what is wrong with it, compone
 
 A device whose driver exports no counters or no PCIe attributes (mlx4, soft-RoCE) is skipped for that part, and
 the sweep says so: an unread component is never a healthy one. Components are named ``host:device/port`` (a port),
-``host:device`` (an HCA), ``host:pcie:<lower>-<upper>`` (a PCIe link).
+``host:device`` (an HCA), ``host:pcie:<lower>-<upper>`` (a PCIe link), ``host:gpu:<address>`` (a GPU).
 """
 
 import argparse
@@ -89,11 +91,19 @@ def judge(host, topo, expected=None):
         if numa is not None and pci.get('numa_node') is not None and pci['numa_node'] != numa:
             faults.append(_fault(f'{host}:{name}', 'HCA NUMA node',
                                  f'on NUMA node {pci["numa_node"]}; the partition binds jobs near node {numa}'))
+    farthest = expected.get('gpu_hca_distance')      # the partition's: each GPU has an HCA at least this near
     for gpu in topo.get('gpus') or []:     # a GPU's bus as an HCA's: a link below what both its ends can
         name, pci = gpu.get('name'), gpu.get('pci') or {}
         if not pci.get('path'):
             skipped.append(f'{host}:gpu:{name}: no PCIe link attributes above it: path not judged')
         faults += _degraded_links(host, pci, f'GPU {name}')
+        distances = gpu.get('hca_distance') or {}
+        if farthest in ibtopology.DISTANCES and distances:
+            hca, nearest = min(distances.items(), key=lambda kv: (ibtopology._rank(kv[1]), kv[0]))
+            if ibtopology._rank(nearest) > ibtopology.DISTANCES.index(farthest):
+                faults.append(_fault(f'{host}:gpu:{name}', 'GPU far from its HCA',
+                                     f'its nearest HCA is {hca} at {nearest}; the partition expects '
+                                     f'{farthest} or nearer (GPUDirect RDMA crosses that path)'))
     return faults, skipped
 
 
@@ -184,7 +194,8 @@ def add_cli(subparsers):
     judge_ = sub.add_parser('sweep', help='judge the node lines of a sweep (files of `ibrepro fleet node` lines)')
     judge_.add_argument('files', nargs='+', help='files holding one JSON line per node')
     judge_.add_argument('--expected', metavar='JSON', default='{}',
-                        help="the partition's expectations: rdma_devices, ib_ports, expected_port, hca_numa_node")
+                        help="the partition's expectations: rdma_devices, ib_ports, expected_port, hca_numa_node, "
+                             "gpu_hca_distance")
     judge_.add_argument('--json', metavar='OUT', help='write the result here (what `fleet verdict` reads)')
     judge_.set_defaults(func=_cli_sweep)
     _add_pair_round_cli(sub)

@@ -324,7 +324,48 @@ def read_sysfs(root=SYSFS):
             topo['message'] = f'no RDMA devices found ({class_dir} is empty)'
     topo['adapters'] = adapters(topo['devices'])
     topo['gpus'] = read_gpus(root)
+    for gpu in topo['gpus']:          # how far each GPU is from each HCA: what GPUDirect RDMA crosses
+        function = _pci_function(root / 'bus' / 'pci' / 'devices' / gpu['name'])
+        gpu['hca_distance'] = {
+            d['name']: pci_distance(function, _pci_function(root / 'class' / 'infiniband' / d['name'] / 'device'),
+                                    (gpu.get('pci') or {}).get('numa_node'), (d.get('pci') or {}).get('numa_node'))
+            for d in topo['devices'] if d.get('kind') == 'hca' and d.get('pci')}
     return topo
+
+
+#: PCIe distances between two devices, nearest first, as ``nvidia-smi topo -m`` names them: PIX (through one PCIe
+#: switch), PXB (several switches, no host bridge), PHB (through the CPU's host bridge), NODE (across host bridges
+#: of one NUMA node), SYS (across the socket interconnect).
+DISTANCES = ('X', 'PIX', 'PXB', 'PHB', 'NODE', 'SYS')
+
+
+def _ancestry(function):
+    """``([the function, the bridges above it up to its root port], the host bridge's name)``."""
+    chain = [function, *itertools.takewhile(lambda p: _BDF.match(p.name), function.parents)]
+    return [p.name for p in chain], chain[-1].parent.name
+
+
+def pci_distance(a, b, numa_a=None, numa_b=None):
+    """The PCIe distance (:data:`DISTANCES`) between functions ``a`` and ``b`` (resolved sysfs directories), from
+    the bridges their paths share: under one switch (the upstream port both paths cross) PIX, several PXB; under one
+    host bridge PHB; else NODE or SYS by their NUMA nodes ('NODE or SYS' when one is unknown); None without both."""
+    if a is None or b is None:
+        return None
+    (ca, ha), (cb, hb) = _ancestry(a), _ancestry(b)
+    if ca[0] == cb[0]:
+        return 'X'
+    shared = [name for name in ca[1:] if name in cb[1:]]
+    if ha == hb and shared:
+        top = shared[0]                   # the lowest bridge both cross: a switch's upstream port
+        # switches crossed: the upstream ports (every second function above a device, chain[2], chain[4], ...) below
+        # the shared one on each side, and the shared switch itself
+        below = sum(1 for chain in (ca, cb) for i, name in enumerate(chain[:chain.index(top)]) if i >= 2 and i % 2 == 0)
+        return 'PIX' if below == 0 else 'PXB'
+    if ha == hb:
+        return 'PHB'
+    if numa_a is None or numa_b is None or numa_a < 0 or numa_b < 0:
+        return 'NODE or SYS'
+    return 'NODE' if numa_a == numa_b else 'SYS'
 
 
 read = read_sysfs
@@ -632,14 +673,21 @@ def _format_gpus(gpus):
     rows = []
     for g in gpus:
         pci, link = g.get('pci') or {}, gpu_link(g)
+        hcas = ', '.join(f'{hca} {distance}' for hca, distance in sorted(
+            (g.get('hca_distance') or {}).items(), key=lambda kv: (_rank(kv[1]), kv[0])))
         rows.append([g['name'], g.get('vendor') or '-', pci.get('bus_spec') or pci.get('current_link_speed') or '?',
                      pci.get('max_bus_spec') or '?',
                      (f'{link["spec"]} at {link["lower"]}' if link else 'not given by sysfs'),
                      f'{link["limit_MBps"]:,.0f} MB/s' if link else '-',
                      'DEGRADED: trained below what both ends can' if link and link['degraded'] else '',
-                     '-' if pci.get('numa_node') is None else pci['numa_node']])
+                     '-' if pci.get('numa_node') is None else pci['numa_node'], hcas or '-'])
     if not rows:
         return ''
     return '\n'.join(['GPUs (host-device copies are limited by the narrowest PCIe link up to the root port):',
                       limits._table(['GPU', 'vendor', 'link', 'max', 'limiting link', 'per direction', 'note',
-                                     'numa'], rows)])
+                                     'numa', 'HCAs by PCIe distance'], rows)])
+
+
+def _rank(distance):
+    """Nearest first (:data:`DISTANCES`); an unknown or partly known distance after the known ones."""
+    return DISTANCES.index(distance) if distance in DISTANCES else len(DISTANCES)
