@@ -7,8 +7,8 @@ allocation, ``--flex-alloc-nodes``, default ``idle``) reads each node's state on
 (``ibrepro fleet node``: ports, each PCIe link up to the root port, error counters, firmware, board id, the HCA's
 NUMA node); :mod:`ibrepro.fleet` judges them against the partition's extras (``rdma_devices`` x ``ib_ports``,
 ``expected_port``, ``hca_numa_node``, ``gpu_hca_distance``), against physics (a link below the lesser of its ends'
-maxima) and against the fleet's majority per board id. The case fails naming each faulty component with its evidence; what could not
-be read (no counters on mlx4, no PCIe on soft-RoCE) is recorded as not judged.
+maxima) and against the fleet's majority per board id. The case fails naming each faulty component with its
+evidence; what could not be read (no counters on mlx4, no PCIe on soft-RoCE) is recorded as not judged.
 
 Run it with ``reframe -c reframe-checks/system/fleet_sweep.py -r`` (tag ``fleet``); the states and faults are the
 loggable variables ``fleet_state`` and ``fleet_faults`` of the stored session.
