@@ -133,6 +133,9 @@ def test_the_report_puts_each_gpu_beside_its_link(tmp_path):
     row = re.search(r'<table id="gpu-links">.*?</table>', html, re.S).group(0)
     assert '<td class="n">55.48</td>' in row and 'pcie:gen5:x16' in row and '<td class="n">63.0</td>' in row
     assert '<td class="n">88 %</td>' in row and '&lt;script&gt;' in row and '<script>' not in row
+    # one figure per node, all its GPUs in it, embedded
+    (figure,) = re.findall(r'<img class="gpu-figure" alt="GPUs of gn01 beside their PCIe links" src="([^"]+)">', html)
+    assert figure.startswith('data:image/png;base64,')
     assert "gn01 GPU gpu0 0000:00:06.0, GpuHostDevice %copy=h2d-ce: 55.48 GB/s of 63.0 GB/s (pcie:gen5:x16): 88 %" \
         in md.replace('\u200b', '')
 

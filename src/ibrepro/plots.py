@@ -49,7 +49,7 @@ class Drawing:
 
 def later(kind, *args):
     """The :class:`Drawing` of ``plots.<kind>(*args)`` (``paper_figure``, ``trend``)."""
-    if kind not in ('paper_figure', 'trend'):
+    if kind not in ('paper_figure', 'trend', 'gpu_links'):
         raise ValueError(f'no figure {kind!r}')
     return Drawing(kind, *args)
 
@@ -184,4 +184,36 @@ def trend(title, unit, dates, values, tested, band=None, reference=None):
     ax.grid(True, alpha=0.3)
     if last or band or reference:
         ax.legend(fontsize=7, loc='upper left', framealpha=0.8)
+    return data_uri(fig)
+
+
+def gpu_links(node, rows):
+    """One node's GPUs: each copy's GB/s (bars, one colour per copy) beside the data rate per direction of the link
+    that limits it (a line over the GPU's bars; none where sysfs gives no link state). ``rows``: the page's GPU
+    rows of that node (:func:`ibrepro.report.provenance.collect`)."""
+    plt = _pyplot()
+    gpus = sorted({r['gpu'] for r in rows}, key=lambda g: (len(g), g))
+    copies = sorted({r['case'] for r in rows})
+    fig, ax = plt.subplots(figsize=(6.0, 2.8))
+    fig.subplots_adjust(left=0.12, right=0.98, top=0.86, bottom=0.2)
+    width = 0.8 / max(1, len(copies))
+    for k, copy in enumerate(copies):
+        xs = [i + (k - (len(copies) - 1) / 2) * width for i, g in enumerate(gpus)
+              for r in rows if r['gpu'] == g and r['case'] == copy and r['value_GBps'] is not None]
+        ys = [r['value_GBps'] for g in gpus for r in rows
+              if r['gpu'] == g and r['case'] == copy and r['value_GBps'] is not None]
+        ax.bar(xs, ys, width=width * 0.95, color=MEASURED_COLOURS[k % len(MEASURED_COLOURS)],
+               label=plain(copy.split('%copy=')[-1], 40))
+    for i, g in enumerate(gpus):
+        limits = {r['limit_GBps'] for r in rows if r['gpu'] == g and r['limit_GBps'] is not None}
+        if limits:
+            limit = min(limits)
+            ax.hlines(limit, i - 0.45, i + 0.45, colors='#d62728', linestyles='--', linewidth=1.2)
+            ax.annotate(f'{limit:.1f}', (i + 0.45, limit), fontsize=7, color='#d62728', ha='right', va='bottom')
+    ax.set_xticks(range(len(gpus)), [plain(g, 20) for g in gpus], fontsize=8)
+    ax.set_ylabel('GB/s (10^9 B/s)')
+    ax.set_ylim(0, max([r['limit_GBps'] or 0 for r in rows] + [r['value_GBps'] or 0 for r in rows] + [1]) * 1.35)
+    ax.set_title(plain(f'{node}: host-device copies beside the PCIe link limit (dashed)'), fontsize=9, y=1, pad=6)
+    ax.grid(True, axis='y', alpha=0.3)
+    ax.legend(fontsize=7, loc='upper right', ncol=max(1, len(copies)), framealpha=0.8)
     return data_uri(fig)

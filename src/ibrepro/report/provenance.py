@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import catalog, compare, paths, software, verdict
+from .. import catalog, compare, paths, plots, software, verdict
 from .. import topology as ibtopology
 
 
@@ -56,6 +56,8 @@ def collect(system, selected, current, problems, platforms_config=None):
         'failures': failures,
         'flaky': flaky,
         'gpu_links': sorted(gpus, key=lambda g: (g['node'], g['gpu'], g['case'])),
+        'gpu_figures': [{'node': node, 'image': plots.later('gpu_links', node, [g for g in gpus if g['node'] == node])}
+                        for node in sorted({g['node'] for g in gpus})],
         'skipped': _skipped_families(system, current, platforms, platforms_config),
         'session_info': {k: info.get(k) for k in ('uuid', 'time_start', 'time_end', 'hostname', 'user',
                                                    'cmdline', 'version', 'workdir', 'num_cases',
