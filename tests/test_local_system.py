@@ -262,6 +262,9 @@ def test_the_knobs_reach_the_tools(reframe):
     assert cases['HostOverhead']['executable_opts'][:4] == ['-m', '4:64', '-i', '20']
     sizes = {pv.variable for pv in results.perf_values(report) if pv.check == 'HostOverhead'}
     assert {'lat_4', 'lat_64', 'overhead_4', 'overhead_64'} <= sizes and 'lat_128' not in sizes
+    # what the MPI really sent over, as UCX said it (MPICH's ch4:ucx; shared memory on one node)
+    transports = cases['HostOverhead']['mpi_transports']
+    assert transports.get('intra-node') and all(t.endswith('/memory') for t in transports['intra-node']), transports
 
 
 @pytest.mark.parametrize('args, name', [

@@ -267,7 +267,16 @@ class PaperExperiment(rfm.RegressionTestPlugin):
             wrong_place = launch.misplaced(self._read(self.stderr.evaluate()))
             if wrong_place:       # it measured another partition's nodes, or nothing: not this partition's number
                 raise SanityError(wrong_place)
-            self._measured = self.measure()
+            wrong_path = getattr(self, 'transport_problem', lambda: '')()
+            if wrong_path:        # it measured another path than its rail (what UCX says it chose)
+                raise SanityError(wrong_path)
+            try:
+                self._measured = self.measure()
+            except SanityError as err:
+                said = getattr(self, 'ucx_problems', lambda: [])()
+                if said:          # UCX's own words (in its logs, not stderr) say why MPI could not send
+                    raise SanityError(f'{err}; UCX said: {said[0]}') from None
+                raise
         return self._measured
 
     # Steps a plugin of the family provides (it comes before PaperExperiment among the family's bases); the hooks

@@ -43,7 +43,7 @@ import reframe as rfm
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import run_after, run_before, variable
 
-from .. import catalog, verdict
+from .. import catalog, mpi_transport, verdict
 
 #: Launchers that are srun (ReFrame's registered names).
 SRUN = ('srun', 'srunalloc')
@@ -173,6 +173,10 @@ ONE_RAIL = {
     'impi': {'UCX_NET_DEVICES': '{device}:{port}', 'FI_VERBS_DEVICE_NAME': '{device}', 'I_MPI_MULTIRAIL': '0'},
     'mvapich2': {'MV2_IBA_HCA': '{device}', 'MV2_NUM_HCAS': '1', 'MV2_NUM_PORTS': '1', 'MV2_DEFAULT_PORT': '{port}'},
 }
+
+#: MPI families that may send over UCX (Open MPI's pml ucx, MPICH's ch4:ucx, Intel MPI's mlx provider): their jobs
+#: ask UCX to write what it chose (:data:`ibrepro.mpi_transport.ENV`), which the case records and checks.
+UCX_FAMILIES = ('openmpi', 'mpich', 'impi')
 
 _RAIL = re.compile(r'([A-Za-z0-9_.-]+)(?::([0-9]{1,3}))?')
 
@@ -313,6 +317,10 @@ class Placement(rfm.RegressionTestPlugin):
     #: The rail (``device:port``) the MPI ran on, as pinned ('' when not pinned: the binding says why).
     mpi_rail = variable(str, value='', loggable=True)
 
+    #: The transports UCX chose for MPI's messages, per peer kind (``{'inter-node': ['rc_mlx5/mlx5_0:1'], ...}``,
+    #: :mod:`ibrepro.mpi_transport`; empty when the MPI did not use UCX or its UCX does not say), set after the run.
+    mpi_transports = variable(typ.Dict[str, typ.List[str]], value={}, loggable=True)
+
     #: The model a simulated partition ran this case on (its extras ``simulation``: SimGrid version, platform
     #: hash, model parameters; :mod:`ibrepro.simulated`); empty on a real system.
     simulation = variable(typ.Dict[str, object], value={})
@@ -341,6 +349,23 @@ class Placement(rfm.RegressionTestPlugin):
             return
         if applied and f'applied: {applied}' not in self.binding:
             self.binding = f'{self.binding}; applied: {applied}'
+
+    @run_before('sanity')
+    def _record_mpi_transports(self):
+        """What UCX says it chose (its logs in the stage directory); an inter-node transport off the pinned rail
+        fails the case (:meth:`transport_problem`)."""
+        self.mpi_transports, self._ucx_problems = mpi_transport.read(self.stagedir)
+
+    def transport_problem(self):
+        """Why the case measured another path than its rail ('' when it did not, or nothing says)."""
+        if not self.mpi_rail or not self.mpi_transports:
+            return ''
+        device, _, port = self.mpi_rail.partition(':')
+        return mpi_transport.off_rail(self.mpi_transports, device, int(port or 1))
+
+    def ucx_problems(self):
+        """UCX's own errors and warnings of the run (its logs hold them, not stderr)."""
+        return getattr(self, '_ucx_problems', None) or []
 
     @run_after('setup')
     def _simulated_partition(self):
@@ -381,4 +406,6 @@ class Placement(rfm.RegressionTestPlugin):
             rail_env, self.mpi_rail, said = one_rail(
                 self.job.launcher.registered_name, self.current_environ.features, partition_rail(extras))
             self.binding = '; '.join(filter(None, [self.binding, said]))
-        self.env_vars = {**env, **rail_env, **self.env_vars}
+        said = mpi_transport.ENV if mpi_family(self.current_environ.features) in UCX_FAMILIES \
+            and self.job.launcher.registered_name not in SIMULATED else {}
+        self.env_vars = {**env, **rail_env, **said, **self.env_vars}
