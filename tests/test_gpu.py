@@ -98,6 +98,7 @@ def test_the_template_gpu_partition_job_script(reframe, tmp_path):
     text = script.read_text()
     assert '#SBATCH --exclusive' in text and '#SBATCH --gpus-per-node=4' in text and '#SBATCH --partition=gpu' in text
     assert '-m ibrepro.cli topology --json > node-topology.json' in text
+    assert 'case "${SLURM_JOB_PARTITION-}" in gpu) ;;' in text          # it checks where it landed, first
     assert text.splitlines()[-1] == ('srun --whole --cpu-bind=none nvbandwidth -j -t host_to_device_memcpy_ce '
                                      '-b 512 -i 3')
 

@@ -21,7 +21,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
 from ibrepro import gpu, parsers
-from ibrepro.rfm import PaperExperiment, launch
+from ibrepro.rfm import PaperExperiment, Placement
 from ibrepro.rfm.system import PACKAGE_DIR, node_python
 
 # The section's one table: copy -> (catalog rows, the papers' figures: none, it continues their bus experiment)
@@ -44,7 +44,7 @@ class _PerGpu:
 
 
 @rfm.simple_test
-class GpuHostDevice(PaperExperiment, rfm.RunOnlyRegressionTest):
+class GpuHostDevice(rfm.RunOnlyRegressionTest, Placement, PaperExperiment):
     #: The copy measured (:data:`ibrepro.gpu.COPIES`).
     copy = parameter(list(gpu.COPIES), type=str)
 
@@ -61,7 +61,6 @@ class GpuHostDevice(PaperExperiment, rfm.RunOnlyRegressionTest):
     level = 'gpu'
     executable = 'nvbandwidth'
     num_tasks = 1
-    exclusive_access = True
     time_limit = '10m'
 
     @run_after('init')
@@ -78,16 +77,16 @@ class GpuHostDevice(PaperExperiment, rfm.RunOnlyRegressionTest):
         self.executable_opts = ['-j', '-t', gpu.COPIES[self.copy][0], '-b', str(self.buffer_mib),
                                 '-i', str(self.samples)]
         python = shlex.quote(node_python(self.current_partition))
-        self.prerun_cmds = [f'PYTHONPATH={shlex.quote(str(PACKAGE_DIR))} {python} -m ibrepro.cli topology --json '
-                            f'> {TOPOLOGY_FILE}']
-        # the process sees every CPU of its node (--whole, no binding): its host buffers stay where the kernel puts
-        # them, as an unbound application's; the job's node is the check's alone (exclusive)
-        options, _, _ = launch.policy(self.current_partition.launcher_type.registered_name,
-                                      self.current_environ.features, bind=False)
-        self.job.launcher.options += options
+        self._add_prerun([f'PYTHONPATH={shlex.quote(str(PACKAGE_DIR))} {python} -m ibrepro.cli topology --json '
+                          f'> {TOPOLOGY_FILE}'])
         gpus = self.current_partition.extras.get('gpus_per_node')
         if gpus and self.current_partition.scheduler.registered_name == 'slurm':
             self.job.options += [f'--gpus-per-node={int(gpus)}']     # the GPUs in the job's cgroup: all of them
+
+    def _bind(self):
+        # the process sees every CPU of its node (srun --whole, no binding): its host buffers stay where the kernel
+        # puts them, as an unbound application's; the node is the check's alone (Placement: exclusive)
+        self.apply_launch_policy(tasks_per_node=1, bind=False)
 
     def diagnose(self):
         stdout = self._read(self.stdout.evaluate())
