@@ -93,3 +93,16 @@ def test_stored_routes_that_do_not_cover_the_fabric_are_refused():
         fleet_plan.fabric_from_leaves(leaves, 2, routes=[['leaf1', 'node5', 7]])
     with pytest.raises(ValueError, match='not a list'):
         fleet_plan.fabric_from_leaves(leaves, 2, routes={'leaf1': 1})
+
+
+def test_managed_switches_descriptions_become_names_the_components_can_carry():
+    """Switches that describe themselves as ``MF0;ibsw-leaf1:MQM8700/U1``: named by the host name part, '-' made '_'
+    (a component name is split on '-'), and the link components keep their shape."""
+    found = fleet_routes.read(*fabric_tables('44.0-ibsim-fattree8-managed-names'))
+    assert list(found['leaves']) == ['ibsw_leaf1', 'ibsw_leaf2'] and found['spines'] == ['ibsw_spine0', 'ibsw_spine1']
+    fabric = fleet_plan.fabric_from_routes(found)
+    assert 'spine link ibsw_leaf1-spine0' in fabric.components('node1', 'node5')
+    pairs = fleet_plan.link_confirmation_pairs(['spine link ibsw_leaf2-spine1'], fabric, good=fabric.nodes)
+    assert pairs and all({'ibsw_leaf2>spine1', 'spine1>ibsw_leaf2'} & set(fabric.directed_links(a, b))
+                         for a, b in pairs)
+    assert fleet_routes.switch_name('MF0;;:x', 'S-0000000000200001') == 'sw_0000000000200001'

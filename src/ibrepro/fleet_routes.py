@@ -24,12 +24,24 @@ _LFT_HEAD = re.compile(r'^Unicast lids \[[^\]]*\] of switch .*? guid (0x[0-9a-fA
 #: ``0x0009 005 : (Channel Adapter portguid 0x0000000000100009: 'node5')``
 _LFT_ROW = re.compile(r'^(0x[0-9a-fA-F]+)\s+(\d+)\s+:')
 
+#: A host name (what an HCA's node description begins with, and Slurm's NodeName is).
+_HOST = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,252}')
+
 #: The most switches or HCAs read (the largest fabrics have tens of thousands of HCAs).
 MAX_NODES = 100_000
 
 
 class RoutesError(ValueError):
     """Fabric tables that cannot be read, or a fabric this reader does not model (which output, why)."""
+
+
+def switch_name(description, guid):
+    """The name the fleet gives a switch: the host name of its node description (``MF0;ibsw-leaf1:MQM8700/U1``, as
+    managed switches print it, is ``ibsw-leaf1``), each character outside letters, digits, ``_`` and ``.`` made
+    ``_`` (component names are parsed on ``-``, spaces and ``>``); the GUID where nothing is left."""
+    name = description.split(';', 1)[-1].split(':', 1)[0].strip()
+    name = re.sub(r'[^A-Za-z0-9_.]', '_', name)[:64]
+    return name if name.strip('_') else f'sw_{guid[-16:]}'
 
 
 def parse_ibnetdiscover(text):
@@ -46,8 +58,8 @@ def parse_ibnetdiscover(text):
                 raise RoutesError(f'ibnetdiscover: more than {MAX_NODES} nodes')
             if kind == 'Switch':
                 lid = re.search(r'\blid (\d+)', rest)
-                current = switches.setdefault(guid, {'name': name, 'lid': int(lid.group(1)) if lid else None,
-                                                     'ports': {}})
+                current = switches.setdefault(guid, {'name': switch_name(name, guid),
+                                                     'lid': int(lid.group(1)) if lid else None, 'ports': {}})
             else:
                 current = None
                 hcas.setdefault(guid, {'name': name.split()[0] if name.split() else guid, 'lid': None})
@@ -64,6 +76,13 @@ def parse_ibnetdiscover(text):
             raise RoutesError(f'ibnetdiscover: line {number}: a port line this reader does not know: {line[:120]!r}')
     if not switches:
         raise RoutesError('ibnetdiscover: no switch in the output')
+    names = [sw['name'] for sw in switches.values()]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise RoutesError(f'ibnetdiscover: two switches are both named {twice[0]!r} (their node descriptions)')
+    bad = next((h['name'] for h in hcas.values() if not _HOST.fullmatch(h['name'])), None)
+    if bad is not None:
+        raise RoutesError(f'ibnetdiscover: HCA node description {bad[:80]!r} does not begin with a host name')
     return {'switches': switches, 'hcas': hcas}
 
 
