@@ -70,7 +70,8 @@ def test_a_night_follows_the_tables_a_site_names_and_stores_them(tmp_path):
         {'IBREPRO_FLEET_TOPOLOGY': str(conf), 'IBREPRO_FLEET_ROUTES': str(tables)})
     assert problem is None and 'uplink leaf1>spine1' in fabric.components('node1', 'node5')
     plan = fleet_rounds.plan(fabric, rounds, jobs[0])
-    assert ['leaf1', 'node5', 1] in plan['routes']
+    # the fabric's leaves in port order explain its routes: no route to store beside them
+    assert plan['routes'] == [] and plan['leaves']['leaf2'] == ['node6', 'node5', 'node7', 'node8']
     stored = fleet_rounds.night_fabric({'leaves': plan['leaves'], 'spines': plan['spines'],
                                         'routes': plan['routes']}, [])
     assert stored.routes == fabric.routes and 'uplink leaf1>spine1' in stored.components('node1', 'node5')
@@ -85,14 +86,24 @@ def test_a_night_follows_the_tables_a_site_names_and_stores_them(tmp_path):
     assert problem.startswith('IBREPRO_FLEET_ROUTES=') and 'No such file' in problem
 
 
-def test_stored_routes_that_do_not_cover_the_fabric_are_refused():
+def test_a_night_stores_only_the_routes_that_differ_and_bad_ones_are_refused():
+    same = fleet_plan.fabric_from_routes(fleet_routes.read(*fabric_tables('44.0-ibsim-fattree8')))
+    swapped = fleet_plan.fabric_from_routes(fleet_routes.read(*fabric_tables('44.0-ibsim-fattree8-swapped')))
+    # read, and none differs from destination-mod-k over the leaves in port order (the swapped cabling included)
+    assert fleet_plan.routes_json(same) == [] == fleet_plan.routes_json(swapped) and len(same.routes) == 8
+    # a route that does differ (another engine) is stored, and the stored night routes as the fabric did
+    other = fleet_plan.fabric_from_leaves(TOPOLOGY_CONF, 2, routes=[['leaf1', 'node5', 1]])
+    assert fleet_plan.routes_json(other) == [['leaf1', 'node5', 1]]
+    again = fleet_plan.fabric_from_leaves(TOPOLOGY_CONF, 2, routes=fleet_plan.routes_json(other))
+    assert again.routes == other.routes and 'uplink leaf1>spine1' in again.components('node2', 'node5')
+    assert fleet_plan.routes_json(fleet_plan.fabric_from_leaves(TOPOLOGY_CONF, 2)) is None     # assumed
     leaves = dict(TOPOLOGY_CONF)
-    with pytest.raises(ValueError, match='no route from leaf1 to node5'):
-        fleet_plan.fabric_from_leaves(leaves, 2, routes=[['leaf2', 'node1', 0]])
-    with pytest.raises(ValueError, match='spine 7 is not one of the 2 spines'):
-        fleet_plan.fabric_from_leaves(leaves, 2, routes=[['leaf1', 'node5', 7]])
-    with pytest.raises(ValueError, match='not a list'):
-        fleet_plan.fabric_from_leaves(leaves, 2, routes={'leaf1': 1})
+    for routes, message in (([['leaf9', 'node5', 0]], 'no leaf to a node of another leaf'),
+                            ([['leaf1', 'node2', 0]], 'no leaf to a node of another leaf'),
+                            ([['leaf1', 'node5', 7]], 'spine 7 is not one of the 2 spines'),
+                            ({'leaf1': 1}, 'not a list')):
+        with pytest.raises(ValueError, match=message):
+            fleet_plan.fabric_from_leaves(leaves, 2, routes=routes)
 
 
 def test_managed_switches_descriptions_become_names_the_components_can_carry():

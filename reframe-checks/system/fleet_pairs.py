@@ -177,7 +177,7 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         with ``name``, fail naming the components confirmed."""
         failed = [f for f in flows + again if 'bw' not in f]
         self.fleet_fabric = {'leaves': plan['leaves'], 'spines': plan['spines'], **(
-            {'routes': plan['routes']} if plan.get('routes') else {})}
+            {'routes': plan['routes']} if plan.get('routes') is not None else {})}
         if failed:
             if why := fleet_rounds.no_task_ran(self.stagedir):
                 raise SanityError(why)

@@ -276,30 +276,33 @@ def no_topology(nodes, rails=(('mlx5_0', 1),)):
 
 
 def fabric_from_leaves(leaves, spines=0, rails=(('mlx5_0', 1),), routes=None):
-    """A fabric of ``leaves``; ``routes`` (the fabric's own, as a night stores them: ``[[source leaf, destination,
-    spine index], ...]``, :func:`routes_json`) instead of destination-mod-k: every leaf to every node of another
-    leaf, each through one of the ``spines`` (ValueError naming what is missing or out of range)."""
+    """A fabric of ``leaves``; with ``routes`` (the fabric's own, as a night stores them, :func:`routes_json`:
+    ``[[source leaf, destination, spine index], ...]`` where they differ from destination-mod-k, ``[]`` where none
+    does) it follows them. ValueError naming a route of no leaf, no node of another leaf or no spine."""
     _check_fabric(leaves, spines)      # before the copy: a string of nodes is no list of them
     leaves = {k: list(v) for k, v in leaves.items()}
     if routes is None:
         return Fabric(leaves, spines, tuple(rails))
     if not isinstance(routes, list) or not all(isinstance(r, list) and len(r) == 3 for r in routes):
         raise ValueError('routes: not a list of [source leaf, destination node, spine]')
-    table = {(str(a), str(d)): q for a, d, q in routes}
-    for q in table.values():
-        if isinstance(q, bool) or not isinstance(q, int) or not 0 <= q < max(1, int(spines)):
-            raise ValueError(f'routes: spine {q!r} is not one of the {spines} spines')
-    wanted = {(a, d) for a in leaves for b, nodes in leaves.items() if b != a for d in nodes}
-    missing = sorted(wanted - set(table))
-    if missing:
-        raise ValueError(f'routes: no route from {missing[0][0]} to {missing[0][1]}'
-                         + (f' (and {len(missing) - 1} more)' if len(missing) > 1 else ''))
-    return Fabric(leaves, spines, tuple(rails), routes={k: table[k] for k in sorted(wanted)})
+    assumed = Fabric(leaves, spines, tuple(rails))
+    table = {(a, d): assumed.spine_for(d) for a in leaves for b, nodes in leaves.items() if b != a for d in nodes}
+    for a, d, q in routes:
+        if (a, d) not in table:
+            raise ValueError(f'routes: {a!r:.80} -> {d!r:.80} is no leaf to a node of another leaf')
+        if isinstance(q, bool) or not isinstance(q, int) or not 0 <= q < assumed.spines:
+            raise ValueError(f'routes: spine {q!r:.40} is not one of the {assumed.spines} spines')
+        table[(a, d)] = q
+    return Fabric(leaves, assumed.spines, tuple(rails), routes=table)
 
 
 def routes_json(fabric):
-    """A fabric's own routes as a night stores them (:func:`fabric_from_leaves`), or None (destination-mod-k)."""
-    return [[a, d, q] for (a, d), q in sorted(fabric.routes.items())] if fabric.routes else None
+    """A fabric's own routes as a night stores them (:func:`fabric_from_leaves`): those that differ from
+    destination-mod-k over its leaves (``[]``: read, none differs); None when it has none (destination-mod-k
+    assumed). A night of a thousand nodes stores its exceptions, not its million routes."""
+    if not fabric.routes:
+        return None
+    return [[a, d, q] for (a, d), q in sorted(fabric.routes.items()) if q != fabric.position(d) % fabric.spines]
 
 
 def fabric_from_routes(found, rails=(('mlx5_0', 1),)):

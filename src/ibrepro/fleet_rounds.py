@@ -569,7 +569,8 @@ def from_report(report, system=None, partition=None):
         out['left_out'].update({str(n): str(why) for n, why in _stored(case, 'fleet_left_out', dict).items()})
         fabric = _stored(case, 'fleet_fabric', dict)
         out['leaves'] = out['leaves'] or fabric.get('leaves') or {}
-        out['routes'] = out['routes'] or fabric.get('routes')       # the fabric's own, where the night read them
+        if out['routes'] is None:       # the fabric's own, where the night read them ([]: read, as assumed)
+            out['routes'] = fabric.get('routes')
         try:
             out['spines'] = out['spines'] or fleet_plan.spines_of(fabric.get('spines'))
         except ValueError as err:

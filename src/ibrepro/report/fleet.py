@@ -17,7 +17,7 @@ night suspected or that are slowest in it (each night's effect: the mean change 
 import math
 import statistics
 
-from .. import fleet_localise, fleet_rounds, results
+from .. import fleet_localise, fleet_plan, fleet_rounds, results
 
 
 def _suspect(s):
@@ -118,8 +118,9 @@ def _routing(fabric):
     if not fabric.has_topology:
         return 'no topology: every flow is its two nodes\' only'
     if fabric.routes:
-        return ("the fabric's own forwarding tables (ibnetdiscover and dump_lfts, read for the night: "
-                f'{len(fabric.routes)} leaf-to-node routes)')
+        differ = len(fleet_plan.routes_json(fabric))
+        return ("the fabric's own forwarding tables (ibnetdiscover and dump_lfts, read for the night): "
+                f'{differ} of its {len(fabric.routes)} leaf-to-node routes differ from destination-mod-k')
     return ("assumed, not read: destination-mod-k over topology.conf's node order (the fabric's tables were not "
             'given: IBREPRO_FLEET_ROUTES)')
 
