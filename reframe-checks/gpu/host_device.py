@@ -9,7 +9,7 @@ fraction of that link's data rate its copy reached. One process with the whole n
 --cpu-bind=none``): nvbandwidth's host buffers are where the kernel puts them, as an unbound application's.
 
 Runs where a partition has the feature ``gpu`` (extras ``gpus_per_node``: the GPUs its job asks Slurm for) and an
-environment provides ``nvbandwidth`` (Spack's builtin package, a module or a prefix: configs/spack/gpu).
+environment provides ``nvbandwidth`` (Spack's builtin package, a module or a prefix).
 """
 
 import json
