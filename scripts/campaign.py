@@ -98,9 +98,13 @@ def run_night(args, night, schedule):
         report = {'runs': [{'testcases': [{'display_name': c, 'result': 'fail',
                                            'fail_reason': f'no run report (reframe exit {status}: {err})'}
                                           for c in CASES]}]}
+    # the code the night ran is what its checks recorded (the checkout as ReFrame loaded it), not this process's
+    # start: the checkout may move on while a campaign runs
+    ran = next((c.get('ibrepro_version') for run in report.get('runs') or [] for c in run.get('testcases') or []
+                if isinstance(c, dict) and c.get('ibrepro_version')), None)
     return ledger.night_record(report, night, phase=args.phase, schedule=schedule, started=started, wall_s=wall,
-                               load1=load1, commit=paths.source_version(), host=socket.gethostname(),
-                               machine=ledger.machine_identity())
+                               load1=load1, commit=str(ran or paths.source_version.__wrapped__()),
+                               host=socket.gethostname(), machine=ledger.machine_identity())
 
 
 def summary(record):

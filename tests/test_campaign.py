@@ -37,3 +37,25 @@ def test_a_paired_job_alternates_clean_and_injected_rounds():
     args.sizes = '1048576:4194304'
     entry = campaign.paired_schedule(args)
     assert entry['options'][-2:] == ['-S', 'inject_sizes=1048576:4194304'] and entry['sizes'] == args.sizes
+
+
+def test_a_campaigns_own_ledger_lines_do_not_make_the_code_dirty(tmp_path, monkeypatch):
+    """A night's commit says whether its code had changes; the ledger the campaign appends to is data, not code."""
+    import subprocess
+
+    from ibrepro import paths
+
+    def git(*args):
+        subprocess.run(['git', '-C', str(tmp_path), *args], check=True, capture_output=True)
+    (tmp_path / 'reference-data' / 'ledger').mkdir(parents=True)
+    (tmp_path / 'reference-data' / 'ledger' / 'vm.jsonl').write_text('{}\n')
+    (tmp_path / 'code.py').write_text('x = 1\n')
+    git('init', '-q')
+    git('-c', 'user.name=t', '-c', 'user.email=t@t', 'add', '.')
+    git('-c', 'user.name=t', '-c', 'user.email=t@t', 'commit', '-qm', 'first')
+    monkeypatch.setattr(paths, 'REPO_ROOT', tmp_path)
+    clean = paths.source_version.__wrapped__()
+    (tmp_path / 'reference-data' / 'ledger' / 'vm.jsonl').write_text('{}\n{}\n')
+    assert paths.source_version.__wrapped__() == clean and not clean.endswith('-dirty')
+    (tmp_path / 'code.py').write_text('x = 2\n')
+    assert paths.source_version.__wrapped__() == clean + '-dirty'

@@ -62,13 +62,19 @@ def system_references_dir(system: str) -> Path:
 
 @functools.lru_cache(maxsize=None)
 def source_version() -> str:
-    """The ibrepro commit this checkout runs (``git describe --always --dirty``), or the package version."""
+    """The ibrepro commit this checkout runs (``git describe --always``, ``-dirty`` when its code has changes that
+    are not committed), or the package version. The ledgers of nights (reference-data/ledger) are data a campaign
+    appends to while it runs: their changes do not make the code dirty."""
     from . import __version__
 
+    def git(*args):
+        return subprocess.run(['git', '-C', str(REPO_ROOT), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              universal_newlines=True, timeout=10)   # not capture_output/text: a node may be 3.6
     try:
-        proc = subprocess.run(['git', '-C', str(REPO_ROOT), 'describe', '--always', '--dirty', '--abbrev=12'],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                              timeout=10)    # not capture_output/text: 3.7, and a node's Python may be 3.6
+        proc = git('describe', '--always', '--abbrev=12')
+        status = git('status', '--porcelain', '--untracked-files=no', '--', '.', ':(exclude)reference-data/ledger')
     except (OSError, subprocess.TimeoutExpired):
         return __version__
-    return proc.stdout.strip() if proc.returncode == 0 and proc.stdout.strip() else __version__
+    if proc.returncode != 0 or not proc.stdout.strip():
+        return __version__
+    return proc.stdout.strip() + ('-dirty' if status.returncode == 0 and status.stdout.strip() else '')
