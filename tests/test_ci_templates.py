@@ -304,3 +304,16 @@ def test_login_child_jobs_leave_the_allocation_to_the_case(tmp_path):
     done, _ = _generate(tmp_path, IBREPRO_CONFIG='configs/example-cluster.py', IBREPRO_SYSTEM='example-cluster',
                         IBREPRO_CHILD_JOBS='batch')
     assert done.returncode == 2 and 'IBREPRO_CHILD_JOBS=batch: say login or allocation' in done.stderr
+
+
+def test_the_ci_sites_edits_each_still_match_the_template_once(tmp_path):
+    """ci/templates/site-config.py makes the CI's site configuration from the template by its SITE edits, as a site
+    would: each edit must match the template exactly once (a template change that moves a marked line would
+    otherwise fail only in the cluster phase), and the result is a configuration of the CI partition."""
+    out = tmp_path / 'mysite.py'
+    done = subprocess.run([sys.executable, str(REPO / 'ci' / 'templates' / 'site-config.py'), str(out), '^vm$'],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert "_partition('ci', " in text and "'environs': ['impi', 'mpich', *environs]," in text
+    assert "_partition('hdr'" not in text and 'GPU_NODES = False' in text

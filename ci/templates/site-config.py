@@ -47,12 +47,14 @@ def edits(hostname, node_python=None):
         # SITE: your login nodes (here: the host that runs the pipeline's login jobs)
         ('hostnames', r"'hostnames': \[r'\^example-login\\d\+\$'\],", f"'hostnames': [{hostname!r}],"),
         # SITE: the partition of today's nodes: node1 + node2 of Slurm partition `ci` (access: --partition=<name>)
-        ('partition', r"_partition\('hdr', .*?\),\n    \],",
+        ('partition', r"_partition\('hdr', .*?\),\n        \*\(\[GPU_PARTITION\] if GPU_NODES else \[\]\),\n    \],",
          f"_partition('ci', 'namespace nodes node1 + node2, TCP over veth (no RDMA)', nodes=2, "
-         f"cores_per_node={cores}, rdma_devices=[], ib_ports=0, interconnect='TCP over veth'{python}),\n    ],"),
+         f"cores_per_node={cores}, rdma_devices=[], ib_ports=0, interconnect='TCP over veth'{python}),\n"
+         "        *([GPU_PARTITION] if GPU_NODES else []),\n    ],"),
         # no InfiniBand or RoCE here: neither feature (the verbs families need one)
         ('features', r"'features': \['mpi', 'ib', ", "'features': ['mpi', "),
-        ('environs', r"'environs': \['openmpi', 'mvapich2', 'verbs'\],", "'environs': ['impi', 'mpich'],"),
+        ('environs', r"'environs': \['openmpi', 'mvapich2', 'verbs', \*environs\],",
+         "'environs': ['impi', 'mpich', *environs],"),
         # SITE: where your builds are
         ('views', r"VIEWS = '/opt/ibrepro/views'", "VIEWS = str(paths.DEPS_DIR)"),
         ('environments', r"ENVIRONMENTS = \[\n.*?\n\]\n", ENVIRONMENTS),
