@@ -344,17 +344,22 @@ def test_nightly_run_store_compare_report(tmp_path):
     assert 'session of nightly night3 is stored' in missing.stderr     # no (readable) session of it
 
 
+def _short_night(tmp_path, night, *options):
+    """``ibrepro nightly`` of one short IMB PingPong 2x1 case on the cluster (``options``: more ReFrame options)."""
+    env = _env(tmp_path, PATH=f'{REFRAME.parent}{os.pathsep}{os.environ["PATH"]}')
+    proc = subprocess.run([REFRAME.with_name('ibrepro'), 'nightly', '-C', CONFIG, '--night', night,
+                           '--output-dir', tmp_path / 'reports', '--',
+                           '-n', 'IMBPointToPoint%benchmark=PingPong%layout=2x1', '-p', '^impi$',
+                           '-S', 'message_sizes=1:64', '-S', 'iterations=100', '-S', 'time_per_sample=5', *options],
+                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+    print(proc.stdout[-4000:], proc.stderr[-4000:])
+    return proc
+
+
 def test_a_night_whose_job_never_starts_could_not_be_judged_and_is_not_a_regression(tmp_path):
     """A job held in the queue past its max_pending_time is cancelled by ReFrame: its case measured nothing, so the
     night is "could not judge" (exit 2) with the case and why, not a regression (1) and not clean (0)."""
-    env = _env(tmp_path, PATH=f'{REFRAME.parent}{os.pathsep}{os.environ["PATH"]}')
-    proc = subprocess.run([REFRAME.with_name('ibrepro'), 'nightly', '-C', CONFIG, '--night', 'held',
-                           '--output-dir', tmp_path / 'reports', '--',
-                           '-n', 'IMBPointToPoint%benchmark=PingPong%layout=2x1', '-p', '^impi$',
-                           '-S', 'message_sizes=1:64', '-S', 'iterations=100', '-S', 'time_per_sample=5',
-                           '--job-option=--begin=now+1hour', '-S', 'max_pending_time=20s'],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
-    print(proc.stdout[-4000:], proc.stderr[-4000:])
+    proc = _short_night(tmp_path, 'held', '--job-option=--begin=now+1hour', '-S', 'max_pending_time=20s')
     assert proc.returncode == 2, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert re.search(r'IMBPointToPoint %benchmark=PingPong %layout=2x1 @ci-cluster:\S+ measured nothing: its job \d+ '
                      r'never started on a node', proc.stderr), proc.stderr
@@ -368,14 +373,7 @@ def test_a_night_whose_job_ran_in_another_partition_could_not_be_judged(tmp_path
     """A case whose job lands in another Slurm partition than its partition's access names (a child job's allocation
     made apart from its case; here the job asks for it last) ends before it measures: the night is "could not
     judge" (exit 2) with the case and why, in the log and in summary.md, never a regression nor clean."""
-    env = _env(tmp_path, PATH=f'{REFRAME.parent}{os.pathsep}{os.environ["PATH"]}')
-    proc = subprocess.run([REFRAME.with_name('ibrepro'), 'nightly', '-C', CONFIG, '--night', 'elsewhere',
-                           '--output-dir', tmp_path / 'reports', '--',
-                           '-n', 'IMBPointToPoint%benchmark=PingPong%layout=2x1', '-p', '^impi$',
-                           '-S', 'message_sizes=1:64', '-S', 'iterations=100', '-S', 'time_per_sample=5',
-                           '--job-option=--partition=elsewhere'],
-                          env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
-    print(proc.stdout[-4000:], proc.stderr[-4000:])
+    proc = _short_night(tmp_path, 'elsewhere', '--job-option=--partition=elsewhere')
     assert proc.returncode == 2, proc.stdout[-4000:] + proc.stderr[-4000:]
     why = "its job ran outside its partition (this job ran in Slurm partition 'elsewhere', its partition asks for ci)"
     assert re.search(r'IMBPointToPoint %benchmark=PingPong %layout=2x1 @ci-cluster:\S+ measured nothing: '
@@ -391,7 +389,6 @@ def test_a_night_while_slurm_is_down_could_not_be_judged(tmp_path):
     night is "could not judge" (exit 2) with each case and why, in the log and in summary.md; nobody is paged for a
     regression (1) and it is never clean (0). The controller then comes back with its state."""
     pidfile = CLUSTER_DIR / 'run' / 'slurmctld.pid'
-    env = _env(tmp_path, PATH=f'{REFRAME.parent}{os.pathsep}{os.environ["PATH"]}')
     pid = int(pidfile.read_text())
     os.kill(pid, signal.SIGTERM)
     try:
@@ -401,17 +398,12 @@ def test_a_night_while_slurm_is_down_could_not_be_judged(tmp_path):
         assert not Path(f'/proc/{pid}').exists(), 'slurmctld did not stop'
         down = subprocess.run(['sinfo', '-h'], env=_slurm_env(), capture_output=True, text=True, timeout=60)
         assert down.returncode != 0, down.stdout                # Slurm really is down
-        proc = subprocess.run([REFRAME.with_name('ibrepro'), 'nightly', '-C', CONFIG, '--night', 'slurm-down',
-                               '--output-dir', tmp_path / 'reports', '--',
-                               '-n', 'IMBPointToPoint%benchmark=PingPong%layout=2x1', '-p', '^impi$',
-                               '-S', 'message_sizes=1:64', '-S', 'iterations=100', '-S', 'time_per_sample=5'],
-                              env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
+        proc = _short_night(tmp_path, 'slurm-down')
     finally:
         # without -c: the controller resumes from its saved state, as after a real outage
         subprocess.run(['slurmctld', '-i'], env=_slurm_env(), check=True, timeout=60)
     assert _wait_node_state('node1', 'idle', timeout=90) == 'idle'
     assert _wait_node_state('node2', 'idle', timeout=90) == 'idle'
-    print(proc.stdout[-4000:], proc.stderr[-4000:])
     assert proc.returncode == 2, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert re.search(r'IMBPointToPoint %benchmark=PingPong %layout=2x1 @ci-cluster:\S+ measured nothing: its job was '
                      r'never submitted', proc.stderr), proc.stderr

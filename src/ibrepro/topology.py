@@ -166,6 +166,11 @@ def _link_end(function):
             'max_width': _int_or_none(_read(function / 'max_link_width'))}
 
 
+def _bridges(function):
+    """``function`` and the PCI functions above it up to its root port, nearest first."""
+    return [function, *itertools.takewhile(lambda p: _BDF.match(p.name), function.parents)]
+
+
 def pcie_path(function):
     """The PCIe links from a device's function up to its root port, each with what it trained to and what it
     could train to: the lesser of its two ends' maxima (a Gen5 card in a Gen4 slot is capped, not degraded).
@@ -175,7 +180,7 @@ def pcie_path(function):
     downstream link for a downstream or root port. So the links are the pairs (chain[0], chain[1]),
     (chain[2], chain[3]), ...; each is read at its lower end. A function without link attributes (a virtual
     function, an integrated device) ends the path."""
-    chain = [function, *itertools.takewhile(lambda p: _BDF.match(p.name), function.parents)]
+    chain = _bridges(function)
     links = []
     for lower, upper in zip(chain[0::2], chain[1::2]):
         low, up = _link_end(lower), _link_end(upper)
@@ -341,7 +346,7 @@ DISTANCES = ('X', 'PIX', 'PXB', 'PHB', 'NODE', 'SYS')
 
 def _ancestry(function):
     """``([the function, the bridges above it up to its root port], the host bridge's name)``."""
-    chain = [function, *itertools.takewhile(lambda p: _BDF.match(p.name), function.parents)]
+    chain = _bridges(function)
     return [p.name for p in chain], chain[-1].parent.name
 
 
