@@ -10,7 +10,10 @@ with the control before it, ``ibrepro.bands.NIGHT``), one ReFrame session in a r
 own (``--home``), stored in the ledger as one line, whatever happened (a failed case is kept with its reason).
 Night ids are ``<prefix><number>``; a campaign resumes after the last night of its prefix in the ledger. While the
 file ``--pause-file`` exists it waits between nights (to measure alone, pause it before loading the machine).
-``--until HH:MM`` (UTC) stops before a night would start later. Run measurements alone on the machine.
+``--until HH:MM`` (UTC) stops before a night would start later. Run measurements alone on the machine: each night
+records the CPU time other processes used beside it (:mod:`ibrepro.alone`; a night over the limit is kept and left
+out of the study), and the next night waits until nothing else has run for ``--settle`` seconds (a scheduled night
+that was not alone is measured again, as ``<id>.r1``, ...).
 
 ``--schedule FILE``: the nights a pre-registered schedule names (docs/verdict-protocol.md section 8: a JSON
 ``{"seed": S, "clean": N, "episodes": [{"name": "u10", "case": PATTERN, "level": 10, "inject_pct": P, "count": 29,
@@ -34,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from ibrepro import ledger, paths
+from ibrepro import alone, ledger, paths
 
 CASES = ['IMBPointToPoint%benchmark=PingPong%layout=1x2', 'IMBPointToPoint%benchmark=Uniband%layout=1x2']
 CHECKS = paths.REPO_ROOT / 'reframe-checks' / 'mpi' / 'pt2pt_collectives.py'
@@ -89,9 +92,11 @@ def run_night(args, night, schedule):
            'RFM_SQLITE_DB_FILE': str(home / 'results.db')}
     load1 = float(Path('/proc/loadavg').read_text().split()[0])
     started, t0 = time.time(), time.monotonic()
+    others = alone.Others()
     with open(home / 'campaign.log', 'a') as log:
         status = subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode
     wall = time.monotonic() - t0
+    others_cpu_s = others.seconds()         # after the run was waited for: its time is this process's by then
     try:
         report = json.loads(report_file.read_text())
     except (OSError, ValueError) as err:
@@ -104,7 +109,8 @@ def run_night(args, night, schedule):
                 if isinstance(c, dict) and c.get('ibrepro_version')), None)
     return ledger.night_record(report, night, phase=args.phase, schedule=schedule, started=started, wall_s=wall,
                                load1=load1, commit=str(ran or paths.source_version.__wrapped__()),
-                               host=socket.gethostname(), machine=ledger.machine_identity())
+                               host=socket.gethostname(), machine=ledger.machine_identity(),
+                               others_cpu_s=others_cpu_s)
 
 
 def summary(record):
@@ -113,7 +119,9 @@ def summary(record):
         short = name.split('%benchmark=')[-1].split()[0]
         pp = [c.get('pingpong_ns') for c in case['control'] if c.get('pingpong_ns') is not None]
         parts.append(f'{short} {case["result"]} control {min(pp) if pp else "-"} ns')
-    return f'{record["night"]} {record["wall_s"]:.1f} s load {record["load1"]}: ' + '; '.join(parts)
+    seen = record.get('alone', {}).get('others_cpu_s')
+    beside = f'others {seen} cpu-s{"" if ledger.measured_alone(record) else " (NOT ALONE)"}'
+    return f'{record["night"]} {record["wall_s"]:.1f} s load {record["load1"]} {beside}: ' + '; '.join(parts)
 
 
 def main(argv=None):
@@ -127,6 +135,8 @@ def main(argv=None):
     p.add_argument('--home', default=str(Path.home() / '.local' / 'share' / 'ibrepro-campaign'))
     p.add_argument('--pause-file', default='/tmp/ibrepro-campaign.pause')
     p.add_argument('--until', help='HH:MM UTC: start no night after it')
+    p.add_argument('--settle', type=float, default=alone.SETTLE_S, metavar='S',
+                   help='after a night that was not alone, start the next once nothing else has run for S seconds')
     p.add_argument('--paired', type=float, metavar='PCT', help='paired level jobs of --case at inject_pct=PCT')
     p.add_argument('--case', help='the case of --paired (a ReFrame -n pattern)')
     p.add_argument('--sizes', metavar='MIN:MAX', help='--paired: slow only messages of these sizes (a band)')
@@ -152,25 +162,46 @@ def main(argv=None):
     moved = ledger.other_machine(nights, ledger.machine_identity())
     if moved:
         p.error(f'{args.ledger}: {moved}: start a ledger of its own (docs/verdict-protocol.md)')
-    done = night_ids(nights, args.prefix)
+    entries = None
     if args.schedule:
         plan = json.loads(args.schedule.read_text())
         entries = make_schedule(plan['seed'], plan['clean'], plan['episodes'])
-        todo = [(f'{args.prefix}{i:04d}', e) for i, e in enumerate(entries, 1) if f'{args.prefix}{i:04d}' not in done]
-    else:
-        number = max((int(n[len(args.prefix):]) for n in done), default=0)
-        todo = [(f'{args.prefix}{number + i:04d}', paired_schedule(args) if args.paired else {'kind': 'clean'})
-                for i in range(1, args.nights - len(done) + 1)]
-    for night, entry in todo:
+    settle = min(args.settle, 30.0)          # started by hand, right after the person's own runs ended
+    while True:
         while os.path.exists(args.pause_file):
             time.sleep(5)
+        alone.wait_until_quiet(settle, say=lambda text: print(text, flush=True))
         if until and datetime.datetime.now(datetime.timezone.utc) >= until:
             print(f'campaign: past --until {args.until} UTC: stopping', flush=True)
-            break
-        record = run_night(args, night, entry)
+            return 0
+        step = next_night(args, ledger.read(args.ledger), entries)
+        if step is None:
+            return 0
+        record = run_night(args, *step)
         ledger.append(args.ledger, record)
         print(summary(record), flush=True)
-    return 0
+        settle = 5.0 if ledger.measured_alone(record) else args.settle
+
+
+def next_night(args, nights, entries):
+    """The next (night id, schedule entry) to measure, None when there is none: the first scheduled night
+    (``entries``) none of whose runs was measured alone, under its next free id (``h0007``, then ``h0007.r1``, ...);
+    without a schedule, the prefix's next number until ``--nights`` of them were measured alone."""
+    taken = {n['night'] for n in nights}
+    alone_ids = {n['night'] for n in nights if ledger.measured_alone(n)}
+    if entries is not None:
+        measured = {x.split('.r')[0] for x in alone_ids}
+        for i, entry in enumerate(entries, 1):
+            base = f'{args.prefix}{i:04d}'
+            if base not in measured:
+                return next(x for x in [base, *(f'{base}.r{k}' for k in range(1, len(taken) + 2))]
+                            if x not in taken), entry
+        return None
+    ids = night_ids(nights, args.prefix)
+    if sum(1 for x in ids if x in alone_ids) >= args.nights:
+        return None
+    number = max((int(n[len(args.prefix):]) for n in ids), default=0)
+    return f'{args.prefix}{number + 1:04d}', paired_schedule(args) if args.paired else {'kind': 'clean'}
 
 
 if __name__ == '__main__':

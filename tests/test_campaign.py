@@ -1,10 +1,12 @@
-"""scripts/campaign.py: the schedule of the held-out nights (docs/verdict-protocol.md section 8) and the paired
-level jobs' settings."""
+"""scripts/campaign.py: the schedule of the held-out nights (docs/verdict-protocol.md section 8), which night it
+measures next (one not measured alone, again) and the paired level jobs' settings."""
 
 import runpy
 import types
 
 from conftest import ROOT
+
+from ibrepro import ledger, paths
 
 campaign = types.SimpleNamespace(**runpy.run_path(str(ROOT / 'scripts' / 'campaign.py')))
 
@@ -59,3 +61,32 @@ def test_a_campaigns_own_ledger_lines_do_not_make_the_code_dirty(tmp_path, monke
     assert paths.source_version.__wrapped__() == clean and not clean.endswith('-dirty')
     (tmp_path / 'code.py').write_text('x = 2\n')
     assert paths.source_version.__wrapped__() == clean + '-dirty'
+
+
+REAL = ledger.read(paths.REFERENCE_DATA / 'ledger' / 'vm2-impi-1x2.jsonl')
+
+
+def _beside(night, others_cpu_s):
+    return {**night, 'alone': {'others_cpu_s': others_cpu_s}}
+
+
+def test_a_scheduled_night_that_was_not_alone_is_measured_again():
+    args = types.SimpleNamespace(prefix='h', nights=None, paired=None)
+    entries = [{'kind': 'clean'}, {'kind': 'injected', 'episode': 'u10-01'}, {'kind': 'clean'}]
+    first, second = ({**REAL[i], 'night': x} for i, x in ((0, 'h0001'), (1, 'h0002')))
+    assert campaign.next_night(args, [], entries) == ('h0001', entries[0])
+    assert campaign.next_night(args, [first], entries) == ('h0002', entries[1])
+    busy = _beside(second, 30.0)
+    assert campaign.next_night(args, [first, busy], entries) == ('h0002.r1', entries[1])
+    again = {**_beside(second, 25.0), 'night': 'h0002.r1'}
+    assert campaign.next_night(args, [first, busy, again], entries) == ('h0002.r2', entries[1])
+    last = {**second, 'night': 'h0002.r2'}
+    assert campaign.next_night(args, [first, busy, again, last], entries) == ('h0003', entries[2])
+
+
+def test_a_campaign_of_n_nights_counts_those_measured_alone():
+    args = types.SimpleNamespace(prefix='u', nights=3, paired=None)
+    nights = [{**REAL[0], 'night': 'u0001'}, _beside({**REAL[1], 'night': 'u0002'}, 30.0),
+              {**REAL[2], 'night': 'u0003'}]
+    assert campaign.next_night(args, nights, None) == ('u0004', {'kind': 'clean'})
+    assert campaign.next_night(args, [*nights, {**REAL[3], 'night': 'u0004'}], None) is None

@@ -41,7 +41,7 @@ import math
 import random
 import statistics
 
-from . import bands, parsers, stats
+from . import bands, ledger, parsers, stats
 
 #: A night needs this many accepted rounds (of the rounds it ran) to be judged.
 MIN_ROUNDS = 1
@@ -609,9 +609,9 @@ def _clean(night):
 
 
 def phase1_nights(nights, *, phase1=None, first=None):
-    """Phase I: the ``phase1`` first clean tuning nights of the ledger ``nights`` (default all), from the night
-    ``first`` on (default the first)."""
-    tuning = [n for n in nights if n.get('phase') == 'tuning' and _clean(n)]
+    """Phase I: the ``phase1`` first clean tuning nights of the ledger ``nights`` measured alone (default all), from
+    the night ``first`` on (default the first)."""
+    tuning = [n for n in nights if n.get('phase') == 'tuning' and _clean(n) and ledger.measured_alone(n)]
     if first is not None:
         ids = [n['night'] for n in tuning]
         if first not in ids:
@@ -644,7 +644,10 @@ def study(nights, *, phase1=None, first=None, frozen=None, rate=RATE, shift=0.10
     episode (schedule ``episode``, ``case``, ``level``) the nights until its case alarmed, spliced after a random
     point of the held-out clean history. ``frozen``: :func:`freeze`'s document instead (its Phase I, baseline, designs
     and prediction, as pre-registered). ``otava``: Otava's columns beside them (:func:`otava_false_alarms`,
-    :func:`otava_delays`)."""
+    :func:`otava_delays`). A night not measured alone (:func:`ibrepro.ledger.measured_alone`) is left out of every
+    figure and named in ``not_alone``."""
+    not_alone = [n['night'] for n in nights if not ledger.measured_alone(n)]
+    nights = [n for n in nights if ledger.measured_alone(n)]     # kept in the ledger, counted, never judged
     refitted = frozen is None   # fitted here the way a protocol freezes it: one path for both
     if refitted:
         frozen = freeze(phase1_nights(nights, phase1=phase1, first=first), rate=rate, shift=shift, seed=seed,
@@ -677,7 +680,7 @@ def study(nights, *, phase1=None, first=None, frozen=None, rate=RATE, shift=0.10
            'false_alarms': {'clean_nights': len(held_out), 'alarms': len(alarms), 'upper95': high,
                             'predicted': round(predicted * len(held_out), 2),
                             'nights': [held_out[i]['night'] for i in alarms]},
-           'cases': []}
+           'not_alone': not_alone, 'cases': []}
 
     episodes = {}
     for n in nights:
@@ -792,6 +795,8 @@ def paired_levels(*records):
     ``{case: {'bands': {band: level}, 'level': level, 'pairs': n}}``."""
     pairs_of, counted = {}, {}
     for record in records:
+        if not ledger.measured_alone(record):
+            continue
         for case, rec in record['cases'].items():
             if rec.get('result') != 'pass':
                 continue

@@ -6,10 +6,12 @@ object per line, one line per night, in the order measured; a line is never rewr
 opens with ``O_APPEND`` and refuses a night id the file already has). A night keeps, per test case, each round's
 value of every performance variable, the control measured before each round (:mod:`ibrepro.rfm.repeat`), each
 round's CPU pressure, what was injected and what the ranks really added, ReFrame's result; and for the night its
-schedule entry (what the protocol asked for), the machine's load when it started, its wall time and the commit.
+schedule entry (what the protocol asked for), the machine's load when it started, its wall time, the commit, and the
+CPU time other processes used beside it (``alone``: a night not measured alone is kept, and left out of a study).
 
     {"v": 1, "night": "t0001", "phase": "tuning", "schedule": {"kind": "clean"}, "started": 1796000000.0,
      "wall_s": 21.3, "load1": 0.4, "commit": "abc123", "host": "...", "machine": {"boot_id": "...", "cpu": "...", ...},
+     "alone": {"others_cpu_s": 0.12},
      "cases": {"IMBPointToPoint %benchmark=PingPong %layout=1x2": {"environ": "impi", "result": "pass",
                "values": {"lat_8": [0.14, 0.15, 0.14], ...}, "control": [{"pingpong_ns": 55.1, ...}, ...],
                "pressure": [0.01, 0.0, 0.02], "injected": "", "inject_added": {}, "reason": ""}}}
@@ -20,6 +22,8 @@ import math
 import os
 import re
 from pathlib import Path
+
+from ibrepro import alone
 
 #: The ledger format written here.
 VERSION = 1
@@ -35,8 +39,10 @@ class LedgerError(ValueError):
     """A ledger line that cannot be read, or a night that cannot be appended (path, line and why)."""
 
 
-def night_record(report, night, *, phase, schedule, started, wall_s, load1=None, commit='', host='', machine=None):
-    """One ledger line from a ReFrame run report (a dict) of one night: every test case of its final attempt."""
+def night_record(report, night, *, phase, schedule, started, wall_s, load1=None, commit='', host='', machine=None,
+                 others_cpu_s=None):
+    """One ledger line from a ReFrame run report (a dict) of one night: every test case of its final attempt.
+    ``others_cpu_s``: the CPU seconds other processes used while it ran (:class:`ibrepro.alone.Others`)."""
     if not _NIGHT_ID.fullmatch(str(night)):
         raise LedgerError(f'night id {night!r}: 1-64 letters, digits and ._:-')
     cases = {}
@@ -62,7 +68,9 @@ def night_record(report, night, *, phase, schedule, started, wall_s, load1=None,
             }
     return {'v': VERSION, 'night': night, 'phase': phase, 'schedule': schedule, 'started': round(started, 3),
             'wall_s': round(wall_s, 3), 'load1': load1, 'commit': commit, 'host': host,
-            **({'machine': machine} if machine else {}), 'cases': cases}
+            **({'machine': machine} if machine else {}),
+            **({'alone': {'others_cpu_s': round(others_cpu_s, 2)}} if others_cpu_s is not None else {}),
+            'cases': cases}
 
 
 def machine_identity():
@@ -98,6 +106,17 @@ def other_machine(nights, identity):
         return ''
     moved = [f'{k} {last.get(k)!r} -> {identity.get(k)!r}' for k in HARDWARE if last.get(k) != identity.get(k)]
     return f'this machine is not the one of the ledger\'s nights ({"; ".join(moved)})' if moved else ''
+
+
+def measured_alone(night):
+    """Whether a night ran alone on its machine: what other processes used beside it (``alone``) within
+    :data:`ibrepro.alone.SHARE`. A night from before that was measured (no ``alone``) counts as alone: the protocol
+    says how those were kept alone (a pause file) and which were not."""
+    seen = night.get('alone')
+    if not isinstance(seen, dict):
+        return True
+    others, wall = _number(seen.get('others_cpu_s')), _number(night.get('wall_s'))
+    return others is not None and wall is not None and alone.was_alone(others, wall)
 
 
 def _number(x):
