@@ -10,6 +10,7 @@ Needs the cluster: ``make cluster-up`` (ci/cluster/up.sh), as root. Skipped othe
 import json
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -344,11 +345,12 @@ def test_nightly_run_store_compare_report(tmp_path):
     assert 'session of nightly night3 is stored' in missing.stderr     # no (readable) session of it
 
 
-def _short_night(tmp_path, night, *options):
-    """``ibrepro nightly`` of one short IMB PingPong 2x1 case on the cluster (``options``: more ReFrame options)."""
+def _short_night(tmp_path, night, *options, nightly=()):
+    """``ibrepro nightly`` of one short IMB PingPong 2x1 case on the cluster (``options``: more ReFrame options;
+    ``nightly``: options of ``ibrepro nightly``)."""
     env = _env(tmp_path, PATH=f'{REFRAME.parent}{os.pathsep}{os.environ["PATH"]}')
     proc = subprocess.run([REFRAME.with_name('ibrepro'), 'nightly', '-C', CONFIG, '--night', night,
-                           '--output-dir', tmp_path / 'reports', '--',
+                           '--output-dir', tmp_path / 'reports', *nightly, '--',
                            '-n', 'IMBPointToPoint%benchmark=PingPong%layout=2x1', '-p', '^impi$',
                            '-S', 'message_sizes=1:64', '-S', 'iterations=100', '-S', 'time_per_sample=5', *options],
                           env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
@@ -413,6 +415,97 @@ def test_a_night_while_slurm_is_down_could_not_be_judged(tmp_path):
     text = summary.read_text()
     assert 'Failed in ReFrame: 1 test case(s)' in text and 'Unable to contact slurm controller' in text, text
     assert 'History test: nothing judged' in text and 'no regression' not in text, text
+
+
+#: A short history judges (3 earlier nights, not 8) and only changes beyond 10x count, whatever this machine's load:
+#: the test's regression is the injector's 200 us per MPI call (about 40x the latency of these veth pairs)
+JUDGED = ['--report-option=--min-history=3', '--report-option=--max-noise=1000',
+          '--report-option=--max-pressure=1', '--report-option=--min-effect=9']
+SLOW = ['-S', 'inject_us=200']
+PINGPONG_2X1 = r'IMBPointToPoint %benchmark=PingPong %layout=2x1'
+
+
+@pytest.fixture(scope='module')
+def suspect(tmp_path_factory):
+    """A history of three clean nights, then a night 200 us a call slower, unconfirmed (``--no-confirm``): a
+    suspect to confirm. Each test judges it in a copy of this results database."""
+    home = tmp_path_factory.mktemp('suspect')
+    for night in ('before1', 'before2', 'before3'):
+        assert _short_night(home, night, nightly=JUDGED).returncode == 3      # a new system: not judged yet
+    slow = _short_night(home, 'slow', *SLOW, nightly=[*JUDGED, '--no-confirm'])
+    assert slow.returncode == 1, slow.stdout[-4000:] + slow.stderr[-4000:]
+    assert re.search(r'REGRESSION \(unconfirmed\) test case ' + PINGPONG_2X1, slow.stdout), slow.stdout
+    return home
+
+
+def _copy_of(suspect, tmp_path):
+    home = tmp_path / 'home'
+    home.mkdir()
+    for db in suspect.glob('results.db*'):
+        shutil.copy2(db, home / db.name)
+    return home
+
+
+def _not_cleared(proc, why):
+    """Not confirmed, not cleared, and never clean: an alarm where the night alone crosses the one-night alarm
+    limit (1), else could not judge (2). Which one depends on the three earlier nights' spread (a t test with two
+    degrees of freedom); that each exit goes with its own words is what is tested here, the split in test_verdict."""
+    assert proc.returncode in (1, 2), proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert 'confirming 1 test case(s)' in proc.stdout and not re.search(r'^\s*cleared:', proc.stdout, re.M)
+    alone = ('the night alone crosses the alarm limit' if proc.returncode == 1 else
+             'the night alone is below the alarm limit .*: could not judge')
+    assert re.search(r'NOT CONFIRMED test case ' + PINGPONG_2X1 + '.*' + why + '.*not confirmed, not cleared; '
+                     + alone, proc.stdout), proc.stdout
+
+
+def test_a_confirmation_that_could_not_get_nodes_never_clears_its_night(suspect, tmp_path):
+    """A night 200 us a call slower is a suspect; its confirmation (``ibrepro nightly --no-run``: the stored night
+    judged again, its suspect re-run) cannot get nodes: the partition is down for maintenance, the job pends past its
+    max_pending_time and ReFrame cancels it. The night is not cleared: not confirmed, not cleared, with why in the
+    log and in summary.md: an alarm (1) where its own evidence crosses the one-night alarm limit, else "could not
+    judge" (2); never clean (0)."""
+    home = _copy_of(suspect, tmp_path)
+    scontrol = ['scontrol', 'update', 'PartitionName=ci']
+    subprocess.run([*scontrol, 'State=DOWN'], env=_slurm_env(), check=True, timeout=60)
+    try:
+        pending = _short_night(home, 'slow', *SLOW, '-S', 'max_pending_time=20s', nightly=[*JUDGED, '--no-run'])
+    finally:
+        subprocess.run([*scontrol, 'State=UP'], env=_slurm_env(), check=True, timeout=60)
+    _not_cleared(pending, r'its confirmation measured nothing: its job \d+ never started on a node')
+    summary = max((home / 'reports').rglob('summary.md'), key=lambda p: p.stat().st_mtime).read_text()
+    assert '**Not confirmed, not cleared: 1 test case(s)' in summary and 'never started on a node' in summary
+    queued = subprocess.run(['squeue', '-h', '-o', '%i %j'], env=_slurm_env(), capture_output=True, text=True)
+    assert 'rfm_' not in queued.stdout, queued.stdout           # cancelled, not left in the queue
+
+
+def test_a_confirmation_whose_rank_died_never_clears_its_night(suspect, tmp_path):
+    """The same suspect; its confirmation starts and its rank on node2 is killed (each repetition's, at once): it
+    failed in ReFrame and measured nothing, so the night is not confirmed, not cleared, and never clean."""
+    home = _copy_of(suspect, tmp_path)
+    killed, done = [], threading.Event()
+
+    def kill_its_ranks_on_node2():      # every one, at once: each of its repetitions fails, none runs long
+        while not done.is_set():
+            out = subprocess.run(['ip', 'netns', 'pids', NODE2_NETNS], capture_output=True, text=True).stdout
+            for pid in out.split():
+                try:
+                    if Path(f'/proc/{pid}/comm').read_text().strip() == 'IMB-MPI1':
+                        os.kill(int(pid), signal.SIGKILL)
+                        killed.append(pid)
+                except OSError:
+                    continue
+            time.sleep(0.05)
+    killer = threading.Thread(target=kill_its_ranks_on_node2)
+    killer.start()
+    try:
+        failed = _short_night(home, 'slow', *SLOW, nightly=[*JUDGED, '--no-run'])
+    finally:
+        done.set()
+        killer.join()
+    assert killed, 'the confirmation\'s rank on node2 never appeared'
+    _not_cleared(failed, r'its confirmation failed in ReFrame \(sanity: ')
+    summary = max((home / 'reports').rglob('summary.md'), key=lambda p: p.stat().st_mtime).read_text()
+    assert '**Not confirmed, not cleared: 1 test case(s)' in summary and 'failed in ReFrame' in summary
 
 
 def test_fleet_verdict_drains_the_named_node_only_with_apply(tmp_path):

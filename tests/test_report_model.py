@@ -78,6 +78,12 @@ def test_a_regressed_night_whose_confirmation_failed_is_unverified_never_cleared
     case = _verdict(result, failed)
     assert case.verdict == 'unverified' and case.alarm
     assert case.reason == 'its confirmation failed in ReFrame (sanity: MPI could not start): it measured nothing'
+    pending = {'result': 'fail', 'fail_phase': 'run', 'fail_reason': 'maximum pending time exceeded',
+               'scheduler': 'slurm', 'jobid': '42', 'job_nodelist': []}
+    case = _verdict(result, pending)           # infrastructure: its job never got a node
+    assert case.verdict == 'unverified' and case.alarm
+    assert case.reason == ('its confirmation measured nothing: its job 42 never started on a node '
+                           '(run: maximum pending time exceeded)')
     skipped = _verdict(result, {'result': 'skip', 'skip_reason': 'no IMB here'})
     assert skipped.verdict == 'unverified' and skipped.reason == 'its confirmation was skipped (no IMB here)'
     assert _verdict(result, {'result': 'pass'}).reason == (

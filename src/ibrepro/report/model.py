@@ -259,6 +259,9 @@ def _measured_nothing(case, shift):
         return verdict.reason_line(text, 160) or 'no reason given'
     if case.get('result') == 'skip' or case.get('skip_reason'):
         return f'its confirmation was skipped ({first_line(case.get("skip_reason"))})'
+    never_ran = verdict.not_measured(case)     # infrastructure: Slurm refused it, its job never started
+    if never_ran:
+        return f'its confirmation measured nothing: {never_ran}'
     if case.get('result') == 'fail':
         return (f'its confirmation failed in ReFrame ({case.get("fail_phase") or "?"}: '
                 f'{first_line(case.get("fail_reason"))}): it measured nothing')
