@@ -315,9 +315,9 @@ def test_a_confirmation_that_failed_leaves_the_regression_unverified_not_cleared
     assert proc.returncode == verdict.EXIT_REGRESSION, output(proc)
     assert len(stored_night(night, 'slow')) == 2        # no re-run of its own: the stored confirmation is judged
     assert not re.search(r'^\s*cleared:', proc.stdout, re.M), output(proc)
-    assert re.search(r'^  NOT CONFIRMED test case IMBPointToPoint .*its confirmation measured nothing: failed in setup, '
-                     r'before its job ran \(.*'
-                     r'inject_us=-1.*not confirmed, not cleared; the night alone crosses the alarm limit',
+    assert re.search(r'^  NOT CONFIRMED test case IMBPointToPoint .*its confirmation measured nothing: '
+                     r'failed in setup, before its job ran \(.*inject_us=-1.*not confirmed, not cleared; '
+                     r'the night alone crosses the alarm limit',
                      proc.stdout, re.M), output(proc)
     html, md = pages(proc)
     assert 'History test: no regression' not in md and 'no regression in' not in html
