@@ -28,6 +28,7 @@ with the control; stored as ledger lines of phase ``level`` (``ibrepro.charts.pa
 
 import argparse
 import datetime
+import itertools
 import json
 import os
 import random
@@ -194,8 +195,8 @@ def next_night(args, nights, entries):
         for i, entry in enumerate(entries, 1):
             base = f'{args.prefix}{i:04d}'
             if base not in measured:
-                return next(x for x in [base, *(f'{base}.r{k}' for k in range(1, len(taken) + 2))]
-                            if x not in taken), entry
+                reruns = (f'{base}.r{k}' for k in itertools.count(1))
+                return next(x for x in itertools.chain([base], reruns) if x not in taken), entry
         return None
     ids = night_ids(nights, args.prefix)
     if sum(1 for x in ids if x in alone_ids) >= args.nights:

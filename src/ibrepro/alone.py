@@ -46,13 +46,10 @@ def own_seconds():
 
 
 class Others:
-    """CPU seconds other processes used from :meth:`start` on (call :meth:`seconds` after the children one starts
-    have been waited for: until then their time is not yet this process's)."""
+    """CPU seconds other processes used since it was made (call :meth:`seconds` after the children one starts have
+    been waited for: until then their time is not yet this process's)."""
 
     def __init__(self):
-        self.start()
-
-    def start(self):
         self._busy, self._own, self._t = busy_seconds(), own_seconds(), time.monotonic()
 
     def seconds(self):
