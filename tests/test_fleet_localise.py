@@ -314,6 +314,23 @@ def test_a_leaf_slower_than_a_named_effect_is_said_not_blamed_on_its_parts(capsy
     assert set(json.loads((tmp_path / 'out.json').read_text())['slow_leaves']) == {'leaf002'}
 
 
+def test_a_spine_slower_than_a_named_effect_is_said_not_blamed_on_its_links(capsys, tmp_path):
+    """Spine switch 3 10 % slow (every link to and from it): none of its 32 links is suspected, the spine is said;
+    a downlink of another spine is still named alone beside it."""
+    fabric = fp.fat_tree(256)                    # 16 leaves, 16 spines: 32 inter-leaf flows through each
+    spine = fs.world_of(fabric, MODEL).spine_fault(3, 0.10)
+    flows = [x for r in fp.pair_rounds(fabric) for x in fs.simulate_flows(fabric, r.pairs, MODEL, spine,
+                                                                          random.Random(8), r.number)]
+    result = fl.localise(flows, fabric)
+    assert result.suspects == [] and set(result.slow_spines) == {'spine3'} and result.slow_leaves == {}
+    assert abs(result.slow_spines['spine3'] + 0.10) < 0.01
+    assert _analyse_cli(tmp_path, flows, fabric) == 0
+    assert 'SLOW SPINE spine3: bandwidth -' in capsys.readouterr().out
+    assert set(json.loads((tmp_path / 'out.json').read_text())['slow_spines']) == {'spine3'}
+    downlink = named(fl.localise(night(fabric, ('downlink spine2>leaf003', ('spine2>leaf003',)), 5), fabric))
+    assert downlink == ['downlink spine2>leaf003']
+
+
 def test_the_analysis_says_its_routing_assumption_and_what_no_flow_crossed(capsys, tmp_path):
     fabric = fp.fat_tree(32)
     flows = [f for f in night(fabric, None, 2) if f['round'] == 0]       # the leaf-shift rounds lost: no link seen
@@ -327,3 +344,68 @@ def test_the_analysis_says_its_routing_assumption_and_what_no_flow_crossed(capsy
     assert f'untested tonight (no flow crossed them): {len(missed)}' in printed
     out = json.loads((tmp_path / 'out.json').read_text())
     assert out['untested'] == missed and out['routing'].startswith('destination-mod-k')
+
+
+def _flapping_night(fabric, fault, slow_rounds, seed):
+    """A night whose ``fault`` is there in the rounds ``slow_rounds`` only (modelled flows)."""
+    rng = random.Random(seed)
+    return [x for r in fp.pair_rounds(fabric)
+            for x in fs.simulate_flows(fabric, r.pairs, MODEL, fault if r.number in slow_rounds else None, rng,
+                                       r.number)]
+
+
+CABLE = 'cable n0005:mlx5_0/1 up'
+
+
+def test_a_cable_slow_in_two_of_three_rounds_is_named_as_flapping_only_when_a_repeat_is_slow_again():
+    fabric = fp.fat_tree(64)
+    fault = fs.Fault('cable', CABLE, ('n0005>leaf',), 0.10)
+    flows = _flapping_night(fabric, fault, (0, 2), 1)
+    result = fl.localise(flows, fabric)
+    # not steady (round 1 was not slow), nor its port, node or the uplinks its slow flows crossed: explained away
+    assert [(s.name, s.flapping, s.slow_rounds) for s in result.suspects] == [(CABLE, True, [['0', '2'], 3])]
+    assert 'flapping: slow in round(s) 0, 2 of 3' in result.suspects[0].change
+    good = [n for n in fabric.nodes if n != 'n0005']
+    rounds = fp.confirmation_rounds([CABLE], fabric, good, flapping=[CABLE])
+    assert [r.name for r in rounds] == ['confirmation', 'confirmation-repeat-2', 'confirmation-repeat-3']
+    assert [fp.repetition(r.label(0)) for r in rounds] == [1, 2, 3]
+
+    def confirmed(present):              # the fault there in the repetitions ``present`` only
+        again = [{**f, 'round': r.label(k)} for j, r in enumerate(rounds, 1)
+                 for k, f in enumerate(fs.simulate_flows(fabric, r.pairs, MODEL, fault if j in present else None,
+                                                         random.Random(j), r.name))]
+        return fl.confirm(fl.localise(flows, fabric), again, fabric)
+    once = confirmed({3})
+    assert [(s.name, s.flapping, s.confirmed) for s in once.named] == [(CABLE, True, True)]
+    assert {fp.repetition(f['round']) for f in once.named[0].confirmation} == {1, 2, 3}
+    healthy = confirmed(set())
+    assert healthy.suspects[0].confirmed is False and healthy.named == []
+
+
+def test_a_steady_suspect_is_judged_on_the_first_confirmation_only_and_gets_no_repeats():
+    fabric = fp.fat_tree(64)
+    good = [n for n in fabric.nodes if n != 'n0005']
+    assert [r.name for r in fp.confirmation_rounds([CABLE], fabric, good)] == ['confirmation']
+    result = fl.localise(night(fabric, (CABLE, ('n0005>leaf',)), 3), fabric)
+    assert [(s.name, s.flapping) for s in result.suspects] == [(CABLE, False)]
+    rounds = fp.confirmation_rounds([CABLE], fabric, good)
+    slow = fs.Fault('cable', CABLE, ('n0005>leaf',), 0.10)
+    healthy_first = [{**f, 'round': r.label(k)} for r in rounds
+                     for k, f in enumerate(fs.simulate_flows(fabric, r.pairs, MODEL, None, random.Random(6), r.name))]
+    # a slow flow labelled as a repeat is not this suspect's evidence: the first confirmation cleared it
+    repeat = [{**f, 'round': f'confirmation{fp.REPEAT}2'} for r in rounds
+              for f in fs.simulate_flows(fabric, r.pairs, MODEL, slow, random.Random(7), r.name)]
+    fl.confirm(result, healthy_first + repeat, fabric)
+    assert result.suspects[0].confirmed is False
+
+
+def test_repetition_labels_and_the_flapping_p():
+    assert fp.repetition('confirmation-links-repeat-2') == 2 and fp.base_label('confirmation-links-repeat-2') == \
+        fp.LINK_CONFIRMATION
+    assert fp.repetition('confirmation-1') == fp.repetition(0) == fp.repetition('x-repeat-y') == 1
+    assert fp.base_label('confirmation-1') == 'confirmation-1' and fp.base_label(2) == 2
+    # slow in no round, in all (steady) or in one (either end of that round's pair): not flapping
+    assert fl.flap_p([1, 1, 1]) == fl.flap_p([1e-3] * 3) == fl.flap_p([1e-9, 1, 1]) == 1.0
+    assert math.isclose(fl.flap_p([1e-3, 2e-3, 1]), 3 * 2e-3 ** 2 * (1 - 2e-3) + 2e-3 ** 3)
+    assert math.isclose(fl.flap_p([1e-3, 2e-3, 1, 1]), 2 * (6 * 2e-3 ** 2 * (1 - 2e-3) ** 2 + 4 * 2e-3 ** 3 *
+                                                            (1 - 2e-3) + 2e-3 ** 4))

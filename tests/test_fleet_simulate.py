@@ -95,8 +95,9 @@ def test_the_cli_draws_the_noise_from_the_results_database_or_reports(tmp_path, 
 def test_faults_and_bounds():
     assert fs.parse_fault('random:25%') == (0.25, 0.0, None)
     assert fs.parse_fault('switch:10%') == (0.10, 0.0, 'leaf switch')
+    assert fs.parse_fault('spine:10%') == (0.10, 0.0, 'spine switch')
     assert fs.parse_fault('latency:30%') == (0.0, 0.30, None)
-    for bad in ('random:0%', 'latency:x%', 'latency:30', 'slow:10%', 'random:100%', 'switch:0%'):
+    for bad in ('random:0%', 'latency:x%', 'latency:30', 'slow:10%', 'random:100%', 'switch:0%', 'spine:x'):
         with pytest.raises(ValueError, match='--fault'):
             fs.parse_fault(bad)
     assert fs.poisson_upper(0, 100) < fs.poisson_upper(1, 100)

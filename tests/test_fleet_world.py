@@ -66,6 +66,17 @@ def test_a_slow_leaf_switch_slows_every_flow_through_it_once():
         assert share(f) == (0.9 if through else 1.0)
 
 
+def test_a_slow_spine_switch_slows_every_flow_through_it_once():
+    w = world()
+    fault = w.spine_fault(3, 0.10)
+    assert fault.component == 'switch spine3' and 'downlink spine3>leaf002' in fault.parts
+    flows = measured(w, [fault])
+    through = [f for f in flows if FABRIC.leaf_of(f['src']) != FABRIC.leaf_of(f['dst'])
+               and FABRIC.spine_for(f['dst']) == 3]
+    assert through and {share(f) for f in through} == {0.9}
+    assert {share(f) for f in flows if f not in through} == {1.0}
+
+
 def test_a_flapping_fault_is_present_in_some_rounds_only():
     w = world(flap=0.5)
     fault = fw.Fault('HCA port', 'port n0000:mlx5_0/1', ('n0000>leaf', 'leaf>n0000'), 0.10, 'n0000')

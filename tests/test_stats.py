@@ -163,3 +163,11 @@ def test_a_whole_benchmark_slowing_by_15_percent_is_found_by_its_test_case():
     assert single / trials < found / trials  # where the single sizes mostly stay below the bar
     index = result.group_index[0]
     assert len(index) == METHOD.window + 1 and index[-1] == pytest.approx(math.log(1.15), abs=0.05)
+
+
+def test_the_binomial_upper_tail_is_the_sum_over_every_outcome():
+    from itertools import product
+    for n, p in ((5, 0.3), (4, 1e-6)):
+        for k in range(n + 2):
+            brute = sum(p ** sum(o) * (1 - p) ** (n - sum(o)) for o in product((0, 1), repeat=n) if sum(o) >= k)
+            assert math.isclose(stats.binomial_sf(k, n, p), brute, rel_tol=1e-9, abs_tol=1e-300)

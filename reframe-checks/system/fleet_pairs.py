@@ -220,7 +220,8 @@ class FleetPairs(FleetNight):
                      'out: ' + '; '.join(f'{n}: {why}' for n, why in sorted(self.fleet_left_out.items())))
         fleet_rounds.prepare(self.stagedir, plan)
         self.write_history()
-        self.launch_plan(plan, len(plan['rounds']) + 1)
+        # its rounds and its confirmation's: one, and a flapping suspect's repeats (fleet_plan.FLAP_REPEATS)
+        self.launch_plan(plan, len(plan['rounds']) + fleet_plan.FLAP_REPEATS)
 
     @sanity_function
     def localised(self):

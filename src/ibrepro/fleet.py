@@ -336,7 +336,8 @@ def _add_pair_round_cli(sub):
     sim.add_argument('--fault-free-nights', type=int, default=20)
     sim.add_argument('--fault', default='random:10%',
                      help='random:<loss>%% (a bandwidth fault of a random kind, default random:10%%), '
-                          'switch:<loss>%% (a whole leaf switch) or latency:<increase>%%')
+                          'switch:<loss>%% (a whole leaf switch), spine:<loss>%% (a whole spine switch) or '
+                          'latency:<increase>%%')
     sim.add_argument('--faults', type=int, default=1, metavar='K', help='faults per fault night (default 1)')
     sim.add_argument('--flap', type=float, default=1.0, metavar='P',
                      help='a fault is present in each round with probability P, drawn per round (default 1: '
@@ -445,6 +446,9 @@ def _cli_analyse(args):
     for leaf, effect in sorted(result.slow_leaves.items()):
         print(f'SLOW LEAF {leaf}: bandwidth {effect:+.1%} on every flow touching it tonight (its switch, its rack '
               'or its load: no part of it the flows can name)')
+    for spine, effect in sorted(result.slow_spines.items()):
+        print(f'SLOW SPINE {spine}: bandwidth {effect:+.1%} on every flow crossing it tonight (its switch: none of '
+              'its links the flows can name)')
     for s in result.suspects:
         state = {True: 'confirmed', False: 'cleared by its confirmation', None: 'not re-tested'}[s.confirmed]
         worst = sorted(s.flows, key=lambda f: f['residual'])[:3]
@@ -530,6 +534,9 @@ def _cli_simulate(args):
             print(f"{name:12} {r['named_exactly'] if r['named_exactly'] is not None else float('nan'):13.3f} "
                   f"{r['wrong_per_night']:11.4f} {r['wrong_per_night_upper95']:8.4f} {r['inside_per_night']:12.4f} "
                   f"{r['rounds']:7.2f} {r['jobs']:6.2f} {r['fault_free_alarm_nights']:17d}")
+    if result['ibrepro'].get('named_flapping_per_night'):
+        print(f"ibrepro: {result['ibrepro']['named_flapping_per_night']:.3f} component(s) a night named as flapping "
+              '(slow in some rounds only, confirmed by its repeated re-tests)')
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + '\n')
     return 0

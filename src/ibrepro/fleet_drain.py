@@ -70,6 +70,7 @@ def findings(sweep=None, analysis=None):
         effect = named.get('effect')
         metric = named.get('metric') if named.get('metric') in fleet_localise.VALUE else fleet_localise.BANDWIDTH
         why = _reason(f"{named.get('name')}: {metric} {effect:+.1%} over {len(named.get('flows') or [])} flow(s)"
+                      + (' flapping (slow in some rounds only)' if named.get('flapping') is True else '')
                       if isinstance(effect, (int, float)) else named.get('name'))
         hosts = {_host(m.split(' ', 1)[1].split(':', 1)[0]) for m in members
                  if m.split(' ', 1)[0] in _NODE_KINDS and ' ' in m}

@@ -12,8 +12,10 @@ Method (:func:`localise`):
    else the night's fleet median of the flows of the same kind (within a leaf / between leaves). Negative =
    slower. Bandwidth: each leaf's effect for the night (:func:`leaf_effects`, the median over the flows touching
    it) taken out of its flows' residuals; a leaf slower than ``min_effect`` is said (``slow_leaves``: its switch,
-   its rack or its load), its parts not blamed. Noise scale ``s`` = 1.4826 * MAD of the residuals (most flows are
-   healthy), floored at ``min_cv``.
+   its rack or its load), its parts not blamed. Then each spine's (:func:`spine_effects`, the median over the
+   inter-leaf flows through it) the same way: a spine slower than ``min_effect`` is said (``slow_spines``), its
+   links not blamed. Noise scale ``s`` = 1.4826 * MAD of the residuals (most flows are healthy), floored at
+   ``min_cv``.
 2. Components whose flows are the same set (one rail: a node and its HCA port) cannot be told apart by traffic:
    they are one hypothesis, named together (``port n01:mlx5_0/1 = node n01``; the state sweep tells which).
 3. Per hypothesis ``c`` with flows ``F_c``: effect ``e_c`` = mean residual. With the component's own history
@@ -35,6 +37,17 @@ Method (:func:`localise`):
 6. Alternatives: beside a suspect on a node's receiving side, the downlink all its inter-leaf flows arrive
    through (destination-mod-k) is re-tested too, and named only when its confirmation confirms it
    (:func:`_downlink_alternatives`): a trunk shared unevenly can make its loss look like one receiver's cable.
+
+7. Flapping (bandwidth): a component slow in some of the night's rounds and not in others fails step 3's "every flow
+   slow". Per round, its flows are judged as step 3 judges a night's (a group all slower than half ``min_effect``,
+   its mean beyond it; p the noise's for as slow a group, times the groups); a hypothesis slow in ``k`` of its ``n``
+   rounds, ``2 <= k < n``, has p = ``(n - 2) * P(Binomial(n, p_k) >= k)`` with ``p_k`` the largest p of its slow
+   rounds (``k`` slow rounds each at most that likely, over the ``n - 2`` values ``k`` may take; one slow round of a
+   pair is either end of it, and a leaf-spine link, crossed in two rounds, is never found flapping). Each leaf's
+   effect in each round is taken out first (a leaf's load moves all its flows). Explain-away and Benjamini-Hochberg
+   as steps 4-5 (at ``flap_alpha``), on the flows through no steady suspect; a flapping suspect is re-tested
+   ``FLAP_REPEATS`` times with a good partner (:func:`ibrepro.fleet_plan.confirmation_rounds`) and named as flapping
+   when slow in ``k >= 1`` of them with ``m * P(Binomial(m, p_k) >= k) <= alpha`` (:func:`_judge_flapping`).
 
 Latency (RDMA nights, whose flows carry the pair's ``ib_send_lat``): the same steps 1-5 over one latency flow per
 pair, rail and round (:func:`latency_flows`), with ``r = log(reference) - log(lat)`` (negative = slower again), a
@@ -59,7 +72,7 @@ from typing import Optional
 
 from . import stats
 from .compat import dataclasses, fmean
-from .fleet_plan import LINK_CONFIRMATION, LINK_KINDS, NO_TOPOLOGY
+from .fleet_plan import LINK_CONFIRMATION, LINK_KINDS, NO_TOPOLOGY, base_label, repetition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +80,8 @@ class Method:
     alpha: float = 0.01        # level of a confirmation's test; false discovery rate (Benjamini-Hochberg) of what a
                                # night names on its own (no confirmation ran)
     screen_alpha: float = 0.2  # false discovery rate of the suspects sent to the confirmation (which alone names)
+    flap_alpha: float = 0.01   # the same of flapping suspects (step 7), each re-tested FLAP_REPEATS times: the
+                               # fabric's tails put two flows of some healthy cable at -9 % a tenth of the nights
     min_effect: float = 0.05   # smallest relative bandwidth loss named
     min_latency_increase: float = 0.20   # smallest relative latency increase named (chosen: a C-state or NUMA
                                          # penalty is tens of %; ClusterKit flags 2.1x the best pair)
@@ -175,6 +190,28 @@ def leaf_effects(flows, residuals, fabric, min_flows=8):
     return effects
 
 
+def _spine_of(fabric, f):
+    """The spine an inter-leaf flow crosses (the plan's routing, or the fabric's routes); None within a leaf."""
+    a = fabric.leaf_of(f['src'])
+    return None if a == fabric.leaf_of(f['dst']) else fabric.spine_for(f['dst'], a)
+
+
+def spine_effects(flows, residuals, fabric, min_flows=16):
+    """{spine q: the night's effect of spine switch q on every flow crossing it} (log units; the median over its
+    inter-leaf flows, >= ``min_flows``): a slow spine slows a sixteenth of a leaf's inter-leaf flows, which its
+    leaf's median does not follow, so that each of its links would look slow. A spine slower than a named effect
+    is said (:attr:`Result.slow_spines`): a slow switch, none of its links to blame. One spine carries every
+    inter-leaf flow, so its effect is the inter-leaf reference's: nothing to say."""
+    if not fabric.has_topology or len(fabric.leaves) < 3 or fabric.spines < 2:
+        return {}
+    per_spine = {}
+    for f, r in zip(flows, residuals):
+        q = _spine_of(fabric, f)
+        if q is not None:
+            per_spine.setdefault(q, []).append(r)
+    return {q: statistics.median(v) for q, v in per_spine.items() if len(v) >= min_flows}
+
+
 def _directions(flows, idx, res, metric):
     """A hypothesis's residuals in groups a steady one-directional fault slows alike: on bandwidth, when one node is
     in every flow, what it sends and what it receives; on a link (no node in every flow), per round the aggregate
@@ -190,6 +227,38 @@ def _directions(flows, idx, res, metric):
     for i in idx:
         rounds.setdefault(str(flows[i]['round']), []).append(math.exp(res[i]))
     return [[math.log(fmean(v)) for v in rounds.values()]]
+
+
+def _round_groups(flows, idx, res):
+    """A hypothesis's bandwidth residuals per round, in :func:`_directions`' groups: ``{round: [(group's flow
+    indices, group's residuals)]}``; on a link each round's flows as one aggregate."""
+    common = set.intersection(*({flows[i]['src'], flows[i]['dst']} for i in idx)) if idx else set()
+    host = common.pop() if len(common) == 1 else None
+    by_round = {}
+    for i in idx:
+        by_round.setdefault(str(flows[i]['round']), []).append(i)
+    out = {}
+    for r, ids in by_round.items():
+        if host is None:
+            out[r] = [(ids, [math.log(fmean(math.exp(res[i]) for i in ids))])]
+        else:       # each direction (a cable), and both together when it has both (a port or node: both slow)
+            split = ([i for i in ids if flows[i]['src'] == host], [i for i in ids if flows[i]['src'] != host])
+            out[r] = [(g, [res[i] for i in g]) for g in split if g]
+            if len(out[r]) == 2:
+                out[r].append((ids, [res[i] for i in ids]))
+    return out
+
+
+def flap_p(round_ps):
+    """The p of a hypothesis slow in some rounds only, from each round's p (1: not slow that round): slow in ``k``
+    of ``n``, ``2 <= k < n``, each of those at most ``p_k`` likely: ``(n - 2) * P(Binomial(n, p_k) >= k)``; 1 when
+    it was slow in one round (a pair slow both ways in one round is either end: only another round with another
+    partner tells which), in none, or in all (a steady one: step 3's)."""
+    slow = sorted(p for p in round_ps if p < 1)
+    n, k = len(round_ps), len(slow)
+    if not 2 <= k < n:
+        return 1.0
+    return min(1.0, (n - 2) * stats.binomial_sf(k, n, slow[-1]))
 
 
 def _phi(z):
@@ -235,10 +304,17 @@ class Suspect:
     alternative_to: str = ''  # a link re-tested beside this receiver-side suspect (:func:`localise`, 6): named only
                               # when its confirmation confirms it
     metric: str = BANDWIDTH   # what slowed: BANDWIDTH or LATENCY
+    flapping: bool = False    # slow in some of the night's rounds only (:func:`localise`, 7); ``effect`` is theirs
+    slow_rounds: list = dataclasses.field(default_factory=list)   # flapping: [the slow rounds, of how many]
 
     @property
     def change(self):
-        """What slowed and by how much: 'bandwidth -10.0%', 'latency +40.0%'."""
+        """What slowed and by how much: 'bandwidth -10.0%', 'latency +40.0%', 'bandwidth -10.0% when slow,
+        flapping: slow in rounds 0, 2 of 3'."""
+        if self.flapping:
+            rounds, total = self.slow_rounds
+            return (f'{self.metric} {self.effect:+.1%} when slow, flapping: slow in round(s) '
+                    f'{", ".join(map(str, rounds))} of {total}')
         return f'{self.metric} {self.effect:+.1%}'
 
     @property
@@ -260,6 +336,7 @@ class Result:
     noise: dict = dataclasses.field(default_factory=dict)   # metric -> the night's Noise (its residuals)
     slow_leaves: dict = dataclasses.field(default_factory=dict)   # leaf -> its bandwidth change on every flow
                                                                  # touching it, when a named effect or more
+    slow_spines: dict = dataclasses.field(default_factory=dict)   # 'spine<q>' -> the same of a spine switch
 
     def noise_of(self, metric):
         """The night's :class:`Noise` of a metric (the Gaussian of its scale when the result holds none)."""
@@ -356,6 +433,7 @@ def localise(flows, fabric, *, expected=None, history=None, method=Method(), hyp
     bw = _Metric(BANDWIDTH, flows, fabric, method, expected, history.get(BANDWIDTH, {}), hypotheses.get(BANDWIDTH))
     suspects = bw.suspects()
     suspects += _downlink_alternatives(suspects, fabric, bw)
+    suspects += bw.flapping(suspects)
     lat = None
     pings = latency_flows(flows)
     if pings:
@@ -364,7 +442,7 @@ def localise(flows, fabric, *, expected=None, history=None, method=Method(), hyp
     return Result(suspects, bw.refs, bw.scale, len(bw.names) + (len(lat.names) if lat else 0),
                   '' if fabric.has_topology else NO_TOPOLOGY, method,
                   lat.refs if lat else {}, lat.scale if lat else None,
-                  {m.metric: m.noise for m in (bw, lat) if m}, bw.slow_leaves)
+                  {m.metric: m.noise for m in (bw, lat) if m}, bw.slow_leaves, bw.slow_spines)
 
 
 class _Metric:
@@ -382,6 +460,22 @@ class _Metric:
         if self.leaf_effects:
             self.residuals = [r - sum(self.leaf_effects.get(leaf, 0.0) for leaf in _leaves(fabric, f))
                               for f, r in zip(flows, self.residuals)]
+        spines = spine_effects(flows, self.residuals, fabric) if metric == BANDWIDTH else {}
+        self.slow_spines = {f'spine{q}': change(metric, e) for q, e in sorted(spines.items())
+                            if e <= _threshold(metric, method)}
+        if spines:
+            self.residuals = [r - spines.get(_spine_of(fabric, f), 0.0) for f, r in zip(flows, self.residuals)]
+        # step 7 judges rounds: each leaf's effect in each round taken out too (a leaf's load moves all its flows
+        # in one round, which is no component flapping)
+        self.round_residuals = list(self.residuals)
+        if self.leaf_effects:
+            by_round = {}
+            for i, f in enumerate(flows):
+                by_round.setdefault(str(f['round']), []).append(i)
+            for ids in by_round.values():
+                effects = leaf_effects([flows[i] for i in ids], [self.residuals[i] for i in ids], fabric)
+                for i in ids:
+                    self.round_residuals[i] -= sum(effects.get(leaf, 0.0) for leaf in _leaves(fabric, flows[i]))
         self.scale = max(stats.MAD_TO_SIGMA * stats.mad(self.residuals) if len(flows) > 1 else 0.0, method.min_cv)
         self.noise = Noise(self.residuals, self.scale)
         self.hyps = hyps or hypotheses_of(flows, fabric)
@@ -391,6 +485,7 @@ class _Metric:
             past = [v for m in members for v in history.get(m, ())]
             self.baselines[name] = statistics.median(past) if len(past) >= method.min_history else 0.0
         self.threshold = _threshold(metric, method)
+        self.steady_flows = set()      # step 7 leaves the steady suspects' flows out
 
     def stat(self, res, name):
         return _stat(res, self.hyps[name][1], self.scale, self.baselines[name])
@@ -448,6 +543,79 @@ class _Metric:
         qs = stats.benjamini_hochberg([p for _, p in final] + others)
         return [self.suspect(n, effect, p, q) for n, (effect, p), q in zip(chosen, final, qs)
                 if q <= alpha and effect <= self.threshold]
+
+    def round_test(self, res, name):
+        """Step 7 per round of a hypothesis: ``{round: (p, effect, flow indices of its slow group)}``, p 1 and no
+        flows where the round was not slow (no group of it all slower than half the named effect with its mean
+        beyond it)."""
+        idx, baseline = self.hyps[name][1], self.baselines[name]
+        own = [self.residuals[i] for i in idx]
+        out = {}
+        for r, groups in _round_groups(self.flows, [i for i in idx if i not in self.steady_flows], res).items():
+            best = (1.0, 0.0, [])
+            for ids, values in groups:
+                values = [v - baseline for v in values]
+                if consistent(values, self.threshold) and fmean(values) <= self.threshold:
+                    p = min(1.0, len(groups) * self.noise.p_all(values, own))
+                    best = min(best, (p, fmean(values), ids))
+            out[r] = best
+        return out
+
+    def flap_test(self, res, name):
+        """Step 7: ``(effect, p, slow rounds, rounds, the slow groups' flow indices, explained)``: the effect the
+        mean of its slow groups', explained the squared residual of all its flows in its slow rounds (a port whose
+        cable up flapped is slow in those rounds in half its flows: its cable explains more)."""
+        per_round = self.round_test(res, name)
+        slow = sorted(r for r, (p, _, _) in per_round.items() if p < 1)
+        p = flap_p([x[0] for x in per_round.values()])
+        effect = fmean(per_round[r][1] for r in slow) if slow else 0.0
+        within = [i for i in self.hyps[name][1] if str(self.flows[i]['round']) in slow and i not in self.steady_flows]
+        explained = len(within) * (fmean(res[i] - self.baselines[name] for i in within) ** 2) if within else 0.0
+        return effect, p, slow, len(per_round), [i for r in slow for i in per_round[r][2]], explained
+
+    def flapping(self, steady):
+        """Step 7: the hypotheses slow in some of the night's rounds only, none holding a component of a
+        ``steady`` suspect, found by explain-away on the flows through no steady suspect (whose loss is that
+        suspect's, however unevenly its flows shared it)."""
+        if self.metric != BANDWIDTH:
+            return []
+        current = list(self.round_residuals)
+        self.steady_flows = {i for s in steady for i in self.hyps[s.name][1]}
+        taken = {m for s in steady for m in s.members}
+        names = [n for n in self.names if not taken & set(self.hyps[n][0])]
+        chosen = {}
+        nothing = (0.0, 1.0, [], 0, [], 0.0)
+
+        def tests(res):           # a round is slow only where a flow is slower than half the named effect
+            slow = {i for i, r in enumerate(res) if r <= self.threshold / 2 and i not in self.steady_flows}
+            return [self.flap_test(res, n) if slow.intersection(self.hyps[n][1]) or self.baselines[n] else nothing
+                    for n in names]
+        while True:
+            out = tests(current)
+            qs = stats.benjamini_hochberg([t[1] for t in out])
+            best, gain = None, 0.0
+            for n, t, q in zip(names, out, qs):
+                if n in chosen or q > self.method.flap_alpha or t[0] > self.threshold:
+                    continue
+                if t[5] > gain:
+                    best, gain = n, t[5]
+            if best is None:
+                break
+            t = out[names.index(best)]
+            chosen[best] = t
+            for i in t[4]:
+                current[i] -= t[0]
+        found = []
+        for n, t in chosen.items():           # each with the others' effects taken out
+            res = list(current)
+            for i in t[4]:
+                res[i] += t[0]
+            found.append((n, self.flap_test(res, n)))
+        others = [t[1] for n, t in zip(names, tests(current)) if n not in chosen]
+        qs = stats.benjamini_hochberg([t[1] for _, t in found] + others)
+        return [self.suspect(n, t[0], t[1], q, flapping=True, slow_rounds=[t[2], t[3]])
+                for (n, t), q in zip(found, qs) if q <= self.method.flap_alpha and 2 <= len(t[2]) < t[3]
+                and t[0] <= self.threshold]
 
     def suspect(self, name, effect, p, q, **extra):
         return Suspect(name, self.hyps[name][0], change(self.metric, effect), p, q,
@@ -535,8 +703,9 @@ def confirm(result, confirmation_flows, fabric):
     a link is judged like a node-side suspect. Latency suspects: the mean residual of every re-run pair's latency
     crossing them (a round's latency runs after its bandwidth flows, unloaded)."""
     method = result.method
-    loaded = [f for f in confirmation_flows if f['round'] == LINK_CONFIRMATION]
-    unloaded = [f for f in confirmation_flows if f['round'] != LINK_CONFIRMATION]
+    first = [f for f in confirmation_flows if repetition(f['round']) == 1]    # a flapping suspect's repeats: its own
+    loaded = [f for f in first if f['round'] == LINK_CONFIRMATION]
+    unloaded = [f for f in first if f['round'] != LINK_CONFIRMATION]
 
     def reference(f, metric=BANDWIDTH):
         return result.reference(metric, flow_kind(fabric, f['src'], f['dst']))
@@ -560,9 +729,11 @@ def confirm(result, confirmation_flows, fabric):
                     noise.p_all(values, suspected[s.metric])) <= method.alpha
         s.confirmation = [evidence(s.metric, f, res(f, s.metric)) for f in flows]
 
-    bandwidth = [s for s in result.suspects if s.metric == BANDWIDTH]
+    bandwidth = [s for s in result.suspects if s.metric == BANDWIDTH and not s.flapping]
     # a node-side suspect's flows through a suspect link would carry that link's loss: left out of its judgement
     links = {m for s in bandwidth if is_link(s) for m in s.members} if loaded else set()
+    for s in [s for s in result.suspects if s.flapping]:
+        _judge_flapping(s, confirmation_flows, fabric, result, links, suspected[BANDWIDTH])
     clear = [f for f in unloaded if not links & set(crossed(fabric, f))]
     taken = []         # (members, effect in log units) of confirmed node-side suspects
     for s in [s for s in bandwidth if not is_link(s) or not loaded]:
@@ -584,6 +755,38 @@ def confirm(result, confirmation_flows, fabric):
         if flows:
             judge(s, flows, fmean(res(f, LATENCY) for f in flows))
     return result
+
+
+def _judge_flapping(s, flows, fabric, result, links, suspected):
+    """Confirm or clear a flapping suspect (:func:`localise`, 7) by its repetitions (its flows' labels,
+    :func:`ibrepro.fleet_plan.repetition`): each repetition's flows through it as one aggregate against their
+    references (a link: the flows that loaded it; a node side: those through no suspect link), slow when beyond the
+    named effect, with the noise's p of one so slow; confirmed when slow in ``k >= 1`` of the ``m`` repetitions
+    with ``m * P(Binomial(m, p_k) >= k) <= alpha``, ``p_k`` the largest p of its slow repetitions."""
+    method, noise = result.method, result.noise_of(BANDWIDTH)
+    threshold = _threshold(BANDWIDTH, method)
+    reps = {}
+    for f in flows:
+        through = set(crossed(fabric, f))
+        if not set(s.members) & through:
+            continue
+        if is_link(s) if base_label(f['round']) == LINK_CONFIRMATION else not (links & through):
+            reps.setdefault(repetition(f['round']), []).append(f)
+    if not reps:
+        return
+    ps, slow = [], []
+    for j, mine in sorted(reps.items()):
+        refs = [result.reference(BANDWIDTH, flow_kind(fabric, f['src'], f['dst'])) for f in mine]
+        value = math.log(sum(f['bw'] for f in mine)) - math.log(sum(refs))
+        p = noise.p_all([value], suspected) if value <= threshold else 1.0
+        ps.append(p)
+        if p < 1:
+            slow.append(value)
+    k, m = len(slow), len(ps)
+    p = min(1.0, m * stats.binomial_sf(k, m, max(x for x in ps if x < 1))) if k else 1.0
+    s.confirmed = bool(k) and p <= method.alpha
+    s.confirmation = [evidence(BANDWIDTH, f, residual(BANDWIDTH, f['bw'], result.reference(
+        BANDWIDTH, flow_kind(fabric, f['src'], f['dst'])))) for _, mine in sorted(reps.items()) for f in mine]
 
 
 #: What the localiser assumes of the routing (it reads none from the fabric): said beside every finding.
@@ -618,5 +821,5 @@ def as_json(result, fabric=None):
             'suspects': [dataclasses.asdict(s) for s in result.suspects],
             'references': result.references, 'noise_scale': result.scale, 'hypotheses': result.hypotheses,
             'latency_references': result.latency_references, 'latency_noise_scale': result.latency_scale,
-            'statement': result.statement, 'slow_leaves': result.slow_leaves,
+            'statement': result.statement, 'slow_leaves': result.slow_leaves, 'slow_spines': result.slow_spines,
             'routing': ROUTING_ASSUMED if fabric is not None and fabric.has_topology else None}

@@ -440,6 +440,26 @@ def confirmation_job_needed(fabric, jobs):
 NODE_CONFIRMATION = 'confirmation'
 LINK_CONFIRMATION = 'confirmation-links'
 LINK_KINDS = ('uplink', 'downlink', 'spine')
+#: how many times a flapping suspect (slow in some of the night's rounds only) is re-tested: the first
+#: confirmation round and ``FLAP_REPEATS - 1`` more (``confirmation-repeat-2``, ...), so that a component slow in
+#: half the rounds is slow in at least one of them 7 times in 8
+FLAP_REPEATS = 3
+REPEAT = '-repeat-'
+
+
+def repetition(label):
+    """Which repetition of the confirmation a flow's label (its ``round``) is from: 1 for the first confirmation
+    round (and any night round), ``j`` for a label ending in ``-repeat-j``."""
+    _, sep, j = str(label).rpartition(REPEAT)
+    return int(j) if sep and j.isdigit() else 1
+
+
+def base_label(label):
+    """A confirmation flow's label without its repetition (:func:`repetition`): ``confirmation-links-repeat-2`` is
+    a link-loading flow as ``confirmation-links`` is."""
+    text = str(label)
+    head, sep, j = text.rpartition(REPEAT)
+    return head if sep and j.isdigit() else label
 
 
 @dataclasses.dataclass(frozen=True)
@@ -466,15 +486,30 @@ class ConfirmationRound:
         return cls(data['name'], pairs, tuple(data.get('roles') or [data['name']] * len(pairs)))
 
 
-def confirmation_rounds(suspects, fabric, good):
+def confirmation_rounds(suspects, fabric, good, flapping=()):
     """The confirmation run: :class:`ConfirmationRound` s, one when everything fits (a night of at most four pair
     rounds). Round ``confirmation`` loads every suspect leaf-spine link (:func:`link_confirmation_pairs`) and, in
     the nodes that leaves free, re-tests each node-side suspect with a good partner (:func:`confirmation_pairs`);
-    a node-side suspect that does not fit goes to round ``confirmation-1``."""
+    a node-side suspect that does not fit goes to round ``confirmation-1``. The suspects also in ``flapping``
+    (slow in some of the night's rounds only) are re-tested ``FLAP_REPEATS - 1`` times more, in rounds of their own
+    (``confirmation-repeat-2``, ...; their flows' labels end in ``-repeat-j``, :func:`repetition`): one re-test
+    of a component slow half the time says little."""
+    out = _confirmation_run(suspects, fabric, good)
+    again = [s for s in suspects if s in set(flapping)]
+    for j in range(2, FLAP_REPEATS + 1) if again else ():
+        out += [ConfirmationRound(f'{r.name}{REPEAT}{j}', r.pairs, tuple(f'{role}{REPEAT}{j}' for role in r.roles))
+                for r in _confirmation_run(again, fabric, good, suspect_links=suspects)]
+    return out
+
+
+def _confirmation_run(suspects, fabric, good, suspect_links=None):
+    """One re-test of each of ``suspects`` (:func:`confirmation_rounds`); node-side ones through no leaf-spine link
+    among ``suspect_links`` (default: the suspects')."""
     node_side = [s for s in suspects if s.split(' ', 1)[0] not in LINK_KINDS]
     links = [s for s in suspects if s.split(' ', 1)[0] in LINK_KINDS]
-    loaded = link_confirmation_pairs(links, fabric, good)
-    node_rounds = confirmation_pairs(node_side, fabric, good, taken=loaded, suspect_links=links) or [[]]
+    avoid = [s for s in (suspects if suspect_links is None else suspect_links) if s.split(' ', 1)[0] in LINK_KINDS]
+    loaded = link_confirmation_pairs(links, fabric, good, avoid=[s for s in avoid if s not in links])
+    node_rounds = confirmation_pairs(node_side, fabric, good, taken=loaded, suspect_links=avoid) or [[]]
     out = []
     for i, pairs in enumerate(node_rounds):
         mine = loaded if i == 0 else []
@@ -559,7 +594,7 @@ def _directed(suspect_links):
     return out
 
 
-def link_confirmation_pairs(links, fabric, good):
+def link_confirmation_pairs(links, fabric, good, avoid=()):
     """One round of pairs loading each suspect leaf-spine link with as many flows at once as it has cables
     (:meth:`Fabric.trunk_width`): a trunk of several cables' rate shows a loss only when its flows together ask for
     more than the rate left (one flow is capped by its own cables). For ``uplink A>spine q``: senders on ``A``,
@@ -571,10 +606,11 @@ def link_confirmation_pairs(links, fabric, good):
     puts more flows on a leaf-spine link than the link has cables (:meth:`Fabric.link_width`) nor crosses another
     suspect's link: a suspect link then carries its own pairs' flows and nothing else, and a healthy one is never
     loaded past its cables (two flows on one cable would read as a loss).
-    Returns the round's pairs (disjoint in nodes; a link whose nodes are taken by an earlier one gets fewer)."""
+    Returns the round's pairs (disjoint in nodes; a link whose nodes are taken by an earlier one gets fewer).
+    ``avoid``: other suspect links no pair may cross (a repeat round's: the suspects it does not re-test)."""
     good = set(good)
     order = {n: i for i, n in enumerate(fabric.nodes)}
-    suspect_links = _directed(links)
+    suspect_links = _directed([*links, *avoid])
     busy, pairs, loads = set(), [], {}
 
     def ranked(nodes):

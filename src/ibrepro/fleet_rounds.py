@@ -586,7 +586,8 @@ def confirmation_plan(p, flows, history=None):
     result = analyse(flows, fabric, history=history)
     hosts = fleet_localise.suspect_hosts(result.suspects, fabric)
     good = [n for n in p['nodes'] if n not in hosts]
-    rounds = fleet_plan.confirmation_rounds([s.members[0] for s in result.suspects], fabric, good)
+    rounds = fleet_plan.confirmation_rounds([s.members[0] for s in result.suspects], fabric, good,
+                                            flapping=[s.members[0] for s in result.suspects if s.flapping])
     return rounds, [s.name for s in result.suspects]
 
 

@@ -168,14 +168,17 @@ class IbreproHarness:
         if result.suspects:
             suspect_hosts = fleet_localise.suspect_hosts(result.suspects, self.fabric)
             good = [n for n in self.fabric.nodes if n not in suspect_hosts]
-            confirmation_rounds = fleet_plan.confirmation_rounds([s.members[0] for s in result.suspects],
-                                                                 self.fabric, good)
+            confirmation_rounds = fleet_plan.confirmation_rounds(
+                [s.members[0] for s in result.suspects], self.fabric, good,
+                flapping=[s.members[0] for s in result.suspects if s.flapping])
             again = []
             for r in confirmation_rounds:
                 flows = night.measure(r.pairs, r.name)
                 again += [{**f, 'round': r.label(k)} for k, f in enumerate(flows)]
             fleet_localise.confirm(result, again, self.fabric)
-        return {'named': [s.members for s in result.named], 'slow_leaves': sorted(result.slow_leaves),
+        return {'named': [s.members for s in result.named],
+                'slow_switches': sorted([*result.slow_leaves, *result.slow_spines]),
+                'flapping': [s.members for s in result.named if s.flapping],
                 'rounds': len(self.rounds) + len(confirmation_rounds),
                 'jobs': len(self.jobs) + 1 +    # + the sweep
                 (1 if confirmation_rounds and fleet_plan.confirmation_job_needed(self.fabric, self.jobs) else 0)}
@@ -311,6 +314,7 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
         harnesses['clusterkit'] = lambda n: clusterkit_night(fabric, model, (n.faults or [None])[0], nprng)
         harnesses['linktest'] = lambda n: linktest_night(fabric, model, (n.faults or [None])[0], nprng)
     tallies = {name: {'exact': 0, 'wrong': 0, 'inside': 0, 'rounds': 0, 'jobs': 0, 'alarms': 0, 'retests': 0,
+                      'flapping': 0, 'within4': 0,
                       'leaves_right': 0, 'leaves_wrong': 0, 'by_kind': {}} for name in harnesses}
     schedule = [world.random_faults(faults_per_night, loss, rng, latency, fault_kind) for _ in range(nights)] \
         + [[]] * fault_free_nights
@@ -325,8 +329,10 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
             t['rounds'] += out['rounds']
             t['jobs'] += out['jobs']
             t['retests'] += out.get('serial_retests', 0)
-            switches = {f.component for f in faults if f.kind == 'leaf switch'}
-            said = {f'switch {leaf}' for leaf in out.get('slow_leaves', ())}
+            t['flapping'] += len(out.get('flapping', ()))
+            t['within4'] += out['rounds'] <= 4
+            switches = {f.component for f in faults if f.kind in ('leaf switch', 'spine switch')}
+            said = {f'switch {x}' for x in out.get('slow_switches', ())}
             t['leaves_right'] += len(said & switches)
             t['leaves_wrong'] += len(said - switches)
             if not faults:
@@ -348,11 +354,13 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
             'wrong_per_night_upper95': poisson_upper(t['wrong'], total),
             'wrong_total': t['wrong'],
             'inside_per_night': t['inside'] / total,
-            'slow_leaves_said_right': t['leaves_right'],
-            'slow_leaves_said_wrong_per_night': t['leaves_wrong'] / total,
+            'slow_switches_said_right': t['leaves_right'],         # a slow leaf or spine said of a faulted switch
+            'slow_switches_said_wrong_per_night': t['leaves_wrong'] / total,
             'rounds': t['rounds'] / total,
+            'nights_within_4_rounds': t['within4'] / total,         # the share of nights of at most 4 rounds
             'jobs': t['jobs'] / total,
             'fault_free_alarm_nights': t['alarms'],
+            'named_flapping_per_night': t['flapping'] / total,     # named, said to be flapping
             'named_exactly_by_kind': {k: v[0] / v[1] for k, v in sorted(t['by_kind'].items())},
         }
         if name == 'linktest':
@@ -376,19 +384,21 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
 
 def parse_fault(text):
     """``(loss, latency increase, kind)`` of a fault: ``random:10%`` -> (0.10, 0.0, None), a bandwidth fault of a
-    random kind; ``switch:10%`` -> (0.10, 0.0, 'leaf switch'), a whole leaf switch; ``latency:30%`` ->
-    (0.0, 0.30, None), a latency fault (pairs crossing it 30 % slower)."""
+    random kind; ``switch:10%`` -> (0.10, 0.0, 'leaf switch'), a whole leaf switch; ``spine:10%`` -> (0.10, 0.0,
+    'spine switch'), a whole spine switch; ``latency:30%`` -> (0.0, 0.30, None), a latency fault (pairs crossing it
+    30 % slower)."""
     kind, _, amount = text.partition(':')
-    if kind not in ('random', 'switch', 'latency') or not amount.endswith('%'):
-        raise ValueError(f'--fault: expected random:<loss>%, switch:<loss>% or latency:<increase>%, not {text!r}')
+    if kind not in ('random', 'switch', 'spine', 'latency') or not amount.endswith('%'):
+        raise ValueError('--fault: expected random:<loss>%, switch:<loss>%, spine:<loss>% or latency:<increase>%, '
+                         f'not {text!r}')
     try:
         value = float(amount[:-1]) / 100
     except ValueError:
         raise ValueError(f'--fault: {amount!r} is not a percentage') from None
-    if kind in ('random', 'switch'):
+    if kind in ('random', 'switch', 'spine'):
         if not 0 < value < 1:
             raise ValueError('--fault: the loss must be between 0 and 100 %')
-        return value, 0.0, 'leaf switch' if kind == 'switch' else None
+        return value, 0.0, {'switch': 'leaf switch', 'spine': 'spine switch'}.get(kind)
     if not 0 < value <= 10:
         raise ValueError('--fault: the latency increase must be above 0 and at most 1000 %')
     return 0.0, value, None

@@ -20,7 +20,7 @@ score what was named), and it can be harder than the judge assumes:
   leaf (its sender's and receiver's leaf); and a tail, a share ``tail`` of flows losing ``tail_effect`` (a
   congestion spike, another job's traffic).
 * **Faults** (:class:`Fault`): a directed node cable, an HCA port (both directions), a leaf uplink or downlink, a
-  whole leaf switch (every link through it), or a latency fault; each present in a round with probability
+  whole leaf or spine switch (every link through it), or a latency fault; each present in a round with probability
   ``flap`` (1: always; 0.5: a link flapping in half the rounds), drawn again for every round, confirmation rounds
   included.
 
@@ -161,10 +161,13 @@ class World:
         return {k: v for k, v in out.items() if v}
 
     def random_faults(self, count, loss, rng, latency=0.0, kind=None):
-        """``count`` distinct faults; ``kind`` 'leaf switch' for switches, else a random kind each."""
+        """``count`` distinct faults; ``kind`` 'leaf switch' or 'spine switch' for switches, else a random kind
+        each."""
         if kind == 'leaf switch':
             leaves = rng.sample(sorted(self.leaves), min(count, len(self.leaves)))
             return [self.switch_fault(leaf, loss) for leaf in leaves]
+        if kind == 'spine switch':
+            return [self.spine_fault(q, loss) for q in rng.sample(range(self.spines), min(count, self.spines))]
         choices = self.fault_choices()
         out, taken = [], set()
         while len(out) < count:
@@ -188,6 +191,14 @@ class World:
                 links += [f'{leaf}>spine{q}', f'spine{q}>{leaf}']
                 parts |= {f'uplink {leaf}>spine{q}', f'downlink spine{q}>{leaf}', f'spine link {leaf}-spine{q}'}
         return Fault('leaf switch', f'switch {leaf}', tuple(links), loss, None, 0.0, frozenset(parts))
+
+    def spine_fault(self, q, loss):
+        """Spine switch ``q`` slow: every leaf's links to and from it."""
+        links, parts = [], set()
+        for leaf in self.leaves:
+            links += [f'{leaf}>spine{q}', f'spine{q}>{leaf}']
+            parts |= {f'uplink {leaf}>spine{q}', f'downlink spine{q}>{leaf}', f'spine link {leaf}-spine{q}'}
+        return Fault('spine switch', f'switch spine{q}', tuple(links), loss, None, 0.0, frozenset(parts))
 
     # -- a night -----------------------------------------------------------------------------------
 

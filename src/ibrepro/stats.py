@@ -355,6 +355,12 @@ def _binomial_cdf(k, n, p):
     return sum(comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
 
 
+def binomial_sf(k, n, p):
+    """P(at least ``k`` of ``n`` independent events of probability ``p``), summed over the upper tail (exact for
+    the tiny ``p`` of a fault's flows)."""
+    return min(1.0, sum(comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(max(k, 0), n + 1)))
+
+
 def clopper_pearson(count, trials, confidence=0.95):
     """The two-sided Clopper-Pearson interval ``(low, high)`` of a rate of ``count`` in ``trials`` (exact binomial;
     ``(None, None)`` without trials). With no events the upper end is 1 - ((1 - c) / 2)^(1/n)."""
