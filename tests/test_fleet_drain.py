@@ -66,6 +66,15 @@ def test_a_node_named_by_latency_is_drained_saying_latency():
     assert ': latency +' in bad['n0017'][0]
 
 
+def test_a_node_named_as_flapping_is_drained_saying_flapping_and_a_stored_flag_is_believed_only_if_true():
+    analysis = _analysis()
+    flapping = {**analysis, 'named': [{**analysis['named'][0], 'flapping': True}]}
+    bad, _, _ = fleet_drain.findings(None, flapping)
+    assert list(bad) == ['n0005'] and 'flapping (slow in some rounds only)' in bad['n0005'][0]
+    hostile = {**analysis, 'named': [{**analysis['named'][0], 'flapping': 'yes; rm -rf /'}]}
+    assert 'flapping' not in fleet_drain.findings(None, hostile)[0]['n0005'][0]
+
+
 def test_nothing_a_confirmation_did_not_re_test_is_drained_nor_a_host_outside_the_fabric():
     """A night whose confirmation never ran names its suspects from the night alone; a stored night may name a host
     its fabric does not have (slurmctld01). Both are written down as untested and drain nothing."""

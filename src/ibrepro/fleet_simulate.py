@@ -17,9 +17,9 @@ The world
   (``--leaf-noise``) and per round (``--round-noise``), and a tail (``--tail P:EFFECT``).
 * Faults per fault night (``--faults``, default 1), chosen at random: a kind among node cable (one direction, as
   ``tc`` shapes one direction), HCA port (both directions of the node's rail), leaf uplink, leaf downlink (the last
-  two only with >= 2 leaves), then an instance; or a whole leaf switch (``--fault switch:<loss>%``); their links'
-  capacity times ``1 - loss``, present in each round with probability ``--flap`` (1: always). Plus
-  ``fault_free_nights`` without.
+  two only with >= 2 leaves), then an instance; or a whole leaf switch (``--fault switch:<loss>%``) or spine
+  switch (``--fault spine:<loss>%``); their links' capacity times ``1 - loss``, present in each round with
+  probability ``--flap`` (1: always). Plus ``fault_free_nights`` without.
 * Latency (``latency_cv`` given, as an RDMA night's ``ib_send_lat`` per pair; ``--fault latency:<increase>%``):
   every measured pair's latency is 1 (relative units: the localiser judges each flow kind against its own
   median, so a hop count would cancel) times a lognormal noise factor of CV ``latency_cv``, times ``1 + increase``
@@ -315,7 +315,7 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
         harnesses['linktest'] = lambda n: linktest_night(fabric, model, (n.faults or [None])[0], nprng)
     tallies = {name: {'exact': 0, 'wrong': 0, 'inside': 0, 'rounds': 0, 'jobs': 0, 'alarms': 0, 'retests': 0,
                       'flapping': 0, 'within4': 0,
-                      'leaves_right': 0, 'leaves_wrong': 0, 'by_kind': {}} for name in harnesses}
+                      'switches_right': 0, 'switches_wrong': 0, 'by_kind': {}} for name in harnesses}
     schedule = [world.random_faults(faults_per_night, loss, rng, latency, fault_kind) for _ in range(nights)] \
         + [[]] * fault_free_nights
     for number, faults in enumerate(schedule):
@@ -333,8 +333,8 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
             t['within4'] += out['rounds'] <= 4
             switches = {f.component for f in faults if f.kind in ('leaf switch', 'spine switch')}
             said = {f'switch {x}' for x in out.get('slow_switches', ())}
-            t['leaves_right'] += len(said & switches)
-            t['leaves_wrong'] += len(said - switches)
+            t['switches_right'] += len(said & switches)
+            t['switches_wrong'] += len(said - switches)
             if not faults:
                 t['alarms'] += bool(out['named'])
             for f in faults:       # per kind: one fault named exactly; of several, each one named at all
@@ -354,8 +354,8 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
             'wrong_per_night_upper95': poisson_upper(t['wrong'], total),
             'wrong_total': t['wrong'],
             'inside_per_night': t['inside'] / total,
-            'slow_switches_said_right': t['leaves_right'],         # a slow leaf or spine said of a faulted switch
-            'slow_switches_said_wrong_per_night': t['leaves_wrong'] / total,
+            'slow_switches_said_right': t['switches_right'],       # a slow leaf or spine said of a faulted switch
+            'slow_switches_said_wrong_per_night': t['switches_wrong'] / total,
             'rounds': t['rounds'] / total,
             'nights_within_4_rounds': t['within4'] / total,         # the share of nights of at most 4 rounds
             'jobs': t['jobs'] / total,
