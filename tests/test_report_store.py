@@ -120,6 +120,27 @@ def test_two_processes_bring_the_index_in_step_at_once(tmp_path, runner):
         assert index.conn.execute('SELECT COUNT(*) FROM vals').fetchone()[0] == 30 * bench.template(100)[1]
 
 
+def test_another_process_sees_the_index_schema_whole_or_not_at_all(tmp_path, monkeypatch):
+    """Three ``ibrepro where`` at once failed one of them (CI, 2026-11-30): each CREATE committed on its own, so a
+    second process saw some tables and no format, took the index for a broken one and removed it under the first."""
+    db = _history(tmp_path / 'results.db', 2, values=10)
+    path = results.ValueIndex.default_path(db)
+    seen = []
+
+    class Watched(list):                  # the schema, looked at from another connection while it is made
+        def __iter__(self):
+            for i, sql in enumerate(list.__iter__(self)):
+                if i == 1 and not seen:           # its first reading is the creation's (later ones compare it)
+                    other = sqlite3.connect(path, timeout=0.1)
+                    seen.append({r[0] for r in other.execute('SELECT name FROM sqlite_master')})
+                    other.close()
+                yield sql
+    monkeypatch.setattr(results, '_INDEX_SCHEMA', Watched(results._INDEX_SCHEMA))
+    with results.ValueIndex(db) as index:
+        assert len(index.sessions()[0]) == 2
+    assert seen == [set()]
+
+
 def test_a_database_directory_we_cannot_write_puts_the_index_in_the_data_home(tmp_path, monkeypatch):
     shared = tmp_path / 'shared'
     shared.mkdir()

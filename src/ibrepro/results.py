@@ -627,11 +627,7 @@ class ValueIndex:
                     conn.execute('PRAGMA journal_mode=WAL')
                 tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 if not tables:
-                    with conn:   # another process may be creating it too: what it stored first stays
-                        for sql in _INDEX_SCHEMA:
-                            conn.execute(re.sub(r'^CREATE (TABLE|INDEX)', r'CREATE \1 IF NOT EXISTS', sql))
-                        conn.execute("INSERT OR IGNORE INTO meta VALUES('format', ?)", (_INDEX_FORMAT,))
-                        conn.execute("INSERT OR IGNORE INTO meta VALUES('database', ?)", (str(self.db.resolve()),))
+                    self._create(conn)
                 fmt = conn.execute("SELECT value FROM meta WHERE key='format'").fetchone()
                 bad = _schema_problem(conn) if fmt and fmt[0] == _INDEX_FORMAT else ''
                 if fmt and fmt[0] == _INDEX_FORMAT and not bad:
@@ -644,6 +640,25 @@ class ValueIndex:
             if attempt == 0:   # another format or a broken file: it holds nothing that is not in the database
                 self.remove()
         raise ResultsError(f'{self.path}: cannot create the values index')
+
+    def _create(self, conn):
+        """The index's schema and format in one transaction: another process opening it meanwhile sees all of it
+        or none (each CREATE on its own committed at once, and a half-made schema read as a broken index was
+        removed under the process making it). Another process may be creating it too: what it stored first stays."""
+        conn.isolation_level = None          # our own BEGIN and COMMIT
+        try:
+            conn.execute('BEGIN IMMEDIATE')  # waits (the connection's timeout) for a writer already in it
+            try:
+                for sql in _INDEX_SCHEMA:
+                    conn.execute(re.sub(r'^CREATE (TABLE|INDEX)', r'CREATE \1 IF NOT EXISTS', sql))
+                conn.execute("INSERT OR IGNORE INTO meta VALUES('format', ?)", (_INDEX_FORMAT,))
+                conn.execute("INSERT OR IGNORE INTO meta VALUES('database', ?)", (str(self.db.resolve()),))
+            except BaseException:
+                conn.execute('ROLLBACK')
+                raise
+            conn.execute('COMMIT')
+        finally:
+            conn.isolation_level = ''        # back to sqlite3's own transactions
 
     def _root(self):
         home = paths.data_home()
