@@ -66,6 +66,7 @@ A suspect cleared by its confirmation is not named.
 """
 
 import bisect
+import collections
 import math
 import statistics
 from typing import Optional
@@ -212,15 +213,20 @@ def spine_effects(flows, residuals, fabric, min_flows=16):
     return {q: statistics.median(v) for q, v in per_spine.items() if len(v) >= min_flows}
 
 
+def _common_host(flows, idx):
+    """The one node in every flow ``idx`` (a node-side hypothesis's), or None (a link's: no node in all)."""
+    common = set.intersection(*({flows[i]['src'], flows[i]['dst']} for i in idx)) if idx else set()
+    return common.pop() if len(common) == 1 else None
+
+
 def _directions(flows, idx, res, metric):
     """A hypothesis's residuals in groups a steady one-directional fault slows alike: on bandwidth, when one node is
     in every flow, what it sends and what it receives; on a link (no node in every flow), per round the aggregate
     of its flows, ``log(mean(exp(r)))``; on latency, every flow."""
     if metric != BANDWIDTH or not idx:
         return [[res[i] for i in idx]]
-    common = set.intersection(*({flows[i]['src'], flows[i]['dst']} for i in idx))
-    if len(common) == 1:
-        host = common.pop()
+    host = _common_host(flows, idx)
+    if host is not None:
         return [g for g in ([res[i] for i in idx if flows[i]['src'] == host],
                             [res[i] for i in idx if flows[i]['src'] != host]) if g]
     rounds = {}
@@ -232,8 +238,7 @@ def _directions(flows, idx, res, metric):
 def _round_groups(flows, idx, res):
     """A hypothesis's bandwidth residuals per round, in :func:`_directions`' groups: ``{round: [(group's flow
     indices, group's residuals)]}``; on a link each round's flows as one aggregate."""
-    common = set.intersection(*({flows[i]['src'], flows[i]['dst']} for i in idx)) if idx else set()
-    host = common.pop() if len(common) == 1 else None
+    host = _common_host(flows, idx)
     by_round = {}
     for i in idx:
         by_round.setdefault(str(flows[i]['round']), []).append(i)
@@ -249,16 +254,28 @@ def _round_groups(flows, idx, res):
     return out
 
 
-def flap_p(round_ps):
-    """The p of a hypothesis slow in some rounds only, from each round's p (1: not slow that round): slow in ``k``
-    of ``n``, ``2 <= k < n``, each of those at most ``p_k`` likely: ``(n - 2) * P(Binomial(n, p_k) >= k)``; 1 when
-    it was slow in one round (a pair slow both ways in one round is either end: only another round with another
-    partner tells which), in none, or in all (a steady one: step 3's)."""
-    slow = sorted(p for p in round_ps if p < 1)
-    n, k = len(round_ps), len(slow)
-    if not 2 <= k < n:
+def slow_in_some(ps, least, most):
+    """The p of being slow in ``k`` of ``n`` rounds (or repetitions), from each one's p (1: not slow in it), when
+    ``least <= k <= most``: each of the ``k`` at most ``p_k`` likely (the largest of theirs),
+    ``(most - least + 1) * P(Binomial(n, p_k) >= k)`` (Bonferroni over the values ``k`` may take); else 1."""
+    slow = sorted(p for p in ps if p < 1)
+    k = len(slow)
+    if not least <= k <= most:
         return 1.0
-    return min(1.0, (n - 2) * stats.binomial_sf(k, n, slow[-1]))
+    return min(1.0, (most - least + 1) * stats.binomial_sf(k, len(ps), slow[-1]))
+
+
+def flap_p(round_ps):
+    """The p of a hypothesis slow in some rounds only: slow in ``k`` of its ``n`` rounds, ``2 <= k < n``
+    (:func:`slow_in_some`: ``(n - 2) * P(Binomial(n, p_k) >= k)``); 1 when it was slow in one round (a pair slow
+    both ways in one round is either end: only another round with another partner tells which), in none, or in all
+    (a steady one: step 3's)."""
+    return slow_in_some(round_ps, 2, len(round_ps) - 1)
+
+
+#: step 7's test of a hypothesis (:meth:`_Metric.flap_test`)
+_Flap = collections.namedtuple('_Flap', 'effect p slow rounds flows explained')
+_NOT_SLOW = _Flap(0.0, 1.0, [], 0, [], 0.0)
 
 
 def _phi(z):
@@ -562,16 +579,16 @@ class _Metric:
         return out
 
     def flap_test(self, res, name):
-        """Step 7: ``(effect, p, slow rounds, rounds, the slow groups' flow indices, explained)``: the effect the
-        mean of its slow groups', explained the squared residual of all its flows in its slow rounds (a port whose
-        cable up flapped is slow in those rounds in half its flows: its cable explains more)."""
+        """Step 7: a :data:`_Flap`: the effect the mean of its slow groups', its p (:func:`flap_p`), its slow rounds
+        of how many, the slow groups' flow indices, and explained, the squared residual of all its flows in its slow
+        rounds (a port whose cable up flapped is slow in those rounds in half its flows: its cable explains more)."""
         per_round = self.round_test(res, name)
         slow = sorted(r for r, (p, _, _) in per_round.items() if p < 1)
         p = flap_p([x[0] for x in per_round.values()])
         effect = fmean(per_round[r][1] for r in slow) if slow else 0.0
         within = [i for i in self.hyps[name][1] if str(self.flows[i]['round']) in slow and i not in self.steady_flows]
         explained = len(within) * (fmean(res[i] - self.baselines[name] for i in within) ** 2) if within else 0.0
-        return effect, p, slow, len(per_round), [i for r in slow for i in per_round[r][2]], explained
+        return _Flap(effect, p, slow, len(per_round), [i for r in slow for i in per_round[r][2]], explained)
 
     def flapping(self, steady):
         """Step 7: the hypotheses slow in some of the night's rounds only, none holding a component of a
@@ -584,38 +601,37 @@ class _Metric:
         taken = {m for s in steady for m in s.members}
         names = [n for n in self.names if not taken & set(self.hyps[n][0])]
         chosen = {}
-        nothing = (0.0, 1.0, [], 0, [], 0.0)
 
         def tests(res):           # a round is slow only where a flow is slower than half the named effect
             slow = {i for i, r in enumerate(res) if r <= self.threshold / 2 and i not in self.steady_flows}
-            return [self.flap_test(res, n) if slow.intersection(self.hyps[n][1]) or self.baselines[n] else nothing
+            return [self.flap_test(res, n) if slow.intersection(self.hyps[n][1]) or self.baselines[n] else _NOT_SLOW
                     for n in names]
         while True:
             out = tests(current)
-            qs = stats.benjamini_hochberg([t[1] for t in out])
+            qs = stats.benjamini_hochberg([t.p for t in out])
             best, gain = None, 0.0
             for n, t, q in zip(names, out, qs):
-                if n in chosen or q > self.method.flap_alpha or t[0] > self.threshold:
+                if n in chosen or q > self.method.flap_alpha or t.effect > self.threshold:
                     continue
-                if t[5] > gain:
-                    best, gain = n, t[5]
+                if t.explained > gain:
+                    best, gain = n, t.explained
             if best is None:
                 break
             t = out[names.index(best)]
             chosen[best] = t
-            for i in t[4]:
-                current[i] -= t[0]
+            for i in t.flows:
+                current[i] -= t.effect
         found = []
         for n, t in chosen.items():           # each with the others' effects taken out
             res = list(current)
-            for i in t[4]:
-                res[i] += t[0]
+            for i in t.flows:
+                res[i] += t.effect
             found.append((n, self.flap_test(res, n)))
-        others = [t[1] for n, t in zip(names, tests(current)) if n not in chosen]
-        qs = stats.benjamini_hochberg([t[1] for _, t in found] + others)
-        return [self.suspect(n, t[0], t[1], q, flapping=True, slow_rounds=[t[2], t[3]])
-                for (n, t), q in zip(found, qs) if q <= self.method.flap_alpha and 2 <= len(t[2]) < t[3]
-                and t[0] <= self.threshold]
+        others = [t.p for n, t in zip(names, tests(current)) if n not in chosen]
+        qs = stats.benjamini_hochberg([t.p for _, t in found] + others)
+        return [self.suspect(n, t.effect, t.p, q, flapping=True, slow_rounds=[t.slow, t.rounds])
+                for (n, t), q in zip(found, qs) if q <= self.method.flap_alpha and 2 <= len(t.slow) < t.rounds
+                and t.effect <= self.threshold]
 
     def suspect(self, name, effect, p, q, **extra):
         return Suspect(name, self.hyps[name][0], change(self.metric, effect), p, q,
@@ -762,7 +778,7 @@ def _judge_flapping(s, flows, fabric, result, links, suspected):
     :func:`ibrepro.fleet_plan.repetition`): each repetition's flows through it as one aggregate against their
     references (a link: the flows that loaded it; a node side: those through no suspect link), slow when beyond the
     named effect, with the noise's p of one so slow; confirmed when slow in ``k >= 1`` of the ``m`` repetitions
-    with ``m * P(Binomial(m, p_k) >= k) <= alpha``, ``p_k`` the largest p of its slow repetitions."""
+    with ``m * P(Binomial(m, p_k) >= k) <= alpha`` (:func:`slow_in_some`)."""
     method, noise = result.method, result.noise_of(BANDWIDTH)
     threshold = _threshold(BANDWIDTH, method)
     reps = {}
@@ -774,17 +790,12 @@ def _judge_flapping(s, flows, fabric, result, links, suspected):
             reps.setdefault(repetition(f['round']), []).append(f)
     if not reps:
         return
-    ps, slow = [], []
-    for j, mine in sorted(reps.items()):
+    ps = []
+    for _, mine in sorted(reps.items()):
         refs = [result.reference(BANDWIDTH, flow_kind(fabric, f['src'], f['dst'])) for f in mine]
         value = math.log(sum(f['bw'] for f in mine)) - math.log(sum(refs))
-        p = noise.p_all([value], suspected) if value <= threshold else 1.0
-        ps.append(p)
-        if p < 1:
-            slow.append(value)
-    k, m = len(slow), len(ps)
-    p = min(1.0, m * stats.binomial_sf(k, m, max(x for x in ps if x < 1))) if k else 1.0
-    s.confirmed = bool(k) and p <= method.alpha
+        ps.append(noise.p_all([value], suspected) if value <= threshold else 1.0)
+    s.confirmed = slow_in_some(ps, 1, len(ps)) <= method.alpha
     s.confirmation = [evidence(BANDWIDTH, f, residual(BANDWIDTH, f['bw'], result.reference(
         BANDWIDTH, flow_kind(fabric, f['src'], f['dst'])))) for _, mine in sorted(reps.items()) for f in mine]
 

@@ -447,19 +447,22 @@ FLAP_REPEATS = 3
 REPEAT = '-repeat-'
 
 
+def _split_label(label):
+    """``(label without its repetition, repetition)`` of a flow's label (its ``round``)."""
+    head, sep, j = str(label).rpartition(REPEAT)
+    return (head, int(j)) if sep and j.isdigit() else (label, 1)
+
+
 def repetition(label):
     """Which repetition of the confirmation a flow's label (its ``round``) is from: 1 for the first confirmation
     round (and any night round), ``j`` for a label ending in ``-repeat-j``."""
-    _, sep, j = str(label).rpartition(REPEAT)
-    return int(j) if sep and j.isdigit() else 1
+    return _split_label(label)[1]
 
 
 def base_label(label):
     """A confirmation flow's label without its repetition (:func:`repetition`): ``confirmation-links-repeat-2`` is
     a link-loading flow as ``confirmation-links`` is."""
-    text = str(label)
-    head, sep, j = text.rpartition(REPEAT)
-    return head if sep and j.isdigit() else label
+    return _split_label(label)[0]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -351,14 +351,18 @@ def _session_index(items, method):
 
 # -- rates ----------------------------------------------------------------------------------------------
 
+def _binomial_pmf(i, n, p):
+    return comb(n, i) * p ** i * (1 - p) ** (n - i)
+
+
 def _binomial_cdf(k, n, p):
-    return sum(comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
+    return sum(_binomial_pmf(i, n, p) for i in range(k + 1))
 
 
 def binomial_sf(k, n, p):
     """P(at least ``k`` of ``n`` independent events of probability ``p``), summed over the upper tail (exact for
     the tiny ``p`` of a fault's flows)."""
-    return min(1.0, sum(comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(max(k, 0), n + 1)))
+    return min(1.0, sum(_binomial_pmf(i, n, p) for i in range(max(k, 0), n + 1)))
 
 
 def clopper_pearson(count, trials, confidence=0.95):
