@@ -545,20 +545,21 @@ def test_the_fleet_leaves_out_the_nodes_slurm_cannot_give_a_job(monkeypatch):
     """The pair rounds use only the nodes of the partition that can run a job now (sinfo on the real cluster): a
     drained node is left out with its state, a node of another partition or none as such; their pairs are dropped,
     the fabric and every other pair kept."""
-    from ibrepro import fleet_rounds
+    from ibrepro.fleet import rounds as fleet_rounds
+    from ibrepro.fleet import night as fleet_night
     monkeypatch.setenv('SLURM_CONF', str(CLUSTER_DIR / 'etc' / 'slurm.conf'))
-    assert set(fleet_rounds.node_states('ci')) == {'node1', 'node2'}
+    assert set(fleet_night.node_states('ci')) == {'node1', 'node2'}
     subprocess.run(['scontrol', 'update', 'NodeName=node2', 'State=DRAIN', 'Reason=ibrepro test'], env=_slurm_env(),
                    timeout=60, check=True)
     try:
         assert _wait_node_state('node2', 'drain', timeout=30).startswith('drain')
-        states = fleet_rounds.node_states('ci')
-        gone = fleet_rounds.left_out(['node1', 'node2', 'node9'], states, 'ci')
+        states = fleet_night.node_states('ci')
+        gone = fleet_night.left_out(['node1', 'node2', 'node9'], states, 'ci')
         # (drain*: drained and, after the slurmd test above, maybe not responding yet: said too)
         assert set(gone) == {'node2', 'node9'} and gone['node2'].startswith(f'state {states["node2"]}') \
             and states['node2'].startswith('drain') and gone['node9'] == 'not in Slurm partition ci', states
-        fabric, rounds, (job,) = fleet_rounds.night({'leaf1': ['node1', 'node2', 'node9', 'node3']})
-        plan = fleet_rounds.without(fleet_rounds.plan(fabric, rounds, job), gone)
+        fabric, rounds, (job,) = fleet_night.night({'leaf1': ['node1', 'node2', 'node9', 'node3']})
+        plan = fleet_night.without(fleet_rounds.plan(fabric, rounds, job), gone)
         assert plan['nodes'] == ['node1', 'node3'] and plan['left_out'] == gone
         assert [p for r in plan['rounds'] for p in r['pairs']] == [['node1', 'node3']]
         assert plan['leaves'] == {'leaf1': ['node1', 'node2', 'node9', 'node3']}     # routes as planned

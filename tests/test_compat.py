@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, old_python, output
-from ibrepro import compat, fleet_rounds
+from ibrepro import compat
+from ibrepro.fleet import rounds as fleet_rounds
 from ibrepro.rfm import system
 from test_topology import ACTIVE, ib_device, pci_function
 
@@ -26,7 +27,7 @@ import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 sys.modules.update(numpy=None, sqlite3=None, _sqlite3=None)      # what a node may lack
-from ibrepro import fleet_rounds
+from ibrepro.fleet import rounds as fleet_rounds
 data = Path(sys.argv[2])
 plan = json.loads((data / 'round-1' / 'plan.json').read_text())
 records = fleet_rounds.flow_records(data / 'round-1', 1)

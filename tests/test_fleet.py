@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import output
-from ibrepro import fleet, topology
+from ibrepro import topology
+from ibrepro.fleet import sweep as fleet_sweep
 from ibrepro.rfm import launch
 from test_topology import ACTIVE, DOWN, ib_device, pci_function, pcie_chain, write
 
@@ -31,19 +32,19 @@ def node(root, *, width=16, rate=HDR, state=ACTIVE, fw='20.39.1002', numa=0, cou
 
 
 def test_a_healthy_node_has_no_fault(tmp_path):
-    assert fleet.judge('cn01', node(tmp_path), EXPECTED) == ([], [])
+    assert fleet_sweep.judge('cn01', node(tmp_path), EXPECTED) == ([], [])
 
 
 def test_each_fault_is_named_by_component_with_its_evidence(tmp_path):
-    faults, _ = fleet.judge('cn02', node(tmp_path / 'a', width=8, rate='100 Gb/sec (2X HDR)', numa=1), EXPECTED)
+    faults, _ = fleet_sweep.judge('cn02', node(tmp_path / 'a', width=8, rate='100 Gb/sec (2X HDR)', numa=1), EXPECTED)
     assert [(f['component'], f['fault']) for f in faults] == [
         ('cn02:mlx5_0/1', 'port width'), ('cn02:pcie:0000:3b:00.0-0000:3a:00.0', 'PCIe link degraded'),
         ('cn02:mlx5_0', 'HCA NUMA node')]
     assert 'trained to 16 GT/s x8; both ends can 16 GT/s x16' in faults[1]['evidence']
-    down, _ = fleet.judge('cn03', node(tmp_path / 'b', state=DOWN), EXPECTED)
+    down, _ = fleet_sweep.judge('cn03', node(tmp_path / 'b', state=DOWN), EXPECTED)
     assert [(f['component'], f['fault'], f['evidence']) for f in down] == [
         ('cn03:mlx5_0/1', 'port not active', 'state DOWN, physical state Disabled')]
-    missing, _ = fleet.judge('cn04', node(tmp_path / 'c'), {**EXPECTED, 'rdma_devices': ['mlx5_0', 'mlx5_1']})
+    missing, _ = fleet_sweep.judge('cn04', node(tmp_path / 'c'), {**EXPECTED, 'rdma_devices': ['mlx5_0', 'mlx5_1']})
     assert [(f['component'], f['fault']) for f in missing] == [('cn04:mlx5_1/1', 'missing')]
 
 
@@ -61,7 +62,7 @@ def test_each_hca_is_judged_against_the_numa_node_it_is_said_to_sit_on(tmp_path,
         ib_device(tmp_path, name, {1: (*ACTIVE, HDR, 'InfiniBand')}, function=fn)
     extras = {'rdma_devices': ['mlx5_0', 'mlx5_1'], 'ib_ports': 1, 'hca_numa_node': said}
     expected = {'rdma_devices': extras['rdma_devices'], 'hca_numa_node': launch.hca_numa_nodes(extras)}
-    found, _ = fleet.judge('cn07', topology.read_sysfs(tmp_path), expected)
+    found, _ = fleet_sweep.judge('cn07', topology.read_sysfs(tmp_path), expected)
     assert [f['component'] for f in found if f['fault'] == 'HCA NUMA node'] == faults
 
 
@@ -69,33 +70,33 @@ def test_a_card_capped_by_its_slot_is_not_a_fault(tmp_path):
     # an NDR card (Gen5 x16) in a Gen4 x16 slot trains to Gen4 x16: what the slot can, not a degraded link
     fn = pcie_chain(tmp_path, [('0000:3a:00.0', 16.0, 16, 16.0, 16), ('0000:3b:00.0', 16.0, 16, 32.0, 16)])
     ib_device(tmp_path, 'mlx5_0', {1: (*ACTIVE, '400 Gb/sec (4X NDR)', 'InfiniBand')}, function=fn)
-    faults, skipped = fleet.judge('cn05', topology.read_sysfs(tmp_path), {'rdma_devices': ['mlx5_0']})
+    faults, skipped = fleet_sweep.judge('cn05', topology.read_sysfs(tmp_path), {'rdma_devices': ['mlx5_0']})
     assert faults == [] and skipped == ['cn05:mlx5_0/1: no error counters (ports/1/counters): not judged']
 
 
 def test_the_fleet_names_the_node_that_differs_from_its_boards_majority(tmp_path):
     states = {f'cn{i:02}': node(tmp_path / str(i)) for i in range(1, 4)}
     states['cn04'] = node(tmp_path / '4', fw='20.31.1014')
-    result = fleet.sweep(states, EXPECTED)
+    result = fleet_sweep.sweep(states, EXPECTED)
     assert [(f['component'], f['fault'], f['evidence']) for f in result['faults']] == [
         ('cn04:mlx5_0', 'firmware differs from the fleet', '20.31.1014; 3 of 4 nodes with board MT_0000000010 have '
                                                            '20.39.1002')]
     # no strict majority, no verdict: two and two
     states['cn03'] = node(tmp_path / '5', fw='20.31.1014')
-    assert fleet.sweep(states, EXPECTED)['faults'] == []
+    assert fleet_sweep.sweep(states, EXPECTED)['faults'] == []
 
 
 def test_error_counters_that_rose_are_named(tmp_path):
     before = node(tmp_path / 'a', counters={'symbol_error': 3, 'link_downed': 0})
     after = node(tmp_path / 'b', counters={'symbol_error': 250, 'link_downed': 1})
-    assert fleet.counter_faults('cn06', before, after) == [
+    assert fleet_sweep.counter_faults('cn06', before, after) == [
         {'component': 'cn06:mlx5_0/1', 'fault': 'error counters rose', 'evidence': 'link_downed +1, symbol_error +247'}]
-    assert fleet.counter_faults('cn06', before, before) == []
+    assert fleet_sweep.counter_faults('cn06', before, before) == []
 
 
 def test_sweep_lines_that_cannot_be_read_are_named():
     good = json.dumps({'host': 'cn01', 'topology': {'devices': []}})
-    states, problems = fleet.read_lines([('out', f'{good}\n{{not json\n' + json.dumps({'host': '$(reboot)',
+    states, problems = fleet_sweep.read_lines([('out', f'{good}\n{{not json\n' + json.dumps({'host': '$(reboot)',
                                                                                        'topology': {}}) + f'\n{good}')])
     assert list(states) == ['cn01']
     assert [p.split(': ')[0] for p in problems] == ['out:2', 'out:3', 'out:4']
@@ -134,7 +135,7 @@ def test_the_sweep_runs_as_a_reframe_case_and_fails_naming_the_degraded_link(ref
 def test_every_state_fault_of_the_fixture_set_is_named_and_the_legal_cap_and_mlx4_are_not(tmp_path):
     """Issue 28 item 6b, one tree per fault, each judged alone: exactly the fault is named, on its component."""
     def judged(name, topo, expected=EXPECTED):
-        faults, skipped = fleet.judge(name, topo, expected)
+        faults, skipped = fleet_sweep.judge(name, topo, expected)
         return [(f['component'], f['fault']) for f in faults], skipped
 
     def behind_switch(root, uplink_width):
@@ -157,9 +158,9 @@ def test_every_state_fault_of_the_fixture_set_is_named_and_the_legal_cap_and_mlx
     assert judged('f', node(tmp_path / 'f', numa=1))[0] == [('f:mlx5_0', 'HCA NUMA node')]
     states = {f'g{i}': node(tmp_path / f'g{i}') for i in range(3)}
     states['g3'] = node(tmp_path / 'g3', fw='20.31.1014')
-    assert [(f['component'], f['fault']) for f in fleet.sweep(states, EXPECTED)['faults']] == [
+    assert [(f['component'], f['fault']) for f in fleet_sweep.sweep(states, EXPECTED)['faults']] == [
         ('g3:mlx5_0', 'firmware differs from the fleet')]
-    assert [f['fault'] for f in fleet.counter_faults('h', node(tmp_path / 'h1'), node(
+    assert [f['fault'] for f in fleet_sweep.counter_faults('h', node(tmp_path / 'h1'), node(
         tmp_path / 'h2', counters={'symbol_error': 9, 'link_downed': 0}))] == ['error counters rose']
     # not faults: an NDR card capped by its Gen4 slot (test above), and an mlx4 adapter without the files
     fn = pcie_chain(tmp_path / 'cap', [('0000:3a:00.0', 16.0, 16, 16.0, 16), ('0000:3b:00.0', 16.0, 16, 32.0, 16)])
@@ -188,7 +189,7 @@ def test_a_gpu_trained_below_its_path_is_a_degraded_pcie_link(tmp_path):
     _gpu(tmp_path, [('0000:3a:00.0', 16.0, 8, 16.0, 16), ('0000:3b:00.0', 16.0, 8, 16.0, 16)])
     topo = topology.read_sysfs(tmp_path)
     assert [(g['name'], g['vendor']) for g in topo['gpus']] == [('0000:3b:00.0', 'NVIDIA')]
-    faults, _ = fleet.judge('gn01', topo, {})
+    faults, _ = fleet_sweep.judge('gn01', topo, {})
     assert [(f['component'], f['fault'], f['evidence']) for f in faults] == [
         ('gn01:pcie:0000:3b:00.0-0000:3a:00.0', 'PCIe link degraded',
          'trained to 16 GT/s x8; both ends can 16 GT/s x16 (GPU 0000:3b:00.0)')]
@@ -200,10 +201,10 @@ def test_the_h200_of_the_shared_fixture_at_gen5_x16_is_no_fault(tmp_path):
     line = (Path(__file__).parent / 'fixtures' / 'nvbandwidth' / '0.8-h200' / 'sysfs-gpu-pcie-link.txt').read_text()
     assert 'class=0x030200 vendor=0x10de cur=32.0 GT/s PCIe/x16 max=32.0 GT/s PCIe/x16' in line
     _gpu(tmp_path / 'a', [('0000:00:05.0', 32.0, 16, 32.0, 16), ('0000:00:06.0', 32.0, 16, 32.0, 16)])
-    faults, skipped = fleet.judge('vm', topology.read_sysfs(tmp_path / 'a'), {})
+    faults, skipped = fleet_sweep.judge('vm', topology.read_sysfs(tmp_path / 'a'), {})
     assert faults == [] and skipped == []
     _gpu(tmp_path / 'b', [('0000:00:06.0', 32.0, 16, 32.0, 16)])
-    faults, skipped = fleet.judge('vm', topology.read_sysfs(tmp_path / 'b'), {})
+    faults, skipped = fleet_sweep.judge('vm', topology.read_sysfs(tmp_path / 'b'), {})
     assert faults == [] and skipped == ['vm:gpu:0000:00:06.0: no PCIe link attributes above it: path not judged']
 
 

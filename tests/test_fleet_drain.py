@@ -1,4 +1,4 @@
-"""ibrepro fleet verdict (ibrepro.fleet_drain) and scripts/nhc/ibrepro_fleet.nhc: the night's findings (a sweep's
+"""ibrepro fleet verdict (ibrepro.fleet.drain) and scripts/nhc/ibrepro_fleet.nhc: the night's findings (a sweep's
 state faults on fixture sysfs trees, a localiser's named components on a constructed night) become one verdict
 file and one drain list; the NHC check fails exactly the named nodes, and judges nothing from a stale, missing or
 malformed file. NHC itself is not on this machine: the check runs in bash beside a ``die``/``log`` pair that keep
@@ -14,7 +14,11 @@ import time
 import pytest
 
 from conftest import ROOT
-from ibrepro import fleet, fleet_drain, fleet_localise as fl, fleet_plan as fp, fleet_simulate as fs
+from ibrepro.fleet import sweep as fleet_sweep
+from ibrepro.fleet import drain as fleet_drain
+from ibrepro.fleet import localise as fl
+from ibrepro.fleet import plan as fp
+from ibrepro.fleet import simulate as fs
 from ibrepro.cli import main
 from test_fleet_localise import LATENCY_MODEL, MODEL, latency_night, night
 
@@ -161,7 +165,7 @@ def test_the_cli_refuses_input_it_cannot_attribute(tmp_path):
 
 def test_a_sweeps_json_feeds_the_verdict(tmp_path):
     # the sweep's own JSON (ibrepro fleet sweep --json) is what verdict reads: the same keys
-    result = fleet.sweep({})
+    result = fleet_sweep.sweep({})
     assert set(result) >= {'faults', 'nodes'} and fleet_drain.findings(result) == ({}, [], [])
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from ibrepro import fleet_rounds
+from ibrepro.fleet import history as fleet_history
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_DIR = Path(os.environ.get('IBREPRO_CLUSTER_DIR', '/tmp/ibrepro-fattree'))
@@ -131,7 +131,7 @@ def test_fault_free_nights_name_nothing(cluster, tmp_path):
             alarms.append((n, named))
     print(f'fault-free nights: {NIGHTS}, with an alarm: {len(alarms)} {alarms}; history nights {history}')
     assert not alarms
-    assert history == [min(n, fleet_rounds.HISTORY_NIGHTS) for n in range(NIGHTS)]
+    assert history == [min(n, fleet_history.HISTORY_NIGHTS) for n in range(NIGHTS)]
 
 
 #: The same eight nodes as four leaves of two (each physical leaf's halves) with at most one node per job's budget:

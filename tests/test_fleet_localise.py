@@ -1,11 +1,17 @@
-"""ibrepro.fleet_localise on constructed nights (seeded noise of CV 1 %): a single degraded component is named
+"""ibrepro.fleet.localise on constructed nights (seeded noise of CV 1 %): a single degraded component is named
 exactly, a fault-free night names nothing, explain-away keeps a bad cable's uplink out, a confirmation clears."""
 
 import json
 import math
 import random
 
-from ibrepro import fleet_localise as fl, fleet_plan as fp, fleet_rounds as fr, fleet_simulate as fs
+from ibrepro.fleet import localise as fl
+
+from ibrepro.fleet import plan as fp
+
+from ibrepro.fleet import rounds as fr
+
+from ibrepro.fleet import simulate as fs
 from ibrepro.cli import main
 
 MODEL = fs.Model(64, noise_cv=0.01)

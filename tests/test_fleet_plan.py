@@ -1,4 +1,4 @@
-"""ibrepro.fleet_plan: Slurm hostlists and topology.conf, the pair rounds (every leaf-spine link one flow per
+"""ibrepro.fleet.plan: Slurm hostlists and topology.conf, the pair rounds (every leaf-spine link one flow per
 direction in the leaf-shift rounds under destination-mod-k), the job cut and the confirmation pairs."""
 
 import math
@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from ibrepro import fleet_plan as fp
+from ibrepro.fleet import plan as fp
+from ibrepro.fleet.component import Component
 
 
 def test_hostlists_expand_as_slurm_does():
@@ -177,7 +178,7 @@ def _overloads(fabric, rounds, suspects):
     """How the confirmation ``rounds`` break their promise: a node in two pairs, a leaf-spine link with more flows
     than cables, or a flow of a link-loading pair through two suspect links (a list; empty when they keep it)."""
     problems = []
-    links = [s for s in suspects if s.split(' ', 1)[0] in fp.LINK_KINDS]
+    links = [s for s in suspects if Component(s).is_link]
     for r in rounds:
         nodes = [n for p in r.pairs for n in p]
         if len(nodes) != len(set(nodes)):
@@ -222,7 +223,7 @@ def _random_case(rng):
         suspects.add(rng.choice([f'uplink {leaf}>spine{q}', f'downlink spine{q}>{leaf}', f'spine link {leaf}-spine{q}',
                                  f'node {host}', f'port {host}:mlx5_0/1', f'cable {host}:mlx5_0/1 up']))
     suspects = sorted(suspects)
-    hosts = {s.split(' ')[1].split(':')[0] for s in suspects if s.split(' ', 1)[0] not in fp.LINK_KINDS}
+    hosts = {Component(s).host for s in suspects if not Component(s).is_link}
     return fabric, suspects, [n for n in fabric.nodes if n not in hosts]
 
 

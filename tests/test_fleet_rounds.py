@@ -1,4 +1,4 @@
-"""The fleet's pair rounds as a job runs them (ibrepro.fleet_rounds), without a cluster: the plan and the pair runner's
+"""The fleet's pair rounds as a job runs them (ibrepro.fleet.rounds), without a cluster: the plan and the pair runner's
 specs of a night on the proving ground's fat tree, the topology's spines, the TCP rail, and ``ibrepro fleet
 analyse`` on a real night of the 8-node namespace fat tree (tests/data/fleet/, MANIFEST.md)."""
 
@@ -12,7 +12,12 @@ from pathlib import Path
 import pytest
 
 from conftest import output
-from ibrepro import fleet_localise, fleet_plan, fleet_rounds, pair
+from ibrepro import pair
+from ibrepro.fleet import localise as fleet_localise
+from ibrepro.fleet import plan as fleet_plan
+from ibrepro.fleet import rounds as fleet_rounds
+from ibrepro.fleet import night as fleet_night
+from ibrepro.fleet import history as fleet_history
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / 'tests' / 'data' / 'fleet'
@@ -29,7 +34,7 @@ def _fabric_sh(*args, **env):
 def test_fabric_sh_topology_is_what_the_plan_reads():
     done = _fabric_sh('topology')
     assert done.returncode == 0, done.stderr
-    leaves, spines = fleet_rounds.load_topology(done.stdout)
+    leaves, spines = fleet_night.load_topology(done.stdout)
     assert leaves == {'leaf1': [f'node{i}' for i in range(1, 5)], 'leaf2': [f'node{i}' for i in range(5, 9)]}
     assert spines == 2
 
@@ -45,14 +50,14 @@ def test_fabric_sh_refuses_what_is_not_its_fabric():
 
 def test_fabric_sh_links_are_the_localisers_components():
     links = _fabric_sh('links').stdout.splitlines()
-    fabric = fleet_plan.fabric_from_leaves(*fleet_rounds.load_topology(_fabric_sh('topology').stdout))
+    fabric = fleet_plan.fabric_from_leaves(*fleet_night.load_topology(_fabric_sh('topology').stdout))
     components = {c.replace(':fab0/1', '') for s in fabric.nodes for d in fabric.nodes if s != d
                   for c in fabric.components(s, d, ('fab0', 1))}
     assert len(links) == 16 + 8 and set(links) <= components
 
 
 def test_a_night_is_one_job_of_three_rounds_with_its_own_confirmation():
-    fabric, rounds, jobs = fleet_rounds.night(*fleet_rounds.load_topology(_fabric_sh('topology').stdout))
+    fabric, rounds, jobs = fleet_night.night(*fleet_night.load_topology(_fabric_sh('topology').stdout))
     assert len(jobs) == 1
     plan = fleet_rounds.plan(fabric, rounds, jobs[0], seconds=3)
     assert plan['confirm'] and [r['number'] for r in plan['rounds']] == [0, 1, 2]
@@ -74,7 +79,7 @@ RAILS = [('rxe0', 1), ('rxe1', 1)]
 
 
 def _rdma_night(tmp_path):
-    fabric, rounds, jobs = fleet_rounds.night({'leaf1': ['node1', 'node2', 'node3', 'node4']})
+    fabric, rounds, jobs = fleet_night.night({'leaf1': ['node1', 'node2', 'node3', 'node4']})
     plan = fleet_rounds.plan(fabric, rounds, jobs[0], seconds=3, rails=RAILS, perftest_options=['-u', '20'])
     fleet_rounds.prepare(tmp_path, plan)
     return plan
@@ -186,11 +191,11 @@ def test_a_task_runs_from_the_copied_modules_without_numpy_or_sqlite3(tmp_path):
     the standard library only, no database module."""
     fleet_rounds.copy_node_modules(tmp_path)
     code = ('import sys; sys.modules.update(numpy=None, sqlite3=None, _sqlite3=None); sys.path.insert(0, sys.argv[1]); '
-            'import ibrepro, ibrepro.fleet_rounds as r; '
+            'import ibrepro, ibrepro.fleet.rounds as r; '
             'assert ibrepro.__file__.startswith(sys.argv[1]), ibrepro.__file__; sys.exit(r.main([]))')
     done = subprocess.run([sys.executable, '-I', '-c', code, str(tmp_path)], capture_output=True, text=True,
                           timeout=60)
-    assert done.returncode == 2 and 'usage: python -m ibrepro.fleet_rounds' in done.stderr, done.stderr
+    assert done.returncode == 2 and 'usage: python -m ibrepro.fleet.rounds' in done.stderr, done.stderr
     assert not (tmp_path / 'ibrepro' / 'results.py').exists()
 
 
@@ -239,10 +244,10 @@ def test_fleet_analyse_of_a_real_rdma_night(name, component):
     flow carries its rail and its pair's latency, judged too (one latency flow per pair and rail): a bandwidth
     shaper does not slow a ping-pong, and neither night names anything by latency."""
     report = FIXTURES / f'softroce-rdma-{name}.report.json'
-    data = fleet_rounds.from_report(json.loads(report.read_text()))
+    data = fleet_history.from_report(json.loads(report.read_text()))
     assert {f['device'] for f in data['flows']} == {'rxe0', 'rxe1'} and all(f['lat'] > 0 for f in data['flows'])
     flows = fleet_localise.read_flows(data['flows'])
-    result = fleet_rounds.analyse(data['flows'], fleet_rounds.night_fabric(data, flows), data['confirmation'])
+    result = fleet_rounds.analyse(data['flows'], fleet_history.night_fabric(data, flows), data['confirmation'])
     assert len(fleet_localise.latency_flows(flows)) == len(flows) // 2 and result.latency_scale > 0
     assert not [s for s in result.named if s.metric == fleet_localise.LATENCY]
     done = subprocess.run([sys.executable, '-m', 'ibrepro.cli', 'fleet', 'analyse', str(report)],
@@ -348,7 +353,7 @@ def test_a_components_history_comes_from_the_stored_nights_it_was_not_named_in()
     night); another partition's nights are not this one's."""
     reports = [json.loads((FIXTURES / f'fattree-{n}.report.json').read_text())
                for n in ('clean', 'uplink-leaf1-spine1-25', 'downlink-spine0-leaf2-25')]
-    both, used = fleet_rounds.stored_history(reports, 'fattree-cluster', 'fabric')
+    both, used = fleet_history.stored_history(reports, 'fattree-cluster', 'fabric')
     assert used == [r['session_info']['uuid'] for r in reports]
     assert set(both) == {fleet_localise.BANDWIDTH}                       # TCP nights measure no latency
     history = both[fleet_localise.BANDWIDTH]
@@ -359,8 +364,8 @@ def test_a_components_history_comes_from_the_stored_nights_it_was_not_named_in()
     assert len(history['uplink leaf1>spine0']) == 2                      # named too that night
     assert len(history['uplink leaf1>spine1']) == 2                      # named by the uplink night
     assert len(history['downlink spine1>leaf1']) == 3                    # named by none
-    assert fleet_rounds.stored_history(reports, 'fattree-cluster', 'other') == ({}, [])
-    assert fleet_rounds.stored_history(reports, 'fattree-cluster', 'fabric', nights=1)[1] == used[-1:]
+    assert fleet_history.stored_history(reports, 'fattree-cluster', 'other') == ({}, [])
+    assert fleet_history.stored_history(reports, 'fattree-cluster', 'fabric', nights=1)[1] == used[-1:]
 
 
 def test_real_rdma_nights_give_each_component_a_latency_history_too():
@@ -369,7 +374,7 @@ def test_real_rdma_nights_give_each_component_a_latency_history_too():
     named misses that night in both."""
     reports = [json.loads((FIXTURES / f'softroce-rdma-{n}.report.json').read_text())
                for n in ('clean', 'cable-rxnode3-rxe1-down')]
-    both, used = fleet_rounds.stored_history(reports, 'softroce-slurm', 'rxe')
+    both, used = fleet_history.stored_history(reports, 'softroce-slurm', 'rxe')
     assert used == [r['session_info']['uuid'] for r in reports]
     bw, lat = both[fleet_localise.BANDWIDTH], both[fleet_localise.LATENCY]
     assert len(lat['cable rxnode1:rxe0/1 down']) == len(lat['cable rxnode1:rxe0/1 up']) == 2
@@ -407,7 +412,7 @@ def test_a_night_s_job_gives_each_task_its_whole_node_and_the_task_binds(reframe
             '#SBATCH --nodelist=cn01,cn02,cn03,cn04'} <= set(lines), script
     step = lines[-1].split()
     assert step[:3] == ['srun', '--whole', '--cpu-bind=none'], script
-    assert step[-4:] == ['-m', 'ibrepro.fleet_rounds', 'node', 'plan.json'], script
+    assert step[-4:] == ['-m', 'ibrepro.fleet.rounds', 'node', 'plan.json'], script
     assert not [o for o in step if o.startswith(('-c', '--cpus-per-task', '--exact', '--kill-on-bad-exit'))], script
     plan = json.loads(next(reframe.home.rglob('plan.json')).read_text())
     assert plan['transport'] == 'rdma' and plan['rails'] == [['mlx5_0', 1], ['mlx5_1', 1]]
@@ -453,11 +458,11 @@ def test_a_job_size_that_is_no_number_of_nodes_is_the_nights_problem_not_a_check
                                                                                                    job_nodes):
     (tmp_path / 'topology.json').write_text(json.dumps({'leaf1': ['cn01', 'cn02']}))
     env = {'IBREPRO_FLEET_TOPOLOGY': str(tmp_path / 'topology.json'), 'IBREPRO_FLEET_JOB_NODES': job_nodes}
-    fabric, rounds, jobs, problem = fleet_rounds.night_from_environment(env)
+    fabric, rounds, jobs, problem = fleet_night.night_from_environment(env)
     assert fabric is None and problem.startswith('IBREPRO_FLEET_JOB_NODES=') and 'expected a number of nodes' in problem
-    fabric, rounds, jobs, problem = fleet_rounds.night_from_environment({**env, 'IBREPRO_FLEET_JOB_NODES': '16'})
+    fabric, rounds, jobs, problem = fleet_night.night_from_environment({**env, 'IBREPRO_FLEET_JOB_NODES': '16'})
     assert problem is None and fabric.nodes == ['cn01', 'cn02'] and len(jobs) == 1
-    assert fleet_rounds.night_from_environment({}) == (None, [], [], None)
+    assert fleet_night.night_from_environment({}) == (None, [], [], None)
 
 
 def test_a_topology_that_is_a_fifo_too_large_or_no_fabric_is_the_nights_problem(tmp_path):
@@ -474,7 +479,7 @@ def test_a_topology_that_is_a_fifo_too_large_or_no_fabric_is_the_nights_problem(
         path = topology if isinstance(topology, Path) else tmp_path / f'topology-{k}'
         if not isinstance(topology, Path):
             path.write_bytes(topology if isinstance(topology, bytes) else topology.encode())
-        fabric, _, _, problem = fleet_rounds.night_from_environment({'IBREPRO_FLEET_TOPOLOGY': str(path)})
+        fabric, _, _, problem = fleet_night.night_from_environment({'IBREPRO_FLEET_TOPOLOGY': str(path)})
         assert fabric is None and problem and said in problem, (k, problem)
 
 
@@ -488,27 +493,27 @@ def test_a_topology_that_is_a_fifo_too_large_or_no_fabric_is_the_nights_problem(
 def test_a_node_runs_the_night_only_in_a_state_that_runs_jobs(state, why):
     """Slurm's short node states (sinfo %t, with its flags): a node the night's job cannot have is left out with
     the state it is in; one the partition does not hold, as such."""
-    assert fleet_rounds.left_out(['n1'], {'n1': state}, 'fabric') == ({'n1': why} if why else {})
-    assert fleet_rounds.left_out(['n2'], {'n1': state}, 'fabric') == {'n2': 'not in Slurm partition fabric'}
+    assert fleet_night.left_out(['n1'], {'n1': state}, 'fabric') == ({'n1': why} if why else {})
+    assert fleet_night.left_out(['n2'], {'n1': state}, 'fabric') == {'n2': 'not in Slurm partition fabric'}
 
 
 def test_a_plan_without_a_node_drops_its_pairs_and_keeps_every_route(tmp_path):
     """Leaving nodes out never moves another node: the fabric (each node's port order, so its spine) is the
     planned one, and every pair without a left-out node runs as planned, in its round."""
-    fabric, rounds, jobs = fleet_rounds.night({'leaf1': ['n1', 'n2', 'n3', 'n4'], 'leaf2': ['n5', 'n6', 'n7', 'n8']},
+    fabric, rounds, jobs = fleet_night.night({'leaf1': ['n1', 'n2', 'n3', 'n4'], 'leaf2': ['n5', 'n6', 'n7', 'n8']},
                                               spines=2)
     (job,) = jobs
     whole = fleet_rounds.plan(fabric, rounds, job)
-    plan = fleet_rounds.without(whole, {'n2': 'state drain', 'n9': 'not in Slurm partition p'})
+    plan = fleet_night.without(whole, {'n2': 'state drain', 'n9': 'not in Slurm partition p'})
     assert plan['left_out'] == {'n2': 'state drain'} and 'n2' not in plan['nodes']
     assert plan['leaves'] == whole['leaves'] and plan['spines'] == whole['spines']
     for kept, planned in zip(plan['rounds'], whole['rounds']):
         assert kept['number'] == planned['number']
         assert kept['pairs'] == [p for p in planned['pairs'] if 'n2' not in p]
-    assert fleet_rounds.without(whole, {}) is whole
+    assert fleet_night.without(whole, {}) is whole
 
 
 def test_slurm_that_cannot_be_asked_is_said(monkeypatch, tmp_path):
     monkeypatch.setenv('PATH', str(tmp_path))          # no sinfo here
     with pytest.raises(OSError, match='sinfo: not found'):
-        fleet_rounds.node_states('fabric')
+        fleet_night.node_states('fabric')

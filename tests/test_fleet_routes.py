@@ -1,11 +1,13 @@
-"""The fabric's own routing (ibrepro.fleet_routes) from real infiniband-diags 44.0 output on an ibsim fat tree
+"""The fabric's own routing (ibrepro.fleet.routes) from real infiniband-diags 44.0 output on an ibsim fat tree
 (tests/fixtures/infiniband-diags/*/MANIFEST.md), and the plan that follows it (fleet_plan.fabric_from_routes)."""
 
 from pathlib import Path
 
 import pytest
 
-from ibrepro import fleet_plan, fleet_routes
+from ibrepro.fleet import plan as fleet_plan
+
+from ibrepro.fleet import routes as fleet_routes
 
 FIXTURES = Path(__file__).parent / 'fixtures' / 'infiniband-diags'
 #: Slurm's topology.conf of the CI fat tree (ci/cluster/fabric.sh): nodes in their names' order.
@@ -61,27 +63,29 @@ def test_tables_that_do_not_describe_a_two_level_tree_are_refused_named():
 def test_a_night_follows_the_tables_a_site_names_and_stores_them(tmp_path):
     """IBREPRO_FLEET_ROUTES: the night's plan routes as the fabric does, stores the routes with the night, and the
     stored night's fabric (what the report judges on) is the same; tables of other nodes are refused, named."""
-    from ibrepro import fleet_rounds
+    from ibrepro.fleet import rounds as fleet_rounds
+    from ibrepro.fleet import night as fleet_night
+    from ibrepro.fleet import history as fleet_history
     conf = tmp_path / 'topology.conf'
     conf.write_text('SwitchName=leaf1 Nodes=node[1-4]\nSwitchName=leaf2 Nodes=node[5-8]\n'
                     'SwitchName=spine0 Switches=leaf[1-2]\nSwitchName=spine1 Switches=leaf[1-2]\n')
     tables = FIXTURES / '44.0-ibsim-fattree8-swapped'
-    fabric, rounds, jobs, problem = fleet_rounds.night_from_environment(
+    fabric, rounds, jobs, problem = fleet_night.night_from_environment(
         {'IBREPRO_FLEET_TOPOLOGY': str(conf), 'IBREPRO_FLEET_ROUTES': str(tables)})
     assert problem is None and 'uplink leaf1>spine1' in fabric.components('node1', 'node5')
     plan = fleet_rounds.plan(fabric, rounds, jobs[0])
     # the fabric's leaves in port order explain its routes: no route to store beside them
     assert plan['routes'] == [] and plan['leaves']['leaf2'] == ['node6', 'node5', 'node7', 'node8']
-    stored = fleet_rounds.night_fabric({'leaves': plan['leaves'], 'spines': plan['spines'],
+    stored = fleet_history.night_fabric({'leaves': plan['leaves'], 'spines': plan['spines'],
                                         'routes': plan['routes']}, [])
     assert stored.routes == fabric.routes and 'uplink leaf1>spine1' in stored.components('node1', 'node5')
     assert fleet_rounds.fabric_of(plan).routes == fabric.routes
 
     conf.write_text('SwitchName=leaf1 Nodes=node[1-4]\nSwitchName=leaf2 Nodes=node[5-9]\n')
-    _, _, _, problem = fleet_rounds.night_from_environment(
+    _, _, _, problem = fleet_night.night_from_environment(
         {'IBREPRO_FLEET_TOPOLOGY': str(conf), 'IBREPRO_FLEET_ROUTES': str(tables)})
     assert 'its HCAs are not the nodes of IBREPRO_FLEET_TOPOLOGY' in problem
-    _, _, _, problem = fleet_rounds.night_from_environment(
+    _, _, _, problem = fleet_night.night_from_environment(
         {'IBREPRO_FLEET_TOPOLOGY': str(conf), 'IBREPRO_FLEET_ROUTES': str(tmp_path / 'absent')})
     assert problem.startswith('IBREPRO_FLEET_ROUTES=') and 'No such file' in problem
 

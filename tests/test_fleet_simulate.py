@@ -1,4 +1,4 @@
-"""ibrepro.fleet_simulate and `ibrepro fleet simulate`: small seeded runs, the JSON's keys, the fault model."""
+"""ibrepro.fleet.simulate and `ibrepro fleet simulate`: small seeded runs, the JSON's keys, the fault model."""
 
 import json
 import random
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from ibrepro import fleet_plan as fp, fleet_simulate as fs
+from ibrepro.fleet import plan as fp
+
+from ibrepro.fleet import simulate as fs
 from ibrepro.cli import main
 
 DATA = Path(__file__).parent / 'data'

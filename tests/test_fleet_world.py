@@ -1,4 +1,4 @@
-"""ibrepro.fleet_world: the simulated fabric the fleet simulation measures, written apart from the judge. Each test
+"""ibrepro.fleet.world: the simulated fabric the fleet simulation measures, written apart from the judge. Each test
 holds the world to a property of the fabric it stands for (contention, routing, faults), with its noise off."""
 
 import math
@@ -6,7 +6,9 @@ import random
 
 import pytest
 
-from ibrepro import fleet_plan as fp, fleet_world as fw
+from ibrepro.fleet import plan as fp
+
+from ibrepro.fleet import world as fw
 
 FABRIC = fp.fat_tree(64)                      # 4 leaves of 16, 16 spines
 

@@ -179,13 +179,13 @@ def _hca(root, chain, numa='0'):
     ([('0000:3a:00.0', 32.0, 16, 32.0, 16), ('0000:3b:00.0', 32.0, 16, 32.0, 16)], '1', 'SYS'),   # the other socket
 ])
 def test_each_gpu_knows_how_far_each_hca_is_and_the_fleet_names_a_far_one(tmp_path, hca_chain, numa, distance):
-    from ibrepro import fleet
+    from ibrepro.fleet import sweep as fleet_sweep
     _gpu(tmp_path, [RP, USP, DSP1, ('0000:19:00.0', 32.0, 16, 32.0, 16)])
     _hca(tmp_path, hca_chain, numa)
     topo = topology.read_sysfs(tmp_path)
     (g,) = topo['gpus']
     assert g['hca_distance'] == {'mlx5_0': distance}
-    faults, _ = fleet.judge('gn01', topo, {'gpu_hca_distance': 'PIX'})
+    faults, _ = fleet_sweep.judge('gn01', topo, {'gpu_hca_distance': 'PIX'})
     far = [f for f in faults if f['fault'] == 'GPU far from its HCA']
     assert bool(far) == (distance != 'PIX')
     if far:

@@ -11,7 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ibrepro import fleet_rounds, results
+from ibrepro import results
+
+from ibrepro.fleet import history as fleet_history
 
 FLEET = Path(__file__).parent / 'data' / 'fleet'
 NIGHTS = ['fattree-clean', 'fattree-uplink-leaf1-spine1-25', 'fattree-downlink-spine0-leaf2-25']
@@ -97,7 +99,7 @@ def test_stored_fleet_variables_of_the_wrong_type_are_named_not_a_crash():
     """A stored pair-round case whose loggable variables are not what the check stores (a number for the named
     components, a string for the fabric, numbers for flows): the report says which session, case and field; the
     history leaves that night out."""
-    from ibrepro import fleet_rounds
+    from ibrepro.fleet import history as fleet_history
     from ibrepro.report import fleet
     base = json.loads((FLEET / 'fattree-clean.report.json').read_text())
     for field, value in [('fleet_named', 5), ('fleet_fabric', '$(touch pwned)'), ('fleet_flows', [1, 2]),
@@ -108,7 +110,7 @@ def test_stored_fleet_variables_of_the_wrong_type_are_named_not_a_crash():
         section, problems = fleet.section('fattree-cluster', [data])
         assert section is None and len(problems) == 1, (field, problems)
         assert data['session_info']['uuid'] in problems[0] and field in problems[0], problems
-        assert fleet_rounds.stored_history([data], 'fattree-cluster', 'fabric') == ({}, [])
+        assert fleet_history.stored_history([data], 'fattree-cluster', 'fabric') == ({}, [])
 
 
 def test_nights_stored_before_the_selected_one_are_its_history_verification_and_trend(tmp_path):
@@ -163,7 +165,7 @@ def test_a_nights_history_is_found_among_many_other_sessions(tmp_path):
     assert results.check_sessions('FleetPairs', system, 'fabric', before=second, db=db) == uuids[:1]
     assert results.check_sessions('FleetPairs', 'elsewhere', db=db) == []
     assert results.check_sessions('Fleet%', db=db) == [] and results.check_sessions('FleetPairs_', db=db) == []
-    history, used = fleet_rounds.history_before(reports[-1], db)
+    history, used = fleet_history.history_before(reports[-1], db)
     assert used == uuids[:-1] and history
 
 
@@ -199,7 +201,8 @@ def test_a_component_is_verified_over_more_nights_than_its_history(tmp_path):
 
 
 def test_a_latency_suspects_evidence_is_its_latencies_and_their_increase():
-    from ibrepro import fleet_localise as fl, fleet_plan as fp
+    from ibrepro.fleet import localise as fl
+    from ibrepro.fleet import plan as fp
     from ibrepro.report import fleet as report_fleet
     from test_fleet_localise import latency_night
     fabric = fp.fat_tree(64)
@@ -243,19 +246,19 @@ def test_a_night_stored_as_several_sessions_is_one_night(tmp_path):
     whole = [json.loads((FLEET / f'{name}.report.json').read_text()) for name in NIGHTS]
     files = [p for name in NIGHTS for p in split_night(FLEET / f'{name}.report.json', tmp_path, f'night-{name}')]
     split = [json.loads(p.read_text()) for p in files]
-    expected, _ = fleet_rounds.stored_history(whole, 'fattree-cluster', 'fabric')
-    history, used = fleet_rounds.stored_history(split, 'fattree-cluster', 'fabric')
+    expected, _ = fleet_history.stored_history(whole, 'fattree-cluster', 'fabric')
+    history, used = fleet_history.stored_history(split, 'fattree-cluster', 'fabric')
     assert history == expected and used == [r['session_info']['uuid'] for r in split[::2]]
     # read as six nights, every component would have six effects of half a night
     apart = [{**r, 'session_info': {**r['session_info'], 'nightly': None}} for r in split]
-    assert len(fleet_rounds.stored_history(apart, 'fattree-cluster', 'fabric')[1]) == 6
+    assert len(fleet_history.stored_history(apart, 'fattree-cluster', 'fabric')[1]) == 6
 
     db = stored_nights(tmp_path / 'results.db', files)
-    nights = fleet_rounds.night_reports('fattree-cluster', 'fabric', last=2, db=db)
+    nights = fleet_history.night_reports('fattree-cluster', 'fabric', last=2, db=db)
     assert [n['session_info']['sessions'] for n in nights] == [
         [r['session_info']['uuid'] for r in split[k:k + 2]] for k in (2, 4)]
-    assert len(fleet_rounds.night_reports(last=2, db=db, exclude={'night-fattree-clean'})) == 2
-    assert len(fleet_rounds.night_reports(last=5, db=db, exclude={'night-fattree-clean'})) == 2
+    assert len(fleet_history.night_reports(last=2, db=db, exclude={'night-fattree-clean'})) == 2
+    assert len(fleet_history.night_reports(last=5, db=db, exclude={'night-fattree-clean'})) == 2
 
     env = {**os.environ, 'RFM_SQLITE_DB_FILE': str(db), 'IBREPRO_HOME': str(tmp_path / 'home')}
     done = subprocess.run([sys.executable, '-m', 'ibrepro', 'fleet', 'analyse', '--session',
@@ -278,9 +281,9 @@ def test_stored_run_ids_of_the_wrong_type_are_no_run():
            {**real, 'session_info': {**real['session_info'], 'uuid': 'b', 'nightly': {'x': 1}}},
            {**real, 'session_info': 'x', 'runs': {'testcases': []}}, {'session_info': None, 'runs': 'x'}]
     assert [results.run_id(r) for r in odd] == [real['session_info']['uuid'], 'b', None, None]
-    nights = fleet_rounds.nights_of(odd)
+    nights = fleet_history.nights_of(odd)
     assert len(nights) == 4 and [len(n['runs']) for n in nights] == [1, 1, 0, 0]
-    assert fleet_rounds.stored_history(odd, 'fattree-cluster', 'fabric')[1] == [real['session_info']['uuid'], 'b']
+    assert fleet_history.stored_history(odd, 'fattree-cluster', 'fabric')[1] == [real['session_info']['uuid'], 'b']
 
 
 def test_the_fleets_history_reads_each_night_s_pair_round_cases_from_the_values_index(tmp_path, monkeypatch):
@@ -297,7 +300,7 @@ def test_the_fleets_history_reads_each_night_s_pair_round_cases_from_the_values_
         paths[-1].write_text(json.dumps(data))
     db = stored_nights(tmp_path / 'results.db', paths[:2])
     whole = [json.loads(p.read_text()) for p in paths]
-    nights = fleet_rounds.night_reports('fattree-cluster', 'fabric', db=db)
+    nights = fleet_history.night_reports('fattree-cluster', 'fabric', db=db)
     assert [results.testcases(n) for n in nights] == [
         [c for c in results.testcases(r) if 'fleet_flows' in c] for r in whole[:2]]
     assert [{k: v for k, v in n['session_info'].items() if k != 'sessions'} for n in nights] == \
@@ -311,7 +314,7 @@ def test_the_fleets_history_reads_each_night_s_pair_round_cases_from_the_values_
     with sqlite3.connect(db) as conn, sqlite3.connect(tmp_path / 'more.db') as more:
         conn.executemany('INSERT INTO sessions VALUES(?, ?, ?, ?, ?)', more.execute('SELECT * FROM sessions'))
         conn.executemany('INSERT INTO testcases VALUES(?, ?, ?, ?, ?, ?, ?)', more.execute('SELECT * FROM testcases'))
-    nights = fleet_rounds.night_reports('fattree-cluster', 'fabric', db=db)
+    nights = fleet_history.night_reports('fattree-cluster', 'fabric', db=db)
     assert len(nights) == 3 and results.testcases(nights[2]) == [c for c in results.testcases(whole[2])
                                                                  if 'fleet_flows' in c]
     monkeypatch.undo()
@@ -320,7 +323,7 @@ def test_the_fleets_history_reads_each_night_s_pair_round_cases_from_the_values_
     with sqlite3.connect(db) as conn:
         conn.execute('DELETE FROM testcases WHERE session_uuid = ?', (gone,))
         conn.execute('DELETE FROM sessions WHERE uuid = ?', (gone,))
-    assert [n['session_info']['uuid'] for n in fleet_rounds.night_reports('fattree-cluster', db=db)] == \
+    assert [n['session_info']['uuid'] for n in fleet_history.night_reports('fattree-cluster', db=db)] == \
         [r['session_info']['uuid'] for r in whole[1:]]
     with results.ValueIndex(db) as index:
         assert index.conn.execute('SELECT count(*) FROM fleet').fetchone() == (2,)
@@ -345,7 +348,8 @@ def test_the_page_says_which_routing_a_night_was_judged_on(tmp_path):
     """A night without the fabric's tables says its routing was assumed; the same night stored with the routes of
     the fabric's own tables (real infiniband-diags output on an ibsim tree of the same shape, which route as the
     model does) says so and is judged the same."""
-    from ibrepro import fleet_plan, fleet_routes
+    from ibrepro.fleet import plan as fleet_plan
+    from ibrepro.fleet import routes as fleet_routes
     night = FLEET / 'fattree-uplink-leaf1-spine1-25.report.json'
     html, _ = report(tmp_path / 'a', night)
     assumed = html[html.index('id="fleet-routing"'):].split('</p>')[0]

@@ -7,7 +7,7 @@
 #
 # Each node has a second NIC, fab0, with address $FABRIC_NET.<i> (host name node<i>-ib, like an IPoIB name);
 # Slurm's own traffic stays on the management bridge of up.sh (an Ethernet beside the fabric). Routing is static
-# and destination-mod-k, as ibrepro.fleet_plan models it: a flow to node d on another leaf goes up to spine
+# and destination-mod-k, as ibrepro.fleet.plan models it: a flow to node d on another leaf goes up to spine
 # (position of d in its leaf) mod 2 and down from there. Every link direction is shaped by `tc tbf` at
 # $FABRIC_RATE (far below what two busy cores move through veths, so the shaper, not the CPU, sets each flow's
 # rate), and a degraded link is the same tbf at a lower rate:

@@ -1,10 +1,10 @@
 """The fleet's pair rounds: which node cable, uplink or downlink of a partition is slow, tonight (issue 28, item 2).
 
-One case per Slurm job of the night (:func:`ibrepro.fleet_plan.slurm_jobs`): its node group, one task per node
+One case per Slurm job of the night (:func:`ibrepro.fleet.plan.slurm_jobs`): its node group, one task per node
 (``--nodelist``). Inside the allocation each task runs every round of the job with the pair runner, both directions
 of each disjoint pair at once: RDMA flows on every rail (``ib_write_bw -D``, then each pair's ``ib_send_lat``
 alone) or TCP flows (iperf3, argv flows) over the rail's network interface; when the job holds the whole fabric,
-the suspects are re-tested in the same job with known-good partners (:mod:`ibrepro.fleet_rounds`) and the case
+the suspects are re-tested in the same job with known-good partners (:mod:`ibrepro.fleet.rounds`) and the case
 fails naming each confirmed component, by bandwidth or (RDMA) by latency. A night of several jobs (more nodes than
 ``IBREPRO_FLEET_JOB_NODES``, 16) has one more case, ``FleetConfirmation``: after every pair-round case (ReFrame
 dependencies) it localises the night's flows together, re-tests the suspects in a job of their own and fails
@@ -17,14 +17,14 @@ cut from; without it the check's one case is skipped saying so (and fails saying
 Routing: destination-mod-k over its order, unless ``IBREPRO_FLEET_ROUTES`` names a directory with the fabric's own
 tables, ``ibnetdiscover.txt`` and ``dump_lfts.txt`` (infiniband-diags; a site refreshes them, e.g. from cron on a
 node with the fabric's management port): then the leaves in port order and the routes they give, stored with the
-night (``fleet_fabric``: ``routes``) so its report judges it on them (:mod:`ibrepro.fleet_routes`).
+night (``fleet_fabric``: ``routes``) so its report judges it on them (:mod:`ibrepro.fleet.routes`).
 Transport: ``fleet_transport`` (``-S``, or the partition's extras), by default ``rdma`` when the partition lists
 ``rdma_devices`` (its rails: ``rdma_devices`` x ``ib_ports``, perftest from the programming environment), else
 ``tcp`` over the interface ``fleet_netdev`` (the partition's extras or ``-S fleet_netdev=<if>``; default fab0).
 
 History: each component's effects in the partition's last ``fleet_history_nights`` (14) pair-round nights stored
 in the results database (a night that named it left out) are its usual state: a cable that is always 3 % slow is
-judged against that (:func:`ibrepro.fleet_localise.localise`, from 3 nights); the sessions used are
+judged against that (:func:`ibrepro.fleet.localise.localise`, from 3 nights); the sessions used are
 ``fleet_history_from``.
 
     IBREPRO_FLEET_TOPOLOGY=/etc/slurm/topology.conf reframe -c reframe-checks/system/fleet_pairs.py -r
@@ -41,12 +41,22 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from ibrepro import fleet_localise, fleet_plan, fleet_rounds, results
+from ibrepro import results
+
+from ibrepro.fleet import localise as fleet_localise
+
+from ibrepro.fleet import plan as fleet_plan
+
+from ibrepro.fleet import rounds as fleet_rounds
+
+from ibrepro.fleet import night as fleet_night
+
+from ibrepro.fleet import history as fleet_history
 from ibrepro.rfm import launch, pair_runner
 
 
 #: the night's plan, or why the environment gives none (its one case then fails saying so)
-_FABRIC, _ROUNDS, _JOBS, _PROBLEM = fleet_rounds.night_from_environment(os.environ)
+_FABRIC, _ROUNDS, _JOBS, _PROBLEM = fleet_night.night_from_environment(os.environ)
 #: a night of several jobs: one more job, after them all, re-tests the night's suspects (FleetConfirmation)
 _CONFIRMATION_JOB = bool(_JOBS) and fleet_plan.confirmation_job_needed(_FABRIC, _JOBS)
 
@@ -80,7 +90,7 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
     #: the components named (confirmed suspects)
     fleet_named = variable(typ.List[str], value=[], loggable=True)
     #: past pair-round nights of this partition that give each component its history (0: none)
-    fleet_history_nights = variable(int, value=fleet_rounds.HISTORY_NIGHTS)
+    fleet_history_nights = variable(int, value=fleet_history.HISTORY_NIGHTS)
     #: the stored nights the components' history came from, each its first session's UUID
     fleet_history_from = variable(typ.List[str], value=[], loggable=True)
     #: why the stored history could not be read (sessions left out), for the record
@@ -110,17 +120,17 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
                                  perftest_options=extras.get('perftest_options', ()))
 
     def runnable(self, plan):
-        """``plan`` without the nodes Slurm cannot give its job now (:func:`ibrepro.fleet_rounds.left_out`: not in
+        """``plan`` without the nodes Slurm cannot give its job now (:func:`ibrepro.fleet.night.left_out`: not in
         the partition's Slurm partition, drained, down, not responding, ...), recorded in ``fleet_left_out``; the
         fabric keeps them, so every other node's route is the one planned. A dry run asks Slurm nothing."""
         if self.is_dry_run() or self.current_partition.scheduler.registered_name not in ('slurm', 'squeue'):
             return plan
         partition = self.current_partition.extras.get('slurm_partition')
         try:
-            states = fleet_rounds.node_states(partition)
+            states = fleet_night.node_states(partition)
         except (OSError, ValueError) as err:
             raise SanityError(f'cannot ask Slurm which nodes can run tonight: {err}') from None
-        plan = fleet_rounds.without(plan, fleet_rounds.left_out(plan['nodes'], states, partition))
+        plan = fleet_night.without(plan, fleet_night.left_out(plan['nodes'], states, partition))
         self.fleet_left_out = {**self.fleet_left_out, **plan.get('left_out', {})}
         return plan
 
@@ -140,7 +150,7 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         per_round = 12 * self.fleet_seconds + (12 * 2 * fleet_rounds.PERFTEST_MARGIN + 60
                                                if plan.get('transport') == 'rdma' else 0)
         self.job.time_limit = 60 + per_round * rounds
-        self.executable_opts = ['-m', 'ibrepro.fleet_rounds', 'node', 'plan.json']
+        self.executable_opts = ['-m', 'ibrepro.fleet.rounds', 'node', 'plan.json']
         if extras.get('python'):
             # the compute nodes' own interpreter: the modules a task needs (standard library only), copied
             fleet_rounds.copy_node_modules(Path(self.stagedir) / 'pylib')
@@ -149,19 +159,19 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
 
     def write_history(self):
         """Each component's effects in the partition's last pair-round nights stored in the results database
-        (:func:`ibrepro.fleet_rounds.stored_history`), as the stage directory's history file: task 0 and the
+        (:func:`ibrepro.fleet.history.stored_history`), as the stage directory's history file: task 0 and the
         sanity read it. Read on the login node; the compute nodes need no database."""
         if self.fleet_history_nights <= 0:
             return
         problems = []
         try:
             # a night stored as several sessions (a CI child pipeline's): its sessions stored so far are no history
-            reports = fleet_rounds.night_reports(self.current_system.name, self.current_partition.name,
+            reports = fleet_history.night_reports(self.current_system.name, self.current_partition.name,
                                                  last=self.fleet_history_nights, problems=problems,
                                                  exclude={os.environ.get('IBREPRO_NIGHTLY')})
         except (OSError, results.ResultsError) as err:    # no database yet: no history
             reports, problems = [], [str(err)]
-        history, used = fleet_rounds.stored_history(reports, self.current_system.name,
+        history, used = fleet_history.stored_history(reports, self.current_system.name,
                                                     self.current_partition.name, self.fleet_history_nights)
         self.fleet_history_from, self.fleet_history_problems = used, problems[:10]
         fleet_rounds.write_json(Path(self.stagedir) / fleet_rounds.HISTORY, history)
@@ -237,7 +247,7 @@ class FleetPairs(FleetNight):
 class FleetConfirmation(FleetNight):
     """The confirmation job of a night of several jobs (issue 28, item 4): after every pair-round job of the night
     (ReFrame dependencies), the night's flows are localised together and the suspects re-tested in one job, each
-    with known-good partners (:func:`ibrepro.fleet_rounds.confirmation_plan`, as a job holding every node does
+    with known-good partners (:func:`ibrepro.fleet.rounds.confirmation_plan`, as a job holding every node does
     itself); the case fails naming the components whose re-run flows are slow again. Its ``fleet_flows`` stay
     empty (the pair-round cases store the night's flows), its ``fleet_confirmation`` holds the re-run flows."""
     descr = "the fleet's confirmation job: the night's suspects re-tested with known-good partners (ibrepro fleet)"

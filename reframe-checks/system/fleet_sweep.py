@@ -24,7 +24,7 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, sanity_function, variable
 from reframe.core.exceptions import SanityError
 
-from ibrepro import fleet
+from ibrepro.fleet import sweep as fleet_sweep
 from ibrepro.rfm import launch, system
 
 
@@ -73,7 +73,7 @@ class FleetSweep(rfm.RunOnlyRegressionTest):
     def judged(self):
         path = os.path.join(self.stagedir, sn.evaluate(self.stdout))
         with open(path, errors='replace') as f:
-            states, problems = fleet.read_lines([(path, f.read())])
+            states, problems = fleet_sweep.read_lines([(path, f.read())])
         if problems:
             raise SanityError('; '.join(problems))
         if not states:
@@ -87,7 +87,7 @@ class FleetSweep(rfm.RunOnlyRegressionTest):
             raise SanityError(f'partition {self.current_partition.name}: {err}') from None
         if numa:
             expected['hca_numa_node'] = numa
-        result = fleet.sweep(states, expected)
+        result = fleet_sweep.sweep(states, expected)
         self.fleet_state, self.fleet_faults, self.fleet_not_judged = states, result['faults'], result['skipped']
         if result['faults']:
             raise SanityError(f'{len(result["faults"])} fault(s) on {result["nodes"]} node(s): ' + '; '.join(

@@ -20,7 +20,7 @@ COMMANDS = {
     'limits': 'ibrepro.limits',
     'topology': 'ibrepro.topology',
     'pair': 'ibrepro.pair',
-    'fleet': 'ibrepro.fleet',
+    'fleet': 'ibrepro.fleet.cli',
     'catalog': 'ibrepro.catalog',
     'softroce': 'ibrepro.softroce',
     'simulated': 'ibrepro.simulated',

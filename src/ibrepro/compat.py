@@ -1,6 +1,6 @@
 """What the modules a compute node runs take from Pythons newer than 3.6, in one home.
 
-The modules of :data:`ibrepro.fleet_rounds.NODE_MODULES` run under the node's own Python, 3.6 at the oldest (EL8's
+The modules of :data:`ibrepro.fleet.rounds.NODE_MODULES` run under the node's own Python, 3.6 at the oldest (EL8's
 platform Python; EL9's is 3.9), and read as today's Python with these. tests/test_compat.py holds them to 3.6
 (vermin, and a real run under 3.6 and 3.9 where pyenv has them)."""
 

@@ -1,29 +1,37 @@
 """The report's fleet section: the pair-round nights among the selected sessions (test cases with the loggable
-``fleet_flows``: ``reframe-checks/system/fleet_pairs.py``, :mod:`ibrepro.fleet_rounds`; the sessions of one run
-are one night, :func:`ibrepro.fleet_rounds.nights_of`).
+``fleet_flows``: ``reframe-checks/system/fleet_pairs.py``, :mod:`ibrepro.fleet.rounds`; the sessions of one run
+are one night, :func:`ibrepro.fleet.history.nights_of`).
 
 Per night, the components named and the suspects cleared, each with its evidence chain (the night's flows that
 crossed it, then its confirmation re-runs), judged again from the stored flows by the localiser
-(:func:`ibrepro.fleet_rounds.analyse`) with the history the night had: each component's effects in the pair-round
-nights stored before it (:func:`ibrepro.fleet_rounds.stored_history`, the same reading as the check's). For the
+(:func:`ibrepro.fleet.rounds.analyse`) with the history the night had: each component's effects in the pair-round
+nights stored before it (:func:`ibrepro.fleet.history.stored_history`, the same reading as the check's). For the
 newest night a leaf x leaf table in the topology's leaf order (the median change of the flows from one leaf to
 another against the night's reference). Over the earlier stored pair-round nights (the last
-:data:`~ibrepro.fleet_rounds.STORED_NIGHTS`) and the selected ones: per component the last night it was verified
+:data:`~ibrepro.fleet.history.STORED_NIGHTS`) and the selected ones: per component the last night it was verified
 (crossed by a measured flow and not suspected; never verified first, then the oldest verifications); over the last
-:data:`~ibrepro.fleet_rounds.HISTORY_NIGHTS` of them and the selected ones, the trend of the components the newest
+:data:`~ibrepro.fleet.history.HISTORY_NIGHTS` of them and the selected ones, the trend of the components the newest
 night suspected or that are slowest in it (each night's effect: the mean change of the flows crossing it).
 """
 
 import math
 import statistics
 
-from .. import fleet_localise, fleet_plan, fleet_rounds, results
+from .. import results
+
+from ..fleet import localise as fleet_localise
+
+from ..fleet import plan as fleet_plan
+
+from ..fleet import rounds as fleet_rounds
+
+from ..fleet import history as fleet_history
 
 
 def _suspect(s):
     """A suspect with its evidence chain: its slowest flows of the night (8 at most), then its re-runs; each flow's
     ``value`` what it measured (MB/s, or us for a latency suspect) and ``change`` that against the night's
-    reference (:func:`ibrepro.fleet_localise.change` of its residual)."""
+    reference (:func:`ibrepro.fleet.localise.change` of its residual)."""
     def chain(flows):
         return [{**f, 'value': f.get(fleet_localise.VALUE[s.metric]),
                  'change': fleet_localise.change(s.metric, f['residual'])} for f in flows]
@@ -53,11 +61,11 @@ def _night(report, system):
     """``(uuid, start, data, fabric, flows)`` of a run report's pair-round night on ``system``, or None; ValueError,
     KeyError, TypeError or AttributeError when its stored flows cannot be read."""
     info = report.get('session_info') or {}
-    data = fleet_rounds.from_report(report, system)
+    data = fleet_history.from_report(report, system)
     if data is None:
         return None
     flows = fleet_localise.read_flows(data['flows'])
-    return info.get('uuid'), str(info.get('time_start') or '?'), data, fleet_rounds.night_fabric(data, flows), flows
+    return info.get('uuid'), str(info.get('time_start') or '?'), data, fleet_history.night_fabric(data, flows), flows
 
 
 UNJUDGED = (KeyError, TypeError, AttributeError, ValueError, ZeroDivisionError, statistics.StatisticsError)
@@ -70,7 +78,7 @@ def section(system, selected, earlier=()):
     nights are each selected night's history and feed the verification ages and the trend."""
     nights, verified, problems, trend = [], {}, [], []
     # the sessions of one run (a CI child pipeline stores one per case) are one night
-    before = fleet_rounds.nights_of([r for r in earlier if fleet_rounds.has_night(r, system)])
+    before = fleet_history.nights_of([r for r in earlier if fleet_history.has_night(r, system)])
     for k, report in enumerate(before):     # each component's last verification; the last nights' trend
         try:
             uuid, when, data, fabric, flows = _night(report, system)
@@ -78,16 +86,16 @@ def section(system, selected, earlier=()):
         except UNJUDGED:
             continue                      # an earlier night that cannot be judged adds nothing (it is not shown)
         _verify(verified, flows, fabric, result, when)
-        if k >= len(before) - fleet_rounds.HISTORY_NIGHTS:
+        if k >= len(before) - fleet_history.HISTORY_NIGHTS:
             trend.append((when, fleet_localise.component_effects(flows, fabric)))
-    for report in fleet_rounds.nights_of(selected):
+    for report in fleet_history.nights_of(selected):
         info = report.get('session_info') or {}
         try:
             night = _night(report, system)
             if night is None:
                 continue
             uuid, when, data, fabric, flows = night
-            history, used = fleet_rounds.stored_history(
+            history, used = fleet_history.stored_history(
                 [b for b in before if results.run_id(b) != results.run_id(report)], system, data['partition'])
             result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'], history=history)
             effects = fleet_localise.component_effects(flows, fabric)

@@ -7,7 +7,9 @@ import re
 import time
 from pathlib import Path
 
-from .. import fleet_rounds, paths, results
+from .. import paths, results
+
+from ..fleet import history as fleet_history
 
 
 #: Runs shown in trends (and available as baseline) unless --history says otherwise.
@@ -87,12 +89,12 @@ def select(*, db=None, sessions=None, last=None, since=None, report_files=None, 
 
 def _fleet_earlier(rows, system, mine, db, problems):
     """The pair-round nights of ``system`` stored before the oldest selected one (the last
-    :data:`~ibrepro.fleet_rounds.STORED_NIGHTS`, found by ReFrame's test case index): its nights' history and each
+    :data:`~ibrepro.fleet.history.STORED_NIGHTS`, found by ReFrame's test case index): its nights' history and each
     component's last verification; [] when no selected session has one."""
-    fleet = [_start(r) for r in mine if fleet_rounds.has_night(r, system)]
+    fleet = [_start(r) for r in mine if fleet_history.has_night(r, system)]
     if not fleet or not rows:
         return []
-    return fleet_rounds.night_reports(system, before=min(fleet), last=fleet_rounds.STORED_NIGHTS, db=db,
+    return fleet_history.night_reports(system, before=min(fleet), last=fleet_history.STORED_NIGHTS, db=db,
                                       problems=problems)
 
 

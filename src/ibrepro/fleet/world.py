@@ -1,8 +1,8 @@
 """The world ``ibrepro fleet simulate`` measures: what a two-level fat tree delivers to the pair rounds' flows,
 written apart from the judge.
 
-Nothing here is imported from the plan's routing (:mod:`ibrepro.fleet_plan`) or the localiser's noise model
-(:mod:`ibrepro.fleet_localise`): a simulation that shares the judge's assumptions can only agree with it. The world
+Nothing here is imported from the plan's routing (:mod:`ibrepro.fleet.plan`) or the localiser's noise model
+(:mod:`ibrepro.fleet.localise`): a simulation that shares the judge's assumptions can only agree with it. The world
 shares with them only the names of things (hosts, leaves, ``spine<q>``, and the localiser's component names, to
 score what was named), and it can be harder than the judge assumes:
 
@@ -14,7 +14,7 @@ score what was named), and it can be harder than the judge assumes:
 * **Oversubscription** (``oversubscription`` R): each leaf-spine link has ``leaf_size / (spines * R)`` cables (at
   least one), where the plan, reading only ``topology.conf``, believes a non-blocking ``leaf_size / spines``.
 * **Noise**: a flow's bandwidth times ``exp(e)``, ``e`` drawn from ``residuals`` (log residuals of real fault-free
-  nights: heavy tails as the fabric has them; :func:`ibrepro.fleet_simulate.stored_residuals`) or, without them,
+  nights: heavy tails as the fabric has them; :func:`ibrepro.fleet.simulate.stored_residuals`) or, without them,
   Gaussian of the lognormal CV ``noise_cv`` (a **modelled** noise). On top: per night a factor per leaf
   (``leaf_cv``), per round a factor per leaf (``round_cv``), both lognormal and applied to every flow touching the
   leaf (its sender's and receiver's leaf); and a tail, a share ``tail`` of flows losing ``tail_effect`` (a
@@ -32,7 +32,8 @@ either direction crosses an active latency fault.
 import math
 import random
 
-from .compat import dataclasses
+from ..compat import dataclasses
+from .component import Component
 
 ROUTINGS = ('plan', 'permuted', 'adaptive')
 #: Nominal 4x HDR signalling rate in MB/s (200 Gb/s / 8): a nominal value, not a measurement.
@@ -146,18 +147,17 @@ class World:
 
     def fault_choices(self):
         """Per fault kind, the faults one can inject: [(component, links, host)]."""
-        device, port = self.rail
-        rail = f'{device}/{port}'
+        rail = self.rail
         out = {'node cable': [], 'HCA port': [], 'leaf uplink': [], 'leaf downlink': []}
         for h in self._leaf:
-            out['node cable'] += [(f'cable {h}:{rail} up', (f'{h}>leaf',), h),
-                                  (f'cable {h}:{rail} down', (f'leaf>{h}',), h)]
-            out['HCA port'].append((f'port {h}:{rail}', (f'{h}>leaf', f'leaf>{h}'), h))
+            out['node cable'] += [(Component.cable(h, rail, 'up'), (f'{h}>leaf',), h),
+                                  (Component.cable(h, rail, 'down'), (f'leaf>{h}',), h)]
+            out['HCA port'].append((Component.port(h, rail), (f'{h}>leaf', f'leaf>{h}'), h))
         if len(self.leaves) > 1:
             for leaf in self.leaves:
                 for q in range(self.spines):
-                    out['leaf uplink'].append((f'uplink {leaf}>spine{q}', (f'{leaf}>spine{q}',), None))
-                    out['leaf downlink'].append((f'downlink spine{q}>{leaf}', (f'spine{q}>{leaf}',), None))
+                    out['leaf uplink'].append((Component.uplink(leaf, q), (f'{leaf}>spine{q}',), None))
+                    out['leaf downlink'].append((Component.downlink(q, leaf), (f'spine{q}>{leaf}',), None))
         return {k: v for k, v in out.items() if v}
 
     def random_faults(self, count, loss, rng, latency=0.0, kind=None):
@@ -180,16 +180,15 @@ class World:
 
     def switch_fault(self, leaf, loss):
         """Leaf switch ``leaf`` slow: every link through it, both directions."""
-        device, port = self.rail
-        rail = f'{device}/{port}'
-        links, parts = [], set()
+        rail, links, parts = self.rail, [], set()
         for h in self.leaves[leaf]:
             links += [f'{h}>leaf', f'leaf>{h}']
-            parts |= {f'node {h}', f'port {h}:{rail}', f'cable {h}:{rail} up', f'cable {h}:{rail} down'}
+            parts |= {Component.node(h), Component.port(h, rail), Component.cable(h, rail, 'up'),
+                      Component.cable(h, rail, 'down')}
         if len(self.leaves) > 1:
             for q in range(self.spines):
                 links += [f'{leaf}>spine{q}', f'spine{q}>{leaf}']
-                parts |= {f'uplink {leaf}>spine{q}', f'downlink spine{q}>{leaf}', f'spine link {leaf}-spine{q}'}
+                parts |= _trunk(leaf, q)
         return Fault('leaf switch', f'switch {leaf}', tuple(links), loss, None, 0.0, frozenset(parts))
 
     def spine_fault(self, q, loss):
@@ -197,7 +196,7 @@ class World:
         links, parts = [], set()
         for leaf in self.leaves:
             links += [f'{leaf}>spine{q}', f'spine{q}>{leaf}']
-            parts |= {f'uplink {leaf}>spine{q}', f'downlink spine{q}>{leaf}', f'spine link {leaf}-spine{q}'}
+            parts |= _trunk(leaf, q)
         return Fault('spine switch', f'switch spine{q}', tuple(links), loss, None, 0.0, frozenset(parts))
 
     # -- a night -----------------------------------------------------------------------------------
@@ -280,3 +279,8 @@ class Night:
             out.append({'round': round_label, 'src': s, 'dst': d, 'rail': world.rail,
                         'bw': share * factor * self._noise(), 'lat': latency.get(frozenset((s, d)))})
         return out
+
+
+def _trunk(leaf, q):
+    """The components of the trunk between ``leaf`` and spine ``q``: each direction and both."""
+    return {Component.uplink(leaf, q), Component.downlink(q, leaf), Component.spine_link(leaf, q)}

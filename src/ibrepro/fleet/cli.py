@@ -1,191 +1,22 @@
-"""The fleet: which node, HCA port or PCIe link is degraded, among the nodes of a partition.
-
-The first part of the fleet capability is the per-node state sweep: every node reads its own topology
-(:func:`ibrepro.topology.read_sysfs`: ports, each PCIe link up to the root port, error counters, firmware and board
-id, the HCA's NUMA node), and :func:`judge` names what is wrong with it, component by component:
-
-* against what the partition expects (its extras ``rdma_devices`` x ``ib_ports``, ``expected_port``
-  ``{'width': 4, 'speed': 'HDR'}``, ``hca_numa_node``, ``gpu_hca_distance``): a port that is not ACTIVE, a port
-  trained to fewer lanes or a lower speed, an HCA on another NUMA node than the one jobs are bound near, a GPU
-  whose nearest HCA is farther on PCIe than the partition's nodes are built (``'PIX'``: one switch;
-  :data:`ibrepro.topology.DISTANCES`);
-* against physics: a PCIe link trained below the lesser of its two ends' maxima (a card in a slot that can more;
-  a Gen5 card in a Gen4 slot is capped, not degraded: :func:`ibrepro.topology.pcie_path`);
-* against the fleet: per board id, the firmware, port rate and PCIe link most nodes have (a node that differs is
-  named, with how many nodes have what);
-* against itself: error counters that rose between two readings (before and after traffic).
-
-A device whose driver exports no counters or no PCIe attributes (mlx4, soft-RoCE) is skipped for that part, and
-the sweep says so: an unread component is never a healthy one. Components are named ``host:device/port`` (a port),
-``host:device`` (an HCA), ``host:pcie:<lower>-<upper>`` (a PCIe link), ``host:gpu:<address>`` (a GPU).
-"""
+"""``ibrepro fleet``: the sweep's node and judge commands, the night's analysis, its simulation and its
+verdict (each subcommand imports what it needs: ``fleet node`` runs on a compute node's own Python)."""
 
 import argparse
-import collections
 import json
-import socket
 import sys
 from pathlib import Path
 
-from . import topology as ibtopology
-from . import trust
-from .fleet_plan import HOST_NAME
-from .fleet_world import ROUTINGS
-
-
-def _fault(component, what, evidence):
-    return {'component': component, 'fault': what, 'evidence': evidence}
-
-
-def _gts(speed):
-    return f'{speed:g} GT/s'
-
-
-def _expected_rails(expected):
-    devices = expected.get('rdma_devices') or []
-    ports = int(expected.get('ib_ports', 1) or 1)
-    return {(d, p) for d in devices for p in range(1, ports + 1)}
-
-
-def judge(host, topo, expected=None):
-    """``(faults, skipped)`` of one node: each fault a dict (component, fault, evidence); each skip a line saying
-    which part of which device could not be read and why."""
-    expected = expected or {}
-    faults, skipped = [], []
-    devices = {d['name']: d for d in topo.get('devices') or [] if d.get('kind') == 'hca'}
-    rails = _expected_rails(expected)
-    for device, port in sorted(rails):
-        if device not in devices or not any(p.get('port') == port for p in devices[device].get('ports') or []):
-            faults.append(_fault(f'{host}:{device}/{port}', 'missing',
-                                 f'the partition has rail {device}:{port}; the node has '
-                                 f'{", ".join(sorted(devices)) or "no HCA"}'))
-    want = expected.get('expected_port') or {}
-    for name, dev in sorted(devices.items()):
-        for port in dev.get('ports') or []:
-            component = f'{host}:{name}/{port.get("port")}'
-            if rails and (name, port.get('port')) not in rails:
-                continue                        # a port the partition does not use (e.g. a management NIC)
-            if port.get('state') != 'ACTIVE':
-                faults.append(_fault(component, 'port not active',
-                                     f'state {port.get("state")}, physical state {port.get("phys_state")}'))
-                continue
-            width, speed = port.get('width'), port.get('speed')
-            if want.get('width') and width is not None and width < int(want['width']):
-                faults.append(_fault(component, 'port width', f'{port.get("rate")}: {width}X, the partition '
-                                                              f'expects {want["width"]}X'))
-            if want.get('speed') and speed and speed != want['speed']:
-                faults.append(_fault(component, 'port speed', f'{port.get("rate")}: {speed}, the partition '
-                                                              f'expects {want["speed"]}'))
-            if port.get('counters') is None:
-                skipped.append(f'{component}: no error counters (ports/{port.get("port")}/counters): not judged')
-        pci = dev.get('pci')
-        if not pci:
-            skipped.append(f'{host}:{name}: no PCI function: PCIe path and NUMA node not judged')
-            continue
-        if not pci.get('path'):
-            skipped.append(f'{host}:{name}: no PCIe link attributes above {pci.get("address")}: path not judged')
-        faults += _degraded_links(host, pci, name)
-        # {device: node} (each HCA against its own: a node with an HCA per socket), or one node for every device
-        numa = expected.get('hca_numa_node')
-        numa = numa.get(name) if isinstance(numa, dict) else numa
-        if numa is not None and pci.get('numa_node') is not None and pci['numa_node'] != numa:
-            faults.append(_fault(f'{host}:{name}', 'HCA NUMA node',
-                                 f'on NUMA node {pci["numa_node"]}; the partition binds jobs near node {numa}'))
-    farthest = expected.get('gpu_hca_distance')      # the partition's: each GPU has an HCA at least this near
-    for gpu in topo.get('gpus') or []:     # a GPU's bus as an HCA's: a link below what both its ends can
-        name, pci = gpu.get('name'), gpu.get('pci') or {}
-        if not pci.get('path'):
-            skipped.append(f'{host}:gpu:{name}: no PCIe link attributes above it: path not judged')
-        faults += _degraded_links(host, pci, f'GPU {name}')
-        distances = gpu.get('hca_distance') or {}
-        if farthest in ibtopology.DISTANCES and distances:
-            hca, nearest = min(distances.items(), key=lambda kv: (ibtopology._rank(kv[1]), kv[0]))
-            if ibtopology._rank(nearest) > ibtopology.DISTANCES.index(farthest):
-                faults.append(_fault(f'{host}:gpu:{name}', 'GPU far from its HCA',
-                                     f'its nearest HCA is {hca} at {nearest}; the partition expects '
-                                     f'{farthest} or nearer (GPUDirect RDMA crosses that path)'))
-    return faults, skipped
-
-
-def _degraded_links(host, pci, whose):
-    """The faults of the PCIe links of ``pci``'s path trained below what both their ends can (``whose`` path)."""
-    return [_fault(f'{host}:pcie:{link["lower"]}-{link["upper"]}', 'PCIe link degraded',
-                   f'trained to {_gts(link["speed"])} x{link["width"]}; both ends can '
-                   f'{_gts(link["can_speed"])} x{link["can_width"]} ({whose})')
-            for link in pci.get('path') or [] if link['degraded']]
-
-
-def counter_faults(host, before, after):
-    """Faults of the ports whose error counters rose between two readings of one node's topology."""
-    def counters(topo):
-        return {(d['name'], p.get('port')): p.get('counters') or {}
-                for d in topo.get('devices') or [] for p in d.get('ports') or []}
-    was = counters(before)
-    faults = []
-    for (name, port), now in sorted(counters(after).items()):
-        rose = {k: v - was.get((name, port), {}).get(k, v) for k, v in now.items()
-                if isinstance(v, int) and v > was.get((name, port), {}).get(k, v)}
-        if rose:
-            faults.append(_fault(f'{host}:{name}/{port}', 'error counters rose',
-                                 ', '.join(f'{k} +{n}' for k, n in sorted(rose.items()))))
-    return faults
-
-
-def _traits(dev):
-    """What nodes with the same board should share: firmware, each port's rate, the card's PCIe link."""
-    pci = dev.get('pci') or {}
-    return {'firmware': dev.get('fw_ver'),
-            'port rate': ', '.join(f'{p.get("port")}: {p.get("rate")}' for p in dev.get('ports') or []),
-            'PCIe link': pci.get('bus_spec')}
-
-
-def fleet_deviations(states):
-    """Faults of the nodes that differ from most nodes with the same board id (``states``: host -> topology).
-    A trait is judged only where a strict majority of the board's nodes agree on it."""
-    boards = collections.defaultdict(list)       # (board id, device name) -> [(host, device)]
-    for host, topo in sorted(states.items()):
-        for dev in topo.get('devices') or []:
-            if dev.get('kind') == 'hca' and dev.get('board_id'):
-                boards[(dev['board_id'], dev['name'])].append((host, dev))
-    faults = []
-    for (board, name), members in sorted(boards.items()):
-        for trait in ('firmware', 'port rate', 'PCIe link'):
-            values = collections.Counter(_traits(dev)[trait] for _, dev in members)
-            common, count = values.most_common(1)[0]
-            if common is None or count * 2 <= len(members):
-                continue
-            for host, dev in members:
-                value = _traits(dev)[trait]
-                if value != common:
-                    faults.append(_fault(f'{host}:{name}', f'{trait} differs from the fleet',
-                                         f'{value}; {count} of {len(members)} nodes with board {board} have '
-                                         f'{common}'))
-    return faults
-
-
-def sweep(states, expected=None):
-    """Judge every node of a sweep (``states``: host -> topology): ``{'faults': [...], 'skipped': [...],
-    'nodes': N}``, the faults sorted by component."""
-    faults, skipped = [], []
-    for host, topo in sorted(states.items()):
-        f, s = judge(host, topo, expected)
-        faults += f
-        skipped += s
-    faults += fleet_deviations(states)
-    return {'nodes': len(states), 'faults': sorted(faults, key=lambda f: (f['component'], f['fault'])),
-            'skipped': skipped}
-
-
-def read_node(sysfs=ibtopology.SYSFS):
-    """This node's topology as the sweep reads it."""
-    return ibtopology.read_sysfs(sysfs)
+from .. import topology as ibtopology
+from .. import trust
+from . import sweep as fleet_sweep
+from .world import ROUTINGS
 
 
 # -- command line ------------------------------------------------------------------------------
 
 def add_cli(subparsers):
     p = subparsers.add_parser('fleet', help='the state of every node of a partition: what is degraded, where',
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                              description=fleet_sweep.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest='fleet_command')
     sub.required = True         # not add_subparsers(required=...): 3.7, and `fleet node` runs on a node's 3.6
     node = sub.add_parser('node', help="print this node's state as one JSON line (what a sweep's task runs)")
@@ -211,35 +42,8 @@ def add_cli(subparsers):
     verdict.set_defaults(func=_cli_verdict)
 
 
-def node_line(sysfs=ibtopology.SYSFS):
-    """One node's sweep record: its host name and topology, as one JSON line."""
-    return json.dumps({'host': socket.gethostname(), 'topology': read_node(sysfs)})
-
-
-def read_lines(texts):
-    """``(states, problems)`` from sweep outputs: host -> topology, and what could not be read (named)."""
-    states, problems = {}, []
-    for where, text in texts:
-        for number, line in enumerate(text.splitlines(), 1):
-            if not line.startswith('{'):
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as err:
-                problems.append(f'{where}:{number}: not JSON ({err})')
-                continue
-            host, topo = record.get('host'), record.get('topology')
-            if not (isinstance(host, str) and HOST_NAME.fullmatch(host) and isinstance(topo, dict)):
-                problems.append(f'{where}:{number}: no host name and topology')
-            elif host in states:
-                problems.append(f'{where}:{number}: host {host} twice (one task per node expected)')
-            else:
-                states[host] = topo
-    return states, problems
-
-
 def _cli_node(args):
-    print(node_line(args.sysfs))
+    print(fleet_sweep.node_line(args.sysfs))
     return 0
 
 
@@ -256,13 +60,13 @@ def _cli_sweep(args):
     except ValueError as err:
         print(f'ibrepro fleet: --expected: not JSON: {err}', file=sys.stderr)
         return 2
-    states, problems = read_lines(texts)
+    states, problems = fleet_sweep.read_lines(texts)
     for problem in problems:
         print(f'ibrepro fleet: {problem}', file=sys.stderr)
     if not states:
         print('ibrepro fleet: no node state read', file=sys.stderr)
         return 2
-    result = sweep(states, expected if isinstance(expected, dict) else {})
+    result = fleet_sweep.sweep(states, expected if isinstance(expected, dict) else {})
     for f in result['faults']:
         print(f"FAULT {f['component']}: {f['fault']}: {f['evidence']}")
     for line in result['skipped']:
@@ -274,7 +78,7 @@ def _cli_sweep(args):
 
 
 def _cli_verdict(args):
-    from . import fleet_drain
+    from . import drain as fleet_drain
     if not (args.sweep or args.analysis):
         print('ibrepro fleet verdict: give --sweep and/or --analysis (nothing to judge)', file=sys.stderr)
         return 2
@@ -311,7 +115,7 @@ def _cli_verdict(args):
     return 2 if failed else (1 if bad or links else 2 if untested else 0)
 
 
-# -- pair rounds: analyse and simulate (ibrepro.fleet_plan, fleet_localise, fleet_simulate) -----------------
+# -- pair rounds: analyse and simulate (ibrepro.fleet.plan, .localise, .simulate) ---------------------------
 
 def _add_pair_round_cli(sub):
     analyse = sub.add_parser('analyse', help="name the components that made a night's pair-round flows slow")
@@ -374,10 +178,10 @@ def _add_pair_round_cli(sub):
 
 def _noise_reports(paths):
     """The run reports ``--noise-from`` names, or without paths the sessions stored in the results database (the
-    pair-round nights of the last :data:`ibrepro.fleet_rounds.STORED_NIGHTS`)."""
-    from . import fleet_rounds
+    pair-round nights of the last :data:`ibrepro.fleet.history.STORED_NIGHTS`)."""
+    from . import history as fleet_history
     if not paths:
-        return fleet_rounds.night_reports(last=fleet_rounds.STORED_NIGHTS, problems=[])
+        return fleet_history.night_reports(last=fleet_history.STORED_NIGHTS, problems=[])
     reports = []
     for path in paths:
         try:
@@ -391,14 +195,16 @@ def _noise_reports(paths):
 
 
 def _load_topology(path):
-    """(leaves, spines) of a topology.conf or JSON file (:func:`ibrepro.fleet_rounds.load_topology`)."""
-    from . import fleet_rounds
-    return fleet_rounds.load_topology(Path(path).read_text())
+    """(leaves, spines) of a topology.conf or JSON file (:func:`ibrepro.fleet.night.load_topology`)."""
+    from . import night as fleet_night
+    return fleet_night.load_topology(Path(path).read_text())
 
 
 def _cli_analyse(args):
-    from . import fleet_localise, fleet_plan
-    from . import fleet_rounds, paths, results
+    from .. import paths, results
+    from . import history as fleet_history
+    from . import localise as fleet_localise
+    from . import plan as fleet_plan
     if bool(args.flows) == bool(args.session):
         print('ibrepro fleet analyse: give a flows file or --session UUID', file=sys.stderr)
         return 2
@@ -410,12 +216,12 @@ def _cli_analyse(args):
                 raise ValueError(f'no stored session {args.session} in {paths.results_db()}')
             data = reports[0]
             # judged as its check judged it: with the pair-round nights stored before it
-            history, used = fleet_rounds.history_before(data)
+            history, used = fleet_history.history_before(data)
             print(f'history: {len(used)} pair-round night(s) stored before it')
         else:
             data = json.loads(Path(args.flows).read_text())
         if isinstance(data, dict) and 'runs' in data:         # a run report: the pair-round cases' variables
-            data = fleet_rounds.from_report(data)
+            data = fleet_history.from_report(data)
             if data is None:
                 raise ValueError('the run report has no pair-round case (fleet_flows)')
         records = data.get('flows', []) if isinstance(data, dict) else data
@@ -423,7 +229,7 @@ def _cli_analyse(args):
         if args.topology:
             fabric = fleet_plan.fabric_from_leaves(*_load_topology(args.topology))
         else:                       # a pair-round case's JSON carries its fabric
-            fabric = fleet_rounds.night_fabric(data, flows)
+            fabric = fleet_history.night_fabric(data, flows)
         again = fleet_localise.read_flows(data.get('confirmation', [])) if isinstance(data, dict) else []
         if args.confirmation:
             again_data = json.loads(Path(args.confirmation).read_text())
@@ -471,7 +277,8 @@ def _cli_analyse(args):
 
 
 def _cli_simulate(args):
-    from . import fleet_simulate, results
+    from .. import results
+    from . import simulate as fleet_simulate
     try:
         loss, latency, kind = fleet_simulate.parse_fault(args.fault)
         tail = fleet_simulate.parse_tail(args.tail) if args.tail else (0.0, 0.0)

@@ -2,7 +2,7 @@
 ``dump_lfts`` (each switch's linear forwarding table: destination LID -> out port), both from infiniband-diags.
 
 The fleet's pair rounds assume destination-mod-k over the node order of Slurm's ``topology.conf``
-(:mod:`ibrepro.fleet_plan`). A fabric may route otherwise (another engine, nodes cabled out of the names' order):
+(:mod:`ibrepro.fleet.plan`). A fabric may route otherwise (another engine, nodes cabled out of the names' order):
 then a flow crosses other leaf-spine links than the plan thinks, and a slow uplink would be blamed on a healthy one.
 :func:`read` turns the two outputs into what the plan needs: the leaves with their nodes in port order, the spines,
 and for every (source leaf, destination node) the spine its flows cross; :func:`differences` says where that is not

@@ -2,7 +2,7 @@
 
 Input: the night's flows (:func:`read_flows`), each keyed by round, host, device, port, peer and direction
 ('send': host -> peer, 'recv': peer -> host), with its bandwidth (and optionally latency), and the fabric
-(:class:`ibrepro.fleet_plan.Fabric`: leaves, spines, destination-mod-k routing). Each flow crosses a known set of
+(:class:`ibrepro.fleet.plan.Fabric`: leaves, spines, destination-mod-k routing). Each flow crosses a known set of
 components (:meth:`Fabric.components`: its two nodes, HCA ports, the sender's cable up, the receiver's cable down,
 between leaves an uplink, a downlink and two leaf-spine cables).
 
@@ -46,7 +46,7 @@ Method (:func:`localise`):
    pair is either end of it, and a leaf-spine link, crossed in two rounds, is never found flapping). Each leaf's
    effect in each round is taken out first (a leaf's load moves all its flows). Explain-away and Benjamini-Hochberg
    as steps 4-5 (at ``flap_alpha``), on the flows through no steady suspect; a flapping suspect is re-tested
-   ``FLAP_REPEATS`` times with a good partner (:func:`ibrepro.fleet_plan.confirmation_rounds`) and named as flapping
+   ``FLAP_REPEATS`` times with a good partner (:func:`ibrepro.fleet.plan.confirmation_rounds`) and named as flapping
    when slow in ``k >= 1`` of them with ``m * P(Binomial(m, p_k) >= k) <= alpha`` (:func:`_judge_flapping`).
 
 Latency (RDMA nights, whose flows carry the pair's ``ib_send_lat``): the same steps 1-5 over one latency flow per
@@ -56,7 +56,7 @@ and ``min_latency_increase`` for the effect. A ping-pong crosses both directions
 port and node are one latency hypothesis, as are the two directions of a path. Latency has its own history, as
 bandwidth's (a component's past latency effects): a node whose ping-pongs are always slower is its normal.
 
-Confirmation (:func:`confirm`): the suspects' re-run flows (:func:`ibrepro.fleet_plan.confirmation_rounds`:
+Confirmation (:func:`confirm`): the suspects' re-run flows (:func:`ibrepro.fleet.plan.confirmation_rounds`:
 leaf-spine links loaded with as many flows as they have cables, beside them node-side suspects with known-good
 partners)
 against the same reference and the night's noise (the suspects' own flows left out): a suspect is named only
@@ -71,9 +71,10 @@ import math
 import statistics
 from typing import Optional
 
-from . import stats
-from .compat import dataclasses, fmean
-from .fleet_plan import LINK_CONFIRMATION, LINK_KINDS, NO_TOPOLOGY, base_label, repetition
+from .. import stats
+from ..compat import dataclasses, fmean
+from .component import Component, component_or_none
+from .plan import LINK_CONFIRMATION, NO_TOPOLOGY, base_label, repetition
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +135,7 @@ def latency_flows(flows):
 
 
 def crossed(fabric, f):
-    """The components a flow crosses: its direction's (:meth:`~ibrepro.fleet_plan.Fabric.components`), a
+    """The components a flow crosses: its direction's (:meth:`~ibrepro.fleet.plan.Fabric.components`), a
     ping-pong's (``both``) both directions'."""
     out = fabric.components(f['src'], f['dst'], f['rail'])
     if f.get('both'):
@@ -429,8 +430,8 @@ def hypotheses_of(flows, fabric):
 
 def _specificity(component):
     """Most specific first: a cable before a port before a node."""
-    order = ('cable', 'uplink', 'downlink', 'spine', 'port', 'node')
-    kind = component.split(' ', 1)[0]
+    order = ('cable', 'uplink', 'downlink', 'spine link', 'port', 'node')
+    kind = getattr(component_or_none(component), 'kind', None)
     return (order.index(kind) if kind in order else len(order), component)
 
 
@@ -646,7 +647,8 @@ def evidence(metric, f, res):
 
 def _node_side(member, host):
     """The component ``member`` is on ``host``'s side (the node, its port, its cable up or down)."""
-    return member == f'node {host}' or member.startswith((f'port {host}:', f'cable {host}:'))
+    c = component_or_none(member)
+    return c is not None and c.on_host(host)
 
 
 def suspect_hosts(suspects, fabric):
@@ -660,7 +662,7 @@ def _receiver(members, fabric):
     against the fabric's nodes, not parsed out of the names (a stored name may hold anything)."""
     for host in fabric.nodes:
         for m in members:
-            if _node_side(m, host) and not m.endswith(' up'):
+            if _node_side(m, host) and Component(m).direction != 'up':
                 return host
     return None
 
@@ -684,7 +686,7 @@ def _downlink_alternatives(suspects, fabric, bw):
         q, leaf = fabric.spine_for(host), fabric.leaf_of(host)
         if not [n for n in fabric.leaves[leaf] if n != host and fabric.spine_for(n) == q]:
             continue                  # the link's only receiver: tonight's flows told them apart already
-        link = f'downlink spine{q}>{leaf}'
+        link = Component.downlink(q, leaf)
         name = next((n for n, (members, _) in hyps.items() if link in members), None)
         if name is None or link in taken:
             continue                  # no flow crossed it tonight, or it is a suspect already
@@ -702,7 +704,7 @@ def _downlink_alternatives(suspects, fabric, bw):
 
 def is_link(suspect):
     """A leaf-spine link hypothesis (its most specific member is one): confirmed by loading the link."""
-    return suspect.members[0].split(' ', 1)[0] in LINK_KINDS
+    return getattr(component_or_none(suspect.members[0]), 'is_link', False)
 
 
 def confirm(result, confirmation_flows, fabric):
@@ -775,7 +777,7 @@ def confirm(result, confirmation_flows, fabric):
 
 def _judge_flapping(s, flows, fabric, result, links, suspected):
     """Confirm or clear a flapping suspect (:func:`localise`, 7) by its repetitions (its flows' labels,
-    :func:`ibrepro.fleet_plan.repetition`): each repetition's flows through it as one aggregate against their
+    :func:`ibrepro.fleet.plan.repetition`): each repetition's flows through it as one aggregate against their
     references (a link: the flows that loaded it; a node side: those through no suspect link), slow when beyond the
     named effect, with the noise's p of one so slow; confirmed when slow in ``k >= 1`` of the ``m`` repetitions
     with ``m * P(Binomial(m, p_k) >= k) <= alpha`` (:func:`slow_in_some`)."""
@@ -813,14 +815,14 @@ def untested(flows, fabric):
     every = set()
     for device, port in rails:
         for h in fabric.nodes:
-            every.add(f'node {h}')
+            every.add(Component.node(h))
             if fabric.has_topology:
-                every |= {f'port {h}:{device}/{port}', f'cable {h}:{device}/{port} up',
-                          f'cable {h}:{device}/{port} down'}
+                every |= {Component.port(h, (device, port)), Component.cable(h, (device, port), 'up'),
+                          Component.cable(h, (device, port), 'down')}
     if fabric.has_topology and len(fabric.leaves) > 1:
         for leaf in fabric.leaves:
             for q in range(fabric.spines):
-                every |= {f'uplink {leaf}>spine{q}', f'downlink spine{q}>{leaf}', f'spine link {leaf}-spine{q}'}
+                every |= {Component.uplink(leaf, q), Component.downlink(q, leaf), Component.spine_link(leaf, q)}
     return sorted(every - seen)
 
 

@@ -23,7 +23,7 @@ Every round is a set of disjoint node pairs; each pair runs both directions at o
   flows are a permutation of the spines, so every uplink ``A -> spine q`` and every downlink ``spine q -> B``
   carries exactly one flow per direction: no contention, and each measured flow speaks for its own links. The
   shift of 1 in round 2 makes a node's cable meet another uplink than in round 1, so a slow node cable and a slow
-  uplink have different flow signatures (explain-away in :mod:`ibrepro.fleet_localise`). A leaf left over (odd
+  uplink have different flow signatures (explain-away in :mod:`ibrepro.fleet.localise`). A leaf left over (odd
   number of leaves) pairs its nodes within itself in that round.
 * one leaf only (or no topology): three rounds of the round-robin tournament over its nodes (three partners per
   node, so a node's cable is seen in three flows per direction).
@@ -46,11 +46,8 @@ more job. ``16`` is :data:`JOB_NODES`, the check's ``IBREPRO_FLEET_JOB_NODES``.
 import math
 import re
 
-from .compat import dataclasses, removeprefix
-
-#: A plain host name (what Slurm's NodeName and NHC's $HOSTNAME are): sweep lines, flows' hosts and verdicts
-#: accept no other.
-HOST_NAME = re.compile(r'[A-Za-z0-9][A-Za-z0-9_.-]{0,252}')
+from ..compat import dataclasses
+from .component import HOST_NAME, Component
 
 #: What the localiser can say without a topology.
 NO_TOPOLOGY = 'no topology: localised to node'
@@ -218,17 +215,17 @@ class Fabric:
         ports, the sender's cable upward and the receiver's cable downward, and between leaves the uplink
         ``leaf > spine`` and downlink ``spine > leaf`` (and each one's leaf-spine cable, both directions)."""
         device, port = rail or self.rails[0]
-        out = [f'node {src}', f'node {dst}']
+        out = [Component.node(src), Component.node(dst)]
         if not self.has_topology:
             return out
-        rail_name = f'{device}/{port}'
-        out += [f'port {src}:{rail_name}', f'port {dst}:{rail_name}',
-                f'cable {src}:{rail_name} up', f'cable {dst}:{rail_name} down']
+        rail = (device, port)
+        out += [Component.port(src, rail), Component.port(dst, rail),
+                Component.cable(src, rail, 'up'), Component.cable(dst, rail, 'down')]
         a, b = self.leaf_of(src), self.leaf_of(dst)
         if a != b:
             q = self.spine_for(dst, a)
-            out += [f'uplink {a}>spine{q}', f'downlink spine{q}>{b}',
-                    f'spine link {a}-spine{q}', f'spine link {b}-spine{q}']
+            out += [Component.uplink(a, q), Component.downlink(q, b),
+                    Component.spine_link(a, q), Component.spine_link(b, q)]
         return out
 
     def directed_links(self, src, dst):
@@ -306,7 +303,7 @@ def routes_json(fabric):
 
 
 def fabric_from_routes(found, rails=(('mlx5_0', 1),)):
-    """The fabric as its own tables describe it (:func:`ibrepro.fleet_routes.read`): leaves with their nodes in
+    """The fabric as its own tables describe it (:func:`ibrepro.fleet.routes.read`): leaves with their nodes in
     port order, the spines numbered in their names' sorted order, and its routes."""
     index = {name: q for q, name in enumerate(found['spines'])}
     return fabric_from_leaves(found['leaves'], len(found['spines']), rails,
@@ -436,10 +433,9 @@ def confirmation_job_needed(fabric, jobs):
 
 #: the confirmation rounds' names (``confirmation``, ``confirmation-1``) and the label of the flows that load a
 #: suspect leaf-spine link (flows keep these labels as their ``round``, so
-#: :func:`ibrepro.fleet_localise.confirm` judges each suspect on its own flows)
+#: :func:`ibrepro.fleet.localise.confirm` judges each suspect on its own flows)
 NODE_CONFIRMATION = 'confirmation'
 LINK_CONFIRMATION = 'confirmation-links'
-LINK_KINDS = ('uplink', 'downlink', 'spine')
 #: how many times a flapping suspect (slow in some of the night's rounds only) is re-tested: the first
 #: confirmation round and ``FLAP_REPEATS - 1`` more (``confirmation-repeat-2``, ...), so that a component slow in
 #: half the rounds is slow in at least one of them 7 times in 8
@@ -508,9 +504,10 @@ def confirmation_rounds(suspects, fabric, good, flapping=()):
 def _confirmation_run(suspects, fabric, good, suspect_links=None):
     """One re-test of each of ``suspects`` (:func:`confirmation_rounds`); node-side ones through no leaf-spine link
     among ``suspect_links`` (default: the suspects')."""
-    node_side = [s for s in suspects if s.split(' ', 1)[0] not in LINK_KINDS]
-    links = [s for s in suspects if s.split(' ', 1)[0] in LINK_KINDS]
-    avoid = [s for s in (suspects if suspect_links is None else suspect_links) if s.split(' ', 1)[0] in LINK_KINDS]
+    suspects = [Component(s) for s in suspects]
+    node_side = [s for s in suspects if not s.is_link]
+    links = [s for s in suspects if s.is_link]
+    avoid = [s for s in (suspects if suspect_links is None else map(Component, suspect_links)) if s.is_link]
     loaded = link_confirmation_pairs(links, fabric, good, avoid=[s for s in avoid if s not in links])
     node_rounds = confirmation_pairs(node_side, fabric, good, taken=loaded, suspect_links=avoid) or [[]]
     out = []
@@ -558,10 +555,9 @@ def confirmation_pairs(suspects, fabric, good, *, taken=(), suspect_links=()):
 
     new_round(taken)
     for suspect in suspects:
-        kind, _, rest = suspect.partition(' ')
-        if kind not in ('node', 'port', 'cable'):
+        host = Component(suspect).host
+        if host is None:
             raise ValueError(f'not a node-side component: {suspect!r}')
-        host = rest.split(':')[0].split(' ')[0]
         if fabric.has_topology:
             leaf = fabric.leaf_of(host)
             candidates = ([n for n in good if n != host and fabric.leaf_of(n) == leaf]
@@ -586,15 +582,7 @@ def _trunks(fabric, a, b):
 
 def _directed(suspect_links):
     """The directed leaf-spine links (``leaf1>spine0``, ``spine0>leaf2``) of suspect link components."""
-    out = set()
-    for s in suspect_links:
-        kind, _, rest = s.partition(' ')
-        if kind in ('uplink', 'downlink'):
-            out.add(rest)
-        elif kind == 'spine':
-            leaf, spine = rest.split(' ', 1)[-1].split('-')
-            out |= {f'{leaf}>{spine}', f'{spine}>{leaf}'}
-    return out
+    return {d for s in suspect_links for d in Component(s).directed_links()}
 
 
 def link_confirmation_pairs(links, fabric, good, avoid=()):
@@ -603,7 +591,7 @@ def link_confirmation_pairs(links, fabric, good, avoid=()):
     more than the rate left (one flow is capped by its own cables). For ``uplink A>spine q``: senders on ``A``,
     receivers on other leaves at positions routed through spine ``q``; for ``downlink spine q>B`` (and ``spine link
     B-spine q``) receivers on ``B`` at those positions, senders on other leaves. Good nodes first, then suspected
-    ones (their own effect is taken out when the link is judged, :func:`ibrepro.fleet_localise.confirm`).
+    ones (their own effect is taken out when the link is judged, :func:`ibrepro.fleet.localise.confirm`).
 
     A pair runs both directions, so a pair is taken only when, with every pair before it, neither of its flows
     puts more flows on a leaf-spine link than the link has cables (:meth:`Fabric.link_width`) nor crosses another
@@ -624,20 +612,11 @@ def link_confirmation_pairs(links, fabric, good, avoid=()):
                    for link in _trunks(fabric, a, b))
 
     for link in links:
-        kind, _, rest = link.partition(' ')
-        if kind == 'uplink':
-            leaf, spine = rest.split('>')
-            up = True
-        elif kind == 'downlink':
-            spine, leaf = rest.split('>')
-            up = False
-        elif kind == 'spine':
-            leaf, spine = rest.split(' ', 1)[-1].split('-')
-            up = False
-        else:
+        link = Component(link)
+        if not link.is_link:
             raise ValueError(f'not a leaf-spine link: {link!r}')
-        q = int(removeprefix(spine, 'spine'))
-        own = _directed([link])
+        leaf, q, up = link.leaf, link.spine, link.kind == 'uplink'
+        own = link.directed_links()
         on_leaf = [n for n in fabric.nodes if fabric.leaf_of(n) == leaf]
         elsewhere = [n for n in fabric.nodes if fabric.leaf_of(n) != leaf]
         if up:       # senders on the leaf, receivers routed through spine q

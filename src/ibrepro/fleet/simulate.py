@@ -1,11 +1,11 @@
 """``ibrepro fleet simulate``: the pair rounds, the localiser and the confirmation driven by a simulated fabric
-(:mod:`ibrepro.fleet_world`, written apart from the judge), injected faults, with two baselines in the same
+(:mod:`ibrepro.fleet.world`, written apart from the judge), injected faults, with two baselines in the same
 harness. Results are simulated.
 
 The world
 ---------
-* Fabric: the plan's :func:`ibrepro.fleet_plan.fat_tree` names (``N`` nodes, ``leaf_size`` (16) per leaf,
-  ``spines`` = ``leaf_size / oversubscription`` unless given); the world (:class:`ibrepro.fleet_world.World`) has
+* Fabric: the plan's :func:`ibrepro.fleet.plan.fat_tree` names (``N`` nodes, ``leaf_size`` (16) per leaf,
+  ``spines`` = ``leaf_size / oversubscription`` unless given); the world (:class:`ibrepro.fleet.world.World`) has
   its own routing (``plan``: destination-mod-k; ``permuted``: another LFT; ``adaptive``), its own cables per
   leaf-spine link (fewer than the plan believes when oversubscribed), links of ``link_capacity`` (MB/s; the
   default 25000 is 200 Gb/s, 4x HDR signalling: a nominal rate, not a measurement).
@@ -28,9 +28,9 @@ The world
 
 The harnesses
 -------------
-* ibrepro: the three rounds of :func:`ibrepro.fleet_plan.pair_rounds`, :func:`ibrepro.fleet_localise.localise`,
-  then for the suspects one confirmation run (:func:`ibrepro.fleet_plan.confirmation_rounds`, simulated with the
-  fault still there and fresh noise, contention counted) and :func:`ibrepro.fleet_localise.confirm`.
+* ibrepro: the three rounds of :func:`ibrepro.fleet.plan.pair_rounds`, :func:`ibrepro.fleet.localise.localise`,
+  then for the suspects one confirmation run (:func:`ibrepro.fleet.plan.confirmation_rounds`, simulated with the
+  fault still there and fresh noise, contention counted) and :func:`ibrepro.fleet.localise.confirm`.
 * ClusterKit-like: all N-1 round-robin rounds of pairs, both directions; a pair is bad when either direction is
   below 93 % of the best pair's (or, with latencies, its latency above 2.1x the best pair's); a node is named
   when most of its pairs are bad. (The halving re-test rounds are
@@ -57,8 +57,11 @@ import statistics
 
 import numpy as np
 
-from . import fleet_localise, fleet_plan, fleet_world, results, stats
-from .fleet_world import FAULT_KINDS, NOMINAL_LINK_MBPS, Fault, Model  # noqa: F401  (the CLI's and tests' names)
+from .. import results, stats
+from . import localise as fleet_localise
+from . import plan as fleet_plan
+from . import world as fleet_world
+from .world import FAULT_KINDS, NOMINAL_LINK_MBPS, Fault, Model  # noqa: F401  (the CLI's and tests' names)
 
 #: Modelled default noise CV (an assumption, not a measurement: see the module doc).
 MODELLED_NOISE_CV = 0.01
@@ -69,14 +72,14 @@ CLUSTERKIT_LATENCY = 2.1
 
 
 def _fault_free_nights(reports):
-    """Per report, per system: the pair-round nights (:func:`ibrepro.fleet_rounds.from_report`) that named
+    """Per report, per system: the pair-round nights (:func:`ibrepro.fleet.history.from_report`) that named
     nothing (a fault is not noise)."""
-    from . import fleet_rounds
+    from . import history as fleet_history
     for report in reports:
         systems = {str(c.get('system')) for c in results.testcases(report) if results.PAIR_ROUND_FLOWS in c}
         for system in sorted(systems):
             try:
-                night = fleet_rounds.from_report(report, system)
+                night = fleet_history.from_report(report, system)
             except ValueError:
                 continue                   # stored variables not as the check stores them: no night
             if not night['named']:
@@ -87,7 +90,7 @@ def stored_residuals(reports):
     """``(residuals, nights)``: the log residuals of the flows of the stored fault-free pair-round nights, each
     flow against its round's median that night (a round is one kind of flow: within a leaf, or between two),
     centred on their median: the noise a night's flows really have, heavy tails and all, for the world to draw
-    from (:class:`ibrepro.fleet_world.Model` ``residuals``). Rounds of fewer than 4 flows say little about a
+    from (:class:`ibrepro.fleet.world.Model` ``residuals``). Rounds of fewer than 4 flows say little about a
     median and are left out."""
     out, nights = [], 0
     for _system, night in _fault_free_nights(reports):
@@ -132,7 +135,7 @@ def poisson_upper(count, exposure, confidence=0.95):
 
 
 def world_of(fabric, model, seed=0):
-    """The world (:class:`ibrepro.fleet_world.World`) of the plan's ``fabric``: its leaves and spine count (names
+    """The world (:class:`ibrepro.fleet.world.World`) of the plan's ``fabric``: its leaves and spine count (names
     are data), everything else the model's own."""
     if model.spines != fabric.spines:
         model = dataclasses.replace(model, spines=fabric.spines)
@@ -156,7 +159,7 @@ class IbreproHarness:
         self._hyps = None
 
     def night(self, night):
-        """Judge one :class:`ibrepro.fleet_world.Night`: its rounds measured, localised, the suspects re-run in
+        """Judge one :class:`ibrepro.fleet.world.Night`: its rounds measured, localised, the suspects re-run in
         the same night (the faults still there) and confirmed."""
         flows = [f for r in self.rounds for f in night.measure(r.pairs, r.number)]
         if self._hyps is None:

@@ -27,11 +27,9 @@ import shlex
 import subprocess
 import time
 
-from . import fleet_localise
-from .fleet_plan import HOST_NAME
+from . import localise as fleet_localise
+from .component import HOST_NAME, Component
 
-#: The localiser's components that belong to one node: ``<kind> <host>`` or ``<kind> <host>:<rail> ...``.
-_NODE_KINDS = ('node', 'port', 'cable')
 VERSION = 'v1'
 REASON_CHARS = 200
 
@@ -50,6 +48,14 @@ def _host(name):
     if not HOST_NAME.fullmatch(name or ''):
         raise VerdictError(f'{name!r:.60} is not a host name')
     return name
+
+
+def _component(label):
+    """The :class:`Component` a finding names; VerdictError for any other text (its node would be a guess)."""
+    try:
+        return Component(label)
+    except ValueError as err:
+        raise VerdictError(str(err)) from None
 
 
 def findings(sweep=None, analysis=None):
@@ -72,8 +78,7 @@ def findings(sweep=None, analysis=None):
         why = _reason(f"{named.get('name')}: {metric} {effect:+.1%} over {len(named.get('flows') or [])} flow(s)"
                       + (' flapping (slow in some rounds only)' if named.get('flapping') is True else '')
                       if isinstance(effect, (int, float)) else named.get('name'))
-        hosts = {_host(m.split(' ', 1)[1].split(':', 1)[0]) for m in members
-                 if m.split(' ', 1)[0] in _NODE_KINDS and ' ' in m}
+        hosts = {c.host for c in map(_component, members) if c.host is not None}
         outside = sorted(h for h in hosts if nodes is None or h not in nodes)
         if named.get('confirmed') is not True:
             untested.append((_reason(named.get('name')), _reason(f'{why}: named from the night alone, no '
