@@ -22,7 +22,8 @@ This is the template docs/site-setup.md walks through. A site copies it and chan
   the stdlib-only pair runner on compute nodes);
   features ``ib`` (or ``roce``) and ``dual-port`` (two connected rails per node); ``fleet`` (the fleet's pair-round
   check, cut by the Slurm topology.conf that ``IBREPRO_FLEET_TOPOLOGY`` names; docs/fleet.md) with ``fleet_netdev``
-  (the interface its TCP flows cross: IPoIB ``ib0``).
+  (the interface its TCP flows cross: IPoIB ``ib0``) and, once calibrated on its stored nights (``ibrepro fleet
+  calibrate``), ``fleet_alpha`` (the level its nights name at; default 0.01).
 * per environment (:func:`ibrepro.rfmconfig.site_environment`): the install prefix (a Spack view from
   ``make spack``, or any prefix: its ``bin/`` and OSU's ``libexec/osu-micro-benchmarks/mpi/...`` directories, OMB 5
   and 7 layouts, go on PATH) and/or ``modules`` (with ``modules_system: 'lmod'`` or ``'tmod4'``), the MPI family

@@ -128,3 +128,37 @@ def test_the_cli_simulates_the_hard_worlds_and_keeps_the_baselines_to_the_plans(
     assert main(args + ['--faults', '0']) == 2 and main(args + ['--no-baselines', '--flap', '0']) == 2
     with pytest.raises(SystemExit):
         main(args + ['--routing', 'ecmp'])
+
+
+def test_calibration_replays_the_same_nights_at_each_level_and_takes_the_largest_within_the_target():
+    """``calibrate`` replays the stored noise on the partition's own fabric: every level the same seeded nights,
+    the level chosen the largest whose 95 % upper bound of false names a night is within the target (none when no
+    level's is: with 10 nights no bound gets below 0.369 a night)."""
+    residuals, _ = fs.stored_residuals([json.loads(p.read_text()) for p in CLEAN])
+    fabric = fp.fabric_from_leaves({f'sw-{j}': [f'c{j}{i}' for i in range(4)] for j in range(4)}, 4)
+    model = fs.Model(len(fabric.nodes), fs.robust_scale(residuals), 4, 4, residuals=residuals)
+    out = fs.calibrate(model, 10, alphas=(0.02, 0.001, 0.01), target=0.5, fault_nights=4, fabric=fabric)
+    assert [row['alpha'] for row in out['levels']] == [0.001, 0.01, 0.02]
+    within = [row['alpha'] for row in out['levels'] if row['wrong_per_night_upper95'] <= 0.5]
+    assert out['alpha'] == (max(within) if within else None)
+    assert out['simulation']['nodes'] == 16 and out['simulation']['fault_free_nights'] == 10
+    assert fs.calibrate(model, 10, alphas=(0.01,), target=0.3, fabric=fabric)['alpha'] is None
+    with pytest.raises(ValueError, match='levels in'):
+        fs.calibrate(model, 10, alphas=(0.5,), fabric=fabric)
+
+
+def test_the_cli_calibrates_on_a_topology_says_the_level_or_that_none_meets_the_target(tmp_path, capsys):
+    topology = tmp_path / 'topology.conf'
+    topology.write_text('SwitchName=ib-leaf-1 Nodes=c[01-04]\nSwitchName=ib-leaf-2 Nodes=c[05-08]\n'
+                        'SwitchName=spine Switches=ib-leaf-[1-2]\n')
+    common = ['fleet', 'calibrate', '--noise-from', *map(str, CLEAN), '--topology', str(topology),
+              '--nights', '8', '--fault-nights', '2', '--alphas', '0.005,0.01']
+    out = tmp_path / 'cal.json'
+    assert main(common + ['--target', '0.9', '--json', str(out)]) == 0
+    said = capsys.readouterr().out
+    chosen = json.loads(out.read_text())['alpha']
+    assert f"fleet_alpha {chosen:g}" in said and 'not measured' in said
+    assert main(common + ['--target', '0.1']) == 1            # 8 nights bound no rate below 0.46 a night
+    assert 'no level keeps the false names' in capsys.readouterr().err
+    assert main(['fleet', 'calibrate', '--noise-from', str(FAULT), '--nodes', '16', '--nights', '2']) == 2
+    assert 'no fault-free pair-round night' in capsys.readouterr().err

@@ -371,3 +371,37 @@ def test_the_page_says_which_routing_a_night_was_judged_on(tmp_path):
     def named(page):
         return page[page.index('id="fleet-nights"'):].split('</table>')[0]
     assert named(html2) == named(html)
+
+
+def test_a_partitions_calibrated_level_is_stored_with_its_night_and_judges_it_again(tmp_path, capsys):
+    """``fleet_alpha`` (the partition's level, ``ibrepro fleet calibrate``) is stored in the night's fleet_fabric:
+    the report and ``fleet analyse`` judge the night at it (the analysis says its level; ``--alpha`` overrides);
+    a stored level that is no level is refused, named."""
+    from ibrepro.cli import main
+    from ibrepro.fleet import localise as fleet_localise
+    from ibrepro.fleet import rounds as fleet_rounds
+    data = json.loads((FLEET / 'fattree-uplink-leaf1-spine1-25.report.json').read_text())
+    night = fleet_history.from_report(data)
+    fabric = fleet_history.night_fabric(night, fleet_localise.read_flows(night['flows']))
+    assert night['alpha'] is None
+    assert fleet_rounds.analyse(night['flows'], fabric, night['confirmation']).method.alpha == 0.01
+    case = next(c for run in data['runs'] for c in run['testcases'] if 'fleet_flows' in c)
+    case['fleet_fabric']['alpha'] = 0.002
+    assert fleet_history.from_report(data)['alpha'] == 0.002
+    assert fleet_rounds.analyse(night['flows'], fabric, night['confirmation'], alpha=0.002).method.alpha == 0.002
+    stored, out = tmp_path / 'calibrated.json', tmp_path / 'analysis.json'
+    stored.write_text(json.dumps(data))
+    assert main(['fleet', 'analyse', str(stored), '--json', str(out)]) == 1      # the link, named at its level
+    assert json.loads(out.read_text())['alpha'] == 0.002
+    assert main(['fleet', 'analyse', str(stored), '--alpha', '0.05', '--json', str(out)]) == 1
+    assert json.loads(out.read_text())['alpha'] == 0.05
+    assert main(['fleet', 'analyse', str(stored), '--alpha', '0.9']) == 2
+    assert 'is not a level' in capsys.readouterr().err
+    for bad in (1e999, -0.01, 0.5, 'x', True):
+        case['fleet_fabric']['alpha'] = bad
+        try:
+            fleet_history.from_report(data)
+        except ValueError as err:
+            assert 'fleet_fabric alpha' in str(err), err
+        else:
+            raise AssertionError(f'alpha {bad!r} accepted')

@@ -186,8 +186,14 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
         """Fail on flows that measured nothing; localise ``flows`` (confirmed by ``again``) and write fleet.json;
         with ``name``, fail naming the components confirmed."""
         failed = [f for f in flows + again if 'bw' not in f]
+        alpha = self.current_partition.extras.get('fleet_alpha')     # its level, calibrated (ibrepro fleet calibrate)
+        try:
+            fleet_localise.method_of(alpha)
+        except ValueError as err:
+            raise SanityError(f"the partition's extras fleet_alpha: {err}") from None
         self.fleet_fabric = {'leaves': plan['leaves'], 'spines': plan['spines'], **(
-            {'routes': plan['routes']} if plan.get('routes') is not None else {})}
+            {'routes': plan['routes']} if plan.get('routes') is not None else {}), **(
+            {'alpha': alpha} if alpha is not None else {})}
         if failed:
             if why := fleet_rounds.no_task_ran(self.stagedir):
                 raise SanityError(why)
@@ -195,10 +201,10 @@ class FleetNight(rfm.RunOnlyRegressionTest, launch.Placement):
                 f"round {f['round']} {f['host']}->{f['peer']}: {f.get('error')}" for f in failed[:4]))
         history = fleet_rounds.read_history(self.stagedir)
         fabric = fleet_rounds.fabric_of(plan)
-        result = fleet_rounds.analyse(flows, fabric, again, history=history)
+        result = fleet_rounds.analyse(flows, fabric, again, history=history, alpha=alpha)
         self.fleet_named = [s.name for s in result.named] if name else []
         out = {'leaves': plan['leaves'], 'spines': plan['spines'], 'routes': plan.get('routes'),
-               'left_out': plan.get('left_out', {}),
+               'left_out': plan.get('left_out', {}), 'alpha': alpha,
                'flows': flows, 'confirmation': again,
                'history_from': self.fleet_history_from, 'result': fleet_localise.as_json(result, fabric)}
         (Path(self.stagedir) / 'fleet.json').write_text(json.dumps(out, indent=1, default=list) + '\n')

@@ -115,6 +115,10 @@ def _cli_verdict(args):
     return 2 if failed else (1 if bad or links else 2 if untested else 0)
 
 
+#: the localiser's default naming level (ibrepro.fleet.localise.Method.alpha; said in the help without importing it)
+_DEFAULT_ALPHA = 0.01
+
+
 # -- pair rounds: analyse and simulate (ibrepro.fleet.plan, .localise, .simulate) ---------------------------
 
 def _add_pair_round_cli(sub):
@@ -131,6 +135,9 @@ def _add_pair_round_cli(sub):
                               "localised to node'")
     analyse.add_argument('--expected', type=float, metavar='MBPS', help="the partition's expected bandwidth")
     analyse.add_argument('--confirmation', metavar='JSON', help="the confirmation run's flow records")
+    analyse.add_argument('--alpha', type=float, metavar='LEVEL',
+                         help="the naming level (default: the night's own, its partition's fleet_alpha, else "
+                              f'{_DEFAULT_ALPHA})')
     analyse.add_argument('--json', metavar='OUT', help='write the result here')
     analyse.set_defaults(func=_cli_analyse)
     sim = sub.add_parser('simulate', help='the pair rounds, localiser and confirmation on a simulated fat tree, '
@@ -174,6 +181,27 @@ def _add_pair_round_cli(sub):
     sim.add_argument('--no-baselines', action='store_true')
     sim.add_argument('--json', metavar='OUT')
     sim.set_defaults(func=_cli_simulate)
+    cal = sub.add_parser('calibrate', help="the partition's naming level (fleet_alpha), calibrated by replaying its "
+                                           'stored fault-free nights to a stated false-name rate (simulated)')
+    cal.add_argument('--noise-from', nargs='*', metavar='REPORT', default=[],
+                     help="ReFrame run reports of the partition's pair-round nights (default: the results "
+                          'database\'s): the noise replayed is drawn from their fault-free nights')
+    where = cal.add_mutually_exclusive_group(required=True)
+    where.add_argument('--topology', metavar='FILE', help="the partition's topology.conf or JSON {leaf: [nodes]}")
+    where.add_argument('--nodes', type=int, help='a fat tree of this many nodes instead (--leaf-size per leaf)')
+    cal.add_argument('--leaf-size', type=int, default=16)
+    cal.add_argument('--nights', type=int, default=200, help='fault-free nights replayed per level (default 200)')
+    cal.add_argument('--fault-nights', type=int, default=50,
+                     help='nights with one random fault besides, for what each level detects (default 50)')
+    cal.add_argument('--fault', default='random:10%', help='their fault (default random:10%%)')
+    cal.add_argument('--alphas', help='the levels replayed, comma-separated (default 0.001 ... 0.05: '
+                                      'ibrepro.fleet.simulate.CALIBRATION_ALPHAS)')
+    cal.add_argument('--target', type=float, metavar='RATE',
+                     help='false names a night, 95 %% upper bound, at most (default 1/30: one wrong component in '
+                          '30 nights)')
+    cal.add_argument('--seed', type=int, default=0)
+    cal.add_argument('--json', metavar='OUT')
+    cal.set_defaults(func=_cli_calibrate)
 
 
 def _noise_reports(paths):
@@ -192,6 +220,19 @@ def _noise_reports(paths):
             raise ValueError(f'{path}: not a ReFrame run report (no "runs")')
         reports.append(data)
     return reports
+
+
+def _stored_noise(paths):
+    """``(residuals, robust scale, where they come from)`` of the fault-free pair-round nights in the run reports
+    ``paths`` (none: the results database); ValueError when they hold none to draw from."""
+    from . import simulate as fleet_simulate
+    residuals, nights = fleet_simulate.stored_residuals(_noise_reports(paths))
+    where = f'{len(paths)} run report(s)' if paths else 'the results database'
+    if not residuals:
+        raise ValueError(f'{where} hold(s) no fault-free pair-round night with a round of 4 flows or more')
+    cv = fleet_simulate.robust_scale(residuals)
+    return residuals, cv, (f'drawn from {len(residuals)} residuals of {nights} fault-free pair-round night(s) in '
+                           f'{where} (robust scale {cv:.4f})')
 
 
 def _load_topology(path):
@@ -235,13 +276,15 @@ def _cli_analyse(args):
             again_data = json.loads(Path(args.confirmation).read_text())
             again = fleet_localise.read_flows(again_data.get('flows', []) if isinstance(again_data, dict)
                                               else again_data)
+        stored = data.get('alpha') if isinstance(data, dict) else None      # the partition's, when calibrated
+        method = fleet_localise.method_of(args.alpha if args.alpha is not None else stored)
     except (OSError, ValueError, KeyError, results.ResultsError) as err:
         print(f'ibrepro fleet analyse: {err}', file=sys.stderr)
         return 2
     if not flows:
         print('ibrepro fleet analyse: no flow with a bandwidth', file=sys.stderr)
         return 2
-    result = fleet_localise.localise(flows, fabric, expected=args.expected, history=history)
+    result = fleet_localise.localise(flows, fabric, expected=args.expected, history=history, method=method)
     if again:
         fleet_localise.confirm(result, again, fabric)
     if result.statement:
@@ -292,19 +335,10 @@ def _cli_simulate(args):
     residuals, cv, source = (), args.noise_cv, 'given (--noise-cv)'
     if args.noise_from is not None:
         try:
-            reports = _noise_reports(args.noise_from)
+            residuals, cv, source = _stored_noise(args.noise_from)
         except (OSError, ValueError, results.ResultsError) as err:
-            print(f'ibrepro fleet simulate: --noise-from: {err}', file=sys.stderr)
+            print(f'ibrepro fleet simulate: --noise-from: {err}; give --noise-cv', file=sys.stderr)
             return 2
-        residuals, nights = fleet_simulate.stored_residuals(reports)
-        where = f'{len(args.noise_from)} run report(s)' if args.noise_from else 'the results database'
-        if not residuals:
-            print(f'ibrepro fleet simulate: {where} hold(s) no fault-free pair-round night with a round of 4 '
-                  'flows or more; give --noise-cv', file=sys.stderr)
-            return 2
-        cv = fleet_simulate.robust_scale(residuals)
-        source = (f'drawn from {len(residuals)} residuals of {nights} fault-free pair-round night(s) in {where} '
-                  f'(robust scale {cv:.4f})')
     if cv is None:
         cv, source = fleet_simulate.MODELLED_NOISE_CV, 'modelled (an assumption, not measured)'
     latency_cv = args.latency_cv
@@ -346,4 +380,46 @@ def _cli_simulate(args):
               '(slow in some rounds only, confirmed by its repeated re-tests)')
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1) + '\n')
+    return 0
+
+
+def _cli_calibrate(args):
+    from .. import results
+    from . import plan as fleet_plan
+    from . import simulate as fleet_simulate
+    try:
+        alphas = [float(a) for a in args.alphas.split(',')] if args.alphas else fleet_simulate.CALIBRATION_ALPHAS
+        target = fleet_simulate.CALIBRATION_TARGET if args.target is None else args.target
+        loss, latency, kind = fleet_simulate.parse_fault(args.fault)
+        if latency or kind:
+            raise ValueError('--fault: a bandwidth fault of a random kind (random:<loss>%)')
+        if args.nights < 1 or args.fault_nights < 0 or not 0 < target < 1:
+            raise ValueError('--nights: at least 1; --fault-nights: at least 0; --target: a rate in (0, 1)')
+        fabric = fleet_plan.fabric_from_leaves(*_load_topology(args.topology)) if args.topology else \
+            fleet_plan.fat_tree(args.nodes, args.leaf_size)
+        residuals, cv, source = _stored_noise(args.noise_from)
+        model = fleet_simulate.Model(len(fabric.nodes), cv, args.leaf_size, fabric.spines, residuals=residuals)
+        out = fleet_simulate.calibrate(model, args.nights, alphas=alphas, target=target,
+                                       fault_nights=args.fault_nights, loss=loss, seed=args.seed, fabric=fabric)
+    except (OSError, ValueError, results.ResultsError) as err:
+        print(f'ibrepro fleet calibrate: {err}', file=sys.stderr)
+        return 2
+    out['simulation']['noise_cv_source'] = source
+    print(f'replayed (simulated on the stored noise, not measured): {len(fabric.nodes)} nodes on '
+          f'{len(fabric.leaves)} leaves, {args.nights} fault-free nights per level'
+          + (f' and {args.fault_nights} with one {args.fault} fault' if args.fault_nights else '')
+          + f', noise {source}, seed {args.seed}')
+    print(f"{'alpha':>7} {'wrong/night':>11} {'upper95':>8} {'fault-free alarms':>17} {'named exactly':>13}")
+    for row in out['levels']:
+        named = row['named_exactly']
+        print(f"{row['alpha']:7g} {row['wrong_per_night']:11.4f} {row['wrong_per_night_upper95']:8.4f} "
+              f"{row['fault_free_alarm_nights']:17d} {named if named is not None else float('nan'):13.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=1) + '\n')
+    if out['alpha'] is None:
+        print(f'no level keeps the false names at most {target:.4g} a night (95 % upper bound) over '
+              f'{args.nights} nights: replay more nights (--nights) or state a higher --target', file=sys.stderr)
+        return 1
+    print(f"fleet_alpha {out['alpha']:g}: the largest level whose false names a night (95 % upper bound) are at most "
+          f"{target:.4g}; set it in the partition's extras ({{'fleet_alpha': {out['alpha']:g}}})")
     return 0

@@ -135,7 +135,7 @@ def from_report(report, system=None, partition=None):
     report has no such case; ValueError naming the case and field when a stored variable is not of the type the
     check stores."""
     out = {'flows': [], 'confirmation': [], 'leaves': {}, 'spines': 0, 'routes': None, 'named': set(),
-           'left_out': {}}
+           'left_out': {}, 'alpha': None}
     found = False
     for case in results.testcases(report):
         if results.PAIR_ROUND_FLOWS not in case or system not in (None, case.get('system')) \
@@ -153,6 +153,8 @@ def from_report(report, system=None, partition=None):
             out['routes'] = fabric.get('routes')
         try:
             out['spines'] = out['spines'] or fleet_plan.spines_of(fabric.get('spines'))
+            if out['alpha'] is None and fabric.get('alpha') is not None:   # the partition's calibrated level
+                out['alpha'] = fleet_localise.method_of(fabric['alpha']).alpha
         except ValueError as err:
             raise ValueError(f"test case {case.get('name')!r}: fleet_fabric {err}") from None
     out['named'] = sorted(out['named'])          # the components the night named, JSON-ready

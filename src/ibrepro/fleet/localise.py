@@ -91,6 +91,18 @@ class Method:
     min_history: int = 3       # fewer past nights of a component: its history is not used
 
 
+def method_of(alpha=None):
+    """The method of a partition whose naming level was calibrated (``ibrepro fleet calibrate``: the partition's
+    extras ``fleet_alpha``, stored with each night): ``alpha`` for a confirmation's test and for flapping suspects'
+    (the screen is the confirmation's, unchanged); the default method without one. ValueError unless ``alpha`` is
+    a number in (0, screen_alpha] (a stored night is data)."""
+    if alpha is None:
+        return Method()
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha <= Method.screen_alpha:
+        raise ValueError(f'alpha: {alpha!r:.40} is not a level in (0, {Method.screen_alpha}]')
+    return Method(alpha=float(alpha), flap_alpha=float(alpha))
+
+
 def read_flows(records, fabric=None):
     """Normalise flow records to dicts ``{round, src, dst, rail, bw, lat}``: each record has ``round``, ``host``,
     ``device``, ``port``, ``peer``, ``direction`` ('send' or 'recv'), ``bw`` (MB/s) and optionally ``lat`` (us).
@@ -835,4 +847,5 @@ def as_json(result, fabric=None):
             'references': result.references, 'noise_scale': result.scale, 'hypotheses': result.hypotheses,
             'latency_references': result.latency_references, 'latency_noise_scale': result.latency_scale,
             'statement': result.statement, 'slow_leaves': result.slow_leaves, 'slow_spines': result.slow_spines,
-            'routing': ROUTING_ASSUMED if fabric is not None and fabric.has_topology else None}
+            'routing': ROUTING_ASSUMED if fabric is not None and fabric.has_topology else None,
+            'alpha': result.method.alpha}

@@ -274,10 +274,12 @@ def fabric_of(p):
     return fleet_plan.fabric_from_leaves(p['leaves'], p['spines'], routes=p.get('routes'))
 
 
-def analyse(flows, fabric, confirmation=(), expected=None, history=None):
+def analyse(flows, fabric, confirmation=(), expected=None, history=None, alpha=None):
     """The localiser's result for a job's flows, confirmed by its confirmation flows when there are any;
-    ``history`` each component's past effects (:func:`stored_history`)."""
-    result = fleet_localise.localise(fleet_localise.read_flows(flows), fabric, expected=expected, history=history)
+    ``history`` each component's past effects (:func:`ibrepro.fleet.history.stored_history`); ``alpha`` the
+    partition's calibrated level (:func:`ibrepro.fleet.localise.method_of`)."""
+    result = fleet_localise.localise(fleet_localise.read_flows(flows), fabric, expected=expected, history=history,
+                                     method=fleet_localise.method_of(alpha))
     again = fleet_localise.read_flows(confirmation)
     if again:
         fleet_localise.confirm(result, again, fabric)

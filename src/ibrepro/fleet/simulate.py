@@ -300,11 +300,12 @@ def _score(faults, named):
 
 
 def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, baselines=True,
-        method=fleet_localise.Method(), progress=None, faults_per_night=1, fault_kind=None):
+        method=fleet_localise.Method(), progress=None, faults_per_night=1, fault_kind=None, fabric=None):
     """Simulate ``nights`` fault nights (each with ``faults_per_night`` faults losing ``loss`` of their capacity,
     or adding ``latency`` to their pairs' latency; ``fault_kind`` 'leaf switch' for switches, else a random kind
-    each) and ``fault_free_nights`` fault-free ones; the scores per harness."""
-    fabric = fleet_plan.fat_tree(model.nodes, model.leaf_size, model.spine_count)
+    each) and ``fault_free_nights`` fault-free ones; the scores per harness. ``fabric``: a site's own (its
+    topology), instead of the model's fat tree of ``nodes``."""
+    fabric = fabric or fleet_plan.fat_tree(model.nodes, model.leaf_size, model.spine_count)
     world = world_of(fabric, model, seed)
     rng = random.Random(seed)
     nprng = np.random.default_rng(seed)
@@ -369,7 +370,8 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
         if name == 'linktest':
             results[name]['serial_retests_per_night'] = t['retests'] / total
     results['simulation'] = {
-        'nodes': model.nodes, 'leaf_size': model.leaf_size, 'leaves': len(fabric.leaves), 'spines': fabric.spines,
+        'nodes': len(fabric.nodes), 'leaf_size': max(len(v) for v in fabric.leaves.values()),
+        'leaves': len(fabric.leaves), 'spines': fabric.spines,
         'fault_nights': nights, 'fault_free_nights': fault_free_nights, 'loss': loss, 'latency_increase': latency,
         'faults_per_night': faults_per_night, 'fault_kind': fault_kind or 'random',
         'seed': seed, 'noise_cv': model.noise_cv, 'latency_cv': model.latency_cv,
@@ -383,6 +385,41 @@ def run(model, nights, loss, *, latency=0.0, seed=0, fault_free_nights=20, basel
         'note': 'simulated (flow-level model), not measured on hardware',
     }
     return results
+
+
+#: the naming levels ``ibrepro fleet calibrate`` replays by default
+CALIBRATION_ALPHAS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05)
+#: the false names a night it calibrates to by default: at most one wrong component in 30 nights (95 % upper bound)
+CALIBRATION_TARGET = 1 / 30
+
+
+def calibrate(model, fault_free_nights, *, alphas=CALIBRATION_ALPHAS, target=CALIBRATION_TARGET, fault_nights=0,
+              loss=0.10, seed=0, fabric=None, progress=None):
+    """The naming level of a partition, calibrated by replay: for each level in ``alphas`` the same seeded nights
+    (the same noise draws: common random numbers) on ``fabric`` (default the model's fat tree) with the model's
+    noise (drawn from the partition's stored fault-free nights), ``fault_free_nights`` of them, plus
+    ``fault_nights`` with one random fault of ``loss`` (what a level costs in power). Returns ``{'levels': [{alpha,
+    wrong_per_night, wrong_per_night_upper95, fault_free_alarm_nights, named_exactly}], 'alpha': the largest
+    level whose 95 % upper bound of false names a night is at most ``target`` (None when none is), ...}``."""
+    if fault_free_nights < 1 or not alphas or not all(0 < a <= fleet_localise.Method.screen_alpha for a in alphas):
+        raise ValueError(f'calibration: at least one fault-free night and levels in (0, '
+                         f'{fleet_localise.Method.screen_alpha}]')
+    levels = []
+    for k, alpha in enumerate(sorted(set(alphas))):
+        r = run(model, fault_nights, loss, seed=seed, fault_free_nights=fault_free_nights, baselines=False,
+                method=fleet_localise.method_of(alpha), fabric=fabric)
+        s = r['ibrepro']
+        levels.append({'alpha': alpha, 'wrong_per_night': s['wrong_per_night'],
+                       'wrong_per_night_upper95': s['wrong_per_night_upper95'],
+                       'fault_free_alarm_nights': s['fault_free_alarm_nights'],
+                       'named_exactly': s['named_exactly']})
+        simulation = r['simulation']
+        if progress:
+            progress(k + 1, len(set(alphas)))
+    meets = [row['alpha'] for row in levels if row['wrong_per_night_upper95'] <= target]
+    return {'levels': levels, 'alpha': max(meets) if meets else None, 'target_wrong_per_night': target,
+            'simulation': {**simulation, 'alpha': None,
+                           'note': 'replayed: flow-level model with noise drawn from stored nights, not measured'}}
 
 
 def parse_fault(text):

@@ -82,7 +82,7 @@ def section(system, selected, earlier=()):
     for k, report in enumerate(before):     # each component's last verification; the last nights' trend
         try:
             uuid, when, data, fabric, flows = _night(report, system)
-            result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'])
+            result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'], alpha=data['alpha'])
         except UNJUDGED:
             continue                      # an earlier night that cannot be judged adds nothing (it is not shown)
         _verify(verified, flows, fabric, result, when)
@@ -97,7 +97,8 @@ def section(system, selected, earlier=()):
             uuid, when, data, fabric, flows = night
             history, used = fleet_history.stored_history(
                 [b for b in before if results.run_id(b) != results.run_id(report)], system, data['partition'])
-            result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'], history=history)
+            result = fleet_rounds.analyse(data['flows'], fabric, data['confirmation'], history=history,
+                                          alpha=data['alpha'])
             effects = fleet_localise.component_effects(flows, fabric)
         except UNJUDGED as err:
             problems.append(f'session {info.get("uuid")}: its pair-round flows cannot be judged: {err!r}')
