@@ -1,6 +1,8 @@
 """The fabric's own routing (ibrepro.fleet.routes) from real infiniband-diags 44.0 output on an ibsim fat tree
 (tests/fixtures/infiniband-diags/*/MANIFEST.md), and the plan that follows it (fleet_plan.fabric_from_routes)."""
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,3 +123,84 @@ def test_managed_switches_descriptions_become_names_the_components_can_carry():
     assert pairs and all({'ibsw_leaf2>spine1', 'spine1>ibsw_leaf2'} & set(fabric.directed_links(a, b))
                          for a, b in pairs)
     assert fleet_routes.switch_name('MF0;;:x', 'S-0000000000200001') == 'sw_0000000000200001'
+
+
+# -- ibrepro fleet routes --collect: the two tables read from the fabric, written for the night --------------------
+
+TOPOLOGY = 'SwitchName=leaf1 Nodes=node[1-4]\nSwitchName=leaf2 Nodes=node[5-8]\nSwitchName=spine0 Switches=leaf[1-2]\n'
+
+
+def _serving(tmp_path, name, dump_status=0):
+    """A PATH whose ``ibnetdiscover`` and ``dump_fts`` print the recorded real outputs of fixture ``name``
+    (``dump_status`` non-zero: ``dump_fts`` exits with it, as without access to the umad device)."""
+    bin_ = tmp_path / 'bin'
+    bin_.mkdir(exist_ok=True)
+    for command, text in (('ibnetdiscover', 'ibnetdiscover.txt'), ('dump_fts', 'dump_lfts.txt')):
+        script = bin_ / command
+        failing = command == 'dump_fts' and dump_status
+        script.write_text('#!/bin/sh\n' + (f'exit {dump_status}\n' if failing else f"cat '{FIXTURES / name / text}'\n"))
+        script.chmod(0o755)
+    return str(bin_)
+
+
+def test_routes_are_collected_read_and_written_for_the_night_or_nothing_is(tmp_path, monkeypatch, capsys):
+    from ibrepro.cli import main
+    topology, out = tmp_path / 'topology.conf', tmp_path / 'routes'
+    topology.write_text(TOPOLOGY)
+    out.mkdir(mode=0o755)
+    monkeypatch.setenv('PATH', _serving(tmp_path, '44.0-ibsim-fattree8-swapped') + ':/usr/bin:/bin')
+    assert main(['fleet', 'routes', '--collect', str(out), '--topology', str(topology)]) == 0
+    assert '2 differ from destination-mod-k' in capsys.readouterr().out
+    for name in fleet_routes.FILES:
+        assert (out / name).read_text() == (FIXTURES / '44.0-ibsim-fattree8-swapped' / name).read_text()
+    kept = {name: (out / name).read_text() for name in fleet_routes.FILES}
+    topology.write_text(TOPOLOGY.replace('node[5-8]', 'node[5-7]'))      # not the fabric's nodes: nothing written
+    assert main(['fleet', 'routes', '--collect', str(out), '--topology', str(topology)]) == 2
+    assert 'are not the nodes of' in capsys.readouterr().err
+    monkeypatch.setenv('PATH', _serving(tmp_path, '44.0-ibsim-fattree8', dump_status=3) + ':/usr/bin:/bin')
+    assert main(['fleet', 'routes', '--collect', str(out)]) == 2
+    assert 'dump_fts: exit 3' in capsys.readouterr().err
+    monkeypatch.setenv('PATH', str(tmp_path / 'nothing'))
+    assert main(['fleet', 'routes', '--collect', str(out)]) == 2
+    assert 'ibnetdiscover: not found on PATH' in capsys.readouterr().err
+    assert {name: (out / name).read_text() for name in fleet_routes.FILES} == kept
+
+
+def test_routes_collected_from_a_real_subnet_manager_on_a_simulated_fabric(tmp_path, monkeypatch):
+    """The real programs (OpenSM, ibnetdiscover, dump_fts) against ibsim's model of the CI tree with node5 and node6
+    swapped on leaf2's ports (the fixture's ibsim.net), then a night planned on what was collected."""
+    import shutil
+    import subprocess
+    import time
+    from ibrepro.fleet import night as fleet_night
+    sim_so = Path('/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so')
+    if not (shutil.which('ibsim') and shutil.which('opensm') and shutil.which('ibnetdiscover') and sim_so.exists()):
+        pytest.skip('ibsim-utils, opensm and infiniband-diags are not installed (the CI installs them)')
+    net = tmp_path / 'ibsim.net'
+    shutil.copy(FIXTURES / '44.0-ibsim-fattree8-swapped' / 'ibsim.net', net)
+    sim = subprocess.Popen(['ibsim', '-s', str(net)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, cwd=tmp_path)
+    try:
+        env = {**os.environ, 'LD_PRELOAD': str(sim_so)}
+        for _ in range(50):      # the simulator accepts clients once it has read its net file
+            sm = subprocess.run(['opensm', '-o', '-f', str(tmp_path / 'opensm.log')], env=env, capture_output=True,
+                                text=True, timeout=60)
+            if 'MASTER' in sm.stdout:
+                break
+            time.sleep(0.2)
+        assert 'MASTER' in sm.stdout, sm.stdout + sm.stderr
+        out = tmp_path / 'routes'
+        out.mkdir()
+        topology = tmp_path / 'topology.conf'
+        topology.write_text(TOPOLOGY)
+        done = subprocess.run([sys.executable, '-m', 'ibrepro', 'fleet', 'routes', '--collect', str(out),
+                               '--topology', str(topology)], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert '2 differ from destination-mod-k' in done.stdout
+    finally:
+        sim.kill()
+        sim.wait()
+    fabric, _, _, problem = fleet_night.night_from_environment({'IBREPRO_FLEET_TOPOLOGY': str(topology),
+                                                                'IBREPRO_FLEET_ROUTES': str(out)})
+    assert problem is None
+    assert 'uplink leaf1>spine1' in fabric.components('node1', 'node5')      # as the fabric routes it

@@ -181,6 +181,16 @@ def _add_pair_round_cli(sub):
     sim.add_argument('--no-baselines', action='store_true')
     sim.add_argument('--json', metavar='OUT')
     sim.set_defaults(func=_cli_simulate)
+    routes = sub.add_parser('routes', help="read the fabric's own routing (ibnetdiscover, dump_fts) into the "
+                                           'directory IBREPRO_FLEET_ROUTES names: what a night plans on')
+    routes.add_argument('--collect', metavar='DIR', required=True,
+                        help='write ibnetdiscover.txt and dump_lfts.txt here, each atomically, once both are read '
+                             '(a failure leaves what is there)')
+    routes.add_argument('--topology', metavar='FILE',
+                        help="the partition's topology.conf: check the fabric has its nodes, say where the routes "
+                             'differ from destination-mod-k over its order')
+    routes.add_argument('--timeout', type=int, default=300, metavar='S', help='per command (default 300)')
+    routes.set_defaults(func=_cli_routes)
     cal = sub.add_parser('calibrate', help="the partition's naming level (fleet_alpha), calibrated by replaying its "
                                            'stored fault-free nights to a stated false-name rate (simulated)')
     cal.add_argument('--noise-from', nargs='*', metavar='REPORT', default=[],
@@ -422,4 +432,27 @@ def _cli_calibrate(args):
         return 1
     print(f"fleet_alpha {out['alpha']:g}: the largest level whose false names a night (95 % upper bound) are at most "
           f"{target:.4g}; set it in the partition's extras ({{'fleet_alpha': {out['alpha']:g}}})")
+    return 0
+
+
+def _cli_routes(args):
+    from . import routes as fleet_routes
+    try:
+        texts, found = fleet_routes.collect(args.timeout)
+        said = (f"{len(found['leaves'])} leaves, {len(found['spines'])} spines, "
+                f"{sum(map(len, found['leaves'].values()))} HCAs, {len(found['routes'])} leaf-to-node routes")
+        if args.topology:
+            leaves, _ = _load_topology(args.topology)
+            have = sorted(n for ns in found['leaves'].values() for n in ns)
+            if have != sorted(n for ns in leaves.values() for n in ns):
+                raise ValueError(f'the fabric\'s HCAs are not the nodes of {args.topology} (a night would refuse '
+                                 'the pair): nothing written')
+            differ = fleet_routes.differences(found, leaves)
+            said += f'; {len(differ)} differ from destination-mod-k over {args.topology}\'s order'
+        for name in fleet_routes.FILES:     # nodes read them: 0644, in a directory only we write
+            trust.write_file(Path(args.collect) / name, texts[name], mode=0o644, name='--collect')
+    except (OSError, ValueError, trust.Refused) as err:   # RoutesError is a ValueError
+        print(f'ibrepro fleet routes: {err}', file=sys.stderr)
+        return 2
+    print(f'{args.collect}: {said}')
     return 0

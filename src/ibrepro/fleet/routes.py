@@ -13,6 +13,8 @@ one spine and down to the destination's leaf is refused, named.
 """
 
 import re
+import shutil
+import subprocess
 
 #: ``Switch 8 "S-0000000000200001"  # "leaf2" base port 0 lid 3 lmc 0``; ``Ca 1 "H-..."  # "node5"``
 _NODE = re.compile(r'^(Switch|Ca)\s+(\d+)\s+"([^"]+)"\s*#\s*"([^"]*)"(.*)$')
@@ -38,7 +40,8 @@ class RoutesError(ValueError):
 def switch_name(description, guid):
     """The name the fleet gives a switch: the host name of its node description (``MF0;ibsw-leaf1:MQM8700/U1``, as
     managed switches print it, is ``ibsw-leaf1``), each character outside letters, digits, ``_`` and ``.`` made
-    ``_`` (component names are parsed on ``-``, spaces and ``>``); the GUID where nothing is left."""
+    ``_`` (a name a night stores stays plain: it reaches pages, the verdict file and NHC's messages); the GUID
+    where nothing is left."""
     name = description.split(';', 1)[-1].split(':', 1)[0].strip()
     name = re.sub(r'[^A-Za-z0-9_.]', '_', name)[:64]
     return name if name.strip('_') else f'sw_{guid[-16:]}'
@@ -164,3 +167,38 @@ def differences(routes, leaves, spine_names=None):
         if assumed != spine:
             out.append((leaf, dst, assumed, spine))
     return out
+
+
+# -- reading them from the fabric ---------------------------------------------------------------------------
+
+#: the files a night's ``IBREPRO_FLEET_ROUTES`` directory holds (:func:`ibrepro.fleet.night.night_from_environment`)
+FILES = ('ibnetdiscover.txt', 'dump_lfts.txt')
+#: infiniband-diags' commands, the newest name first (``dump_lfts`` is ``dump_fts``'s old name and only calls it)
+COMMANDS = (('ibnetdiscover',), ('dump_fts', 'dump_lfts', 'dump_lfts.sh'))
+
+
+def _output(names, timeout):
+    """The standard output of the first of ``names`` on PATH, run without arguments; RoutesError naming what failed
+    (not installed, no answer in ``timeout`` s, an exit status with the first line it printed on stderr)."""
+    exe = next(filter(None, map(shutil.which, names)), None)
+    if exe is None:
+        raise RoutesError(f'{names[0]}: not found on PATH (infiniband-diags is not installed here)')
+    try:
+        done = subprocess.run([exe], stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise RoutesError(f'{exe}: no answer in {timeout} s') from None
+    except OSError as err:
+        raise RoutesError(f'{exe}: {err.strerror}') from None
+    if done.returncode:
+        first = next((line.strip() for line in done.stderr.splitlines() if line.strip()), '')
+        raise RoutesError(f'{exe}: exit {done.returncode}' + (f': {first[:300]}' if first else ''))
+    return done.stdout
+
+
+def collect(timeout=300):
+    """``({file name: output}, read tree)``: the two tables as the fabric prints them now (:data:`COMMANDS`, run
+    here: a host with an HCA on the fabric and the right to send MADs, root or the umad devices' group), read
+    (:func:`read`) before anyone writes them: RoutesError naming what failed."""
+    texts = dict(zip(FILES, (_output(names, timeout) for names in COMMANDS)))
+    return texts, read(*(texts[name] for name in FILES))
