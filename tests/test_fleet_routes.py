@@ -181,7 +181,8 @@ def test_routes_collected_from_a_real_subnet_manager_on_a_simulated_fabric(tmp_p
     sim = subprocess.Popen(['ibsim', '-s', str(net)], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, cwd=tmp_path)
     try:
-        env = {**os.environ, 'LD_PRELOAD': str(sim_so)}
+        # OpenSM's caches in the test's directory: /var/cache/opensm is root's
+        env = {**os.environ, 'LD_PRELOAD': str(sim_so), 'OSM_CACHE_DIR': str(tmp_path), 'OSM_TMP_DIR': str(tmp_path)}
         for _ in range(50):      # the simulator accepts clients once it has read its net file
             sm = subprocess.run(['opensm', '-o', '-f', str(tmp_path / 'opensm.log')], env=env, capture_output=True,
                                 text=True, timeout=60)
