@@ -443,8 +443,7 @@ def _cli_routes(args):
                 f"{sum(map(len, found['leaves'].values()))} HCAs, {len(found['routes'])} leaf-to-node routes")
         if args.topology:
             leaves, _ = _load_topology(args.topology)
-            have = sorted(n for ns in found['leaves'].values() for n in ns)
-            if have != sorted(n for ns in leaves.values() for n in ns):
+            if not fleet_routes.same_nodes(found, leaves):
                 raise ValueError(f'the fabric\'s HCAs are not the nodes of {args.topology} (a night would refuse '
                                  'the pair): nothing written')
             differ = fleet_routes.differences(found, leaves)

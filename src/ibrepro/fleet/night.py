@@ -33,12 +33,12 @@ def night_from_environment(environ):
     if routes_dir:                  # the fabric's own tables: its leaves in port order and its routes
         from . import routes as fleet_routes
         try:
-            found = fleet_routes.read(read_topology(os.path.join(routes_dir, 'ibnetdiscover.txt')),
-                                      read_topology(os.path.join(routes_dir, 'dump_lfts.txt')))
+            found = fleet_routes.read(*(read_topology(os.path.join(routes_dir, name)) for name in fleet_routes.FILES))
             fabric = fleet_plan.fabric_from_routes(found)
+            same = fleet_routes.same_nodes(found, leaves)
         except (OSError, ValueError, KeyError, TypeError) as err:
             return None, [], [], f'IBREPRO_FLEET_ROUTES={routes_dir!r:.200}: {err}'
-        if sorted(fabric.nodes) != sorted(n for ns in leaves.values() for n in ns):
+        if not same:
             return None, [], [], (f'IBREPRO_FLEET_ROUTES={routes_dir!r:.200}: its HCAs are not the nodes of '
                                   f'IBREPRO_FLEET_TOPOLOGY={path!r:.200}')
         leaves, spines, routes = fabric.leaves, fabric.spines, fleet_plan.routes_json(fabric)

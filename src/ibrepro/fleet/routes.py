@@ -169,6 +169,11 @@ def differences(routes, leaves, spine_names=None):
     return out
 
 
+def same_nodes(found, leaves):
+    """Whether the fabric's HCAs (:func:`read`) are the nodes of ``leaves`` ({leaf: [nodes]}, the topology's)."""
+    return sorted(n for ns in found['leaves'].values() for n in ns) == sorted(n for ns in leaves.values() for n in ns)
+
+
 # -- reading them from the fabric ---------------------------------------------------------------------------
 
 #: the files a night's ``IBREPRO_FLEET_ROUTES`` directory holds (:func:`ibrepro.fleet.night.night_from_environment`)
