@@ -64,13 +64,16 @@ def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, fe
 
 
 # SITE: a partition of GPU nodes (with GPU_NODES = True; the GPU families run only where a partition has feature
-# `gpu`): 4 GPUs per node (gpus_per_node: what its jobs ask Slurm for), one ConnectX-7 NDR per node; every GPU
-# has an HCA behind the same PCIe switch (gpu_hca_distance: the fleet sweep names a GPU whose nearest is farther)
+# `gpu`, GPUDirect RDMA where it has `gpudirect`: drop it where nvidia-peermem or DMA-BUF is not set up): 4 GPUs
+# per node (gpus_per_node: what its jobs ask Slurm for), one ConnectX-7 NDR per node; the nearest GPU sits behind
+# the HCA's PCIe switch (gpu_hca_distance: the fleet sweep names a GPU whose nearest HCA is farther), the farthest
+# on the other socket (gpu_far_distance: GPUDirect RDMA measures that GPU too; leave it out where none is farther)
 GPU_PARTITION = _partition(
     'gpu', 'site template: 2x Intel Xeon 48 cores, 4x NVIDIA H100 on PCIe 5.0 x16, ConnectX-7 NDR 400 Gb/s (mlx5_0) '
            'on PCIe 5.0 x16',
-    nodes=4, cores_per_node=96, rdma_devices=['mlx5_0'], ib_ports=1, features=['gpu'], environs=['gpu'],
-    gpus_per_node=4, gpu_hca_distance='PIX', hca_numa_node=0, link='4X NDR', bus='PCIe 5.0 x16')
+    nodes=4, cores_per_node=96, rdma_devices=['mlx5_0'], ib_ports=1, features=['gpu', 'gpudirect'],
+    environs=['gpu'], gpus_per_node=4, gpu_hca_distance='PIX', gpu_far_distance='SYS', hca_numa_node=0,
+    link='4X NDR', bus='PCIe 5.0 x16')
 
 EXAMPLE_CLUSTER = {
     'name': SYSTEM,
@@ -108,10 +111,11 @@ ENVIRONMENTS = [
     rfmconfig.site_environment(
         'verbs', descr='perftest (upstream, MOFED or DOCA) and ibrepro_rdma, run by the pair runner',
         prefix=f'{VIEWS}/generic', tools=['perftest', 'ibrepro-rdma'], target_systems=[SYSTEM]),
-    # SITE: the GPU tools (nvbandwidth: Spack's builtin package, or modules=['cuda', 'nvbandwidth'])
+    # SITE: the GPU tools, the Spack view of configs/spack/gpu (nvbandwidth; perftest built with CUDA, feature
+    # `cuda`: GPUDirect RDMA), or modules=['cuda', 'nvbandwidth', ...]
     rfmconfig.site_environment(
-        'gpu', descr='nvbandwidth (CUDA host-device and device-device copies)', prefix=f'{VIEWS}/gpu',
-        tools=['nvbandwidth'], target_systems=[SYSTEM]),
+        'gpu', descr='nvbandwidth (CUDA host-device copies) and perftest +cuda (GPUDirect RDMA)',
+        prefix=f'{VIEWS}/gpu', tools=['nvbandwidth', 'perftest'], features=['cuda'], target_systems=[SYSTEM]),
 ]
 
 # --mode nightly: the `nightly` subset (every figure of the papers once, ~26 min on two nodes: nightly.yaml)

@@ -46,8 +46,12 @@ RUN_SECONDS = {
 #: Rows beyond the papers (the catalog's ``continues``): their nightly cases, chosen by hand, which run only where
 #: a partition has the hardware. GPU host-device copies, copy engine, one direction each: the quietest signal a
 #: night has (robust sd 0.03-0.08 % over 25 runs on the shared H200: a 1 % change shows in one night).
+#: GPUDirect RDMA: write bandwidth from and into the nearest GPU's memory, the path a GPU job's transfers take (a
+#: node whose HCA cannot reach GPU memory, nvidia-peermem not loaded, fails it).
 TODAY = [{'case': 'GpuHostDevice %copy=h2d-ce', 'row': 44, 'where': 'partitions with feature gpu'},
-         {'case': 'GpuHostDevice %copy=d2h-ce', 'row': 44, 'where': 'partitions with feature gpu'}]
+         {'case': 'GpuHostDevice %copy=d2h-ce', 'row': 44, 'where': 'partitions with feature gpu'},
+         {'case': 'GpuDirectRdma %operation=write_bw %memory=gpu-near', 'row': 45,
+          'where': 'partitions with feature gpudirect'}]
 
 #: NPB class B run times (s) on two HDR nodes (one process per node), assumed; halved per doubling of processes.
 NPB_2X1 = {'is': 5, 'ep': 15, 'cg': 30, 'mg': 10, 'ft': 40, 'lu': 150, 'sp': 150, 'bt': 150}

@@ -45,7 +45,8 @@ Spec (JSON, version 2)::
      "flows": [{"id": 0, "port": 18515, "server": {"node": 1, "rail": 0}, "client": {"node": 0, "rail": 0}}],
      "sizes": [65536, 1048576],                                 # null: one round (e.g. perftest -a)
      "timeout": 900, "connect_timeout": 60, "pin": true, "cpu_sharing": false,
-     "node_exec": null, "python": "python3", "sysfs": "/sys"}
+     "node_exec": null, "python": "python3", "sysfs": "/sys",
+     "gpu_options": ["--use_cuda_bus_id={gpu}"], "gpu_vendor": "NVIDIA"}     # only with sides that have "gpu"
 
 Binding: with ``pin``, each side runs on CPUs of its own near its rail's device (the device's ``local_cpulist``
 within the CPUs the launcher gave this task), one per process (a side's ``"processes": N``, e.g. ``ibrepro_rdma
@@ -54,10 +55,19 @@ device, the case fails with the reason, unless ``cpu_sharing`` (emulated nodes) 
 device's locality is unknown (no PCI function, e.g. soft-RoCE) any CPU of the task is used and the side's status
 says so (``binding``).
 
+GPUDirect RDMA: a side with ``"gpu": "near"`` or ``"far"`` keeps its buffers in the memory of the GPU nearest to
+its rail's HCA on the PCIe tree, or the farthest (``nvidia-smi topo -m``'s distances, :mod:`ibrepro.pcie_distance`,
+copied beside this script as ``pcie_distance.py``): the spec's ``gpu_options`` (e.g.
+``["--use_cuda_bus_id={gpu}"]``) are added to its command with ``{gpu}`` the GPU's PCI address (an ``argv`` side
+names ``{gpu}`` where it wants it), and the side's status records the GPU and its distance. A node without such a
+GPU (none, or none farther than the nearest) fails the case with the reason: a measurement promised in GPU memory
+is never made in host memory.
+
 A side may carry its own command line instead, ``"argv": [...]``, for client/server programs other than
 perftest; ``{server_addr}`` (the server rail's address), ``{server_rails}`` / ``{client_rails}`` (all rails of
-that node, comma-separated), ``{addr:<node>:<rail>}`` (one rail of one node) and ``{size}`` are replaced. With
-``"wait_listen": false`` the runner does not wait for a TCP listener (the client retries by itself).
+that node, comma-separated), ``{addr:<node>:<rail>}`` (one rail of one node), ``{size}`` and ``{gpu}`` (the side's
+GPU, see above) are replaced. With ``"wait_listen": false`` the runner does not wait for a TCP listener (the client
+retries by itself).
 ``node_exec`` (emulated nodes only) is a command prefix that runs a side, or this script's ``--probe``, on node
 ``{node}`` from one runner process.
 """
@@ -90,6 +100,15 @@ MAX_NODES = 16384
 MAX_FLOWS = 100000
 MAX_PROCESSES = 4096
 MAX_RAILS = 64
+
+#: Which GPU a side's buffers are in: the nearest to its rail's HCA on the PCIe tree, or the farthest.
+GPU_CHOICES = ('near', 'far')
+#: GPU vendors a spec may ask for (:data:`ibrepro.pcie_distance.GPU_VENDORS`).
+GPU_VENDOR_NAMES = ('NVIDIA', 'AMD')
+#: What a node may publish as a GPU's address and distance (the peer's words are checked before they go into a
+#: command line).
+_GPU_ADDRESS = re.compile(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]')
+_GPU_DISTANCES = ('X', 'PIX', 'PXB', 'PHB', 'NODE', 'SYS', 'NODE or SYS')
 
 #: A rank or a count in a launcher's variable: ASCII digits only (``'²'.isdigit()`` is True, ``int('²')`` fails).
 _COUNT = re.compile(r'[0-9]{1,9}')
@@ -180,6 +199,8 @@ def check_spec(spec, path='<spec>'):
             if 'argv' in end and not (isinstance(end['argv'], list) and end['argv']
                                       and all(isinstance(a, str) for a in end['argv'])):
                 raise SpecError(f'{where}: {side} \'argv\' must be a non-empty list of strings')
+            if end.get('gpu', 'near') not in GPU_CHOICES:
+                raise SpecError(f'{where}: {side} \'gpu\' must be one of {", ".join(GPU_CHOICES)}, not {end["gpu"]!r}')
             count = end.get('processes', 1)
             if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_PROCESSES:
                 raise SpecError(f'{where}: {side} \'processes\' must be 1 to {MAX_PROCESSES}, not {count!r}')
@@ -200,6 +221,13 @@ def check_spec(spec, path='<spec>'):
         if value <= 0:
             raise SpecError(f'{path}: field {key!r} must be positive')
     _field(spec, 'sysfs', str, path, '/sys')
+    if _field(spec, 'gpu_vendor', str, path, 'NVIDIA') not in GPU_VENDOR_NAMES:
+        raise SpecError(f'{path}: field \'gpu_vendor\' must be one of {", ".join(GPU_VENDOR_NAMES)}')
+    if any('gpu' in f[side] and 'argv' not in f[side] for f in flows for side in ('server', 'client')):
+        options = _field(spec, 'gpu_options', list, path)
+        if not options or not all(isinstance(o, str) for o in options) or not any('{gpu}' in o for o in options):
+            raise SpecError(f'{path}: field \'gpu_options\' must be a list of strings, one with {{gpu}} (the GPU\'s '
+                            'PCI address), when a side uses GPU memory')
     node_exec = _field(spec, 'node_exec', (list, type(None)), path, None)
     if node_exec is not None and not all(isinstance(a, str) for a in node_exec):
         raise SpecError(f'{path}: field \'node_exec\' must be a list of strings')
@@ -364,8 +392,19 @@ def traffic_class(device, port, sysfs='/sys'):
         if device else None
 
 
-def probe(rails, sysfs='/sys'):
-    """What this node says about itself: host, allowed CPUs and per rail its address and near CPUs."""
+def _pcie_distance():
+    """:mod:`ibrepro.pcie_distance`: the package's, or the copy beside this script in a stage directory (imported
+    only for GPU sides, so a runner copied alone still runs every other case)."""
+    try:
+        from . import pcie_distance
+    except ImportError:          # run as a script: no package
+        import pcie_distance
+    return pcie_distance
+
+
+def probe(rails, sysfs='/sys', gpu_vendor=None):
+    """What this node says about itself: host, allowed CPUs and per rail its address and near CPUs; with
+    ``gpu_vendor``, per rail also that vendor's GPUs by their PCIe distance from the rail's device, nearest first."""
     try:
         allowed = set(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -385,6 +424,9 @@ def probe(rails, sysfs='/sys'):
                               'traffic_class': traffic_class(device, port, sysfs),
                               'local_cpus': _read(Path(sysfs) / 'class' / 'infiniband' / (device or '') / 'device'
                                                   / 'local_cpulist') if device else None})
+        if gpu_vendor:
+            info['rails'][-1]['gpus'] = [{k: g[k] for k in ('address', 'distance')} for g in
+                                         _pcie_distance().gpus_by_distance(device, sysfs, gpu_vendor)]
     return info
 
 
@@ -518,6 +560,11 @@ def _info_problem(info):
         if near is not None and (not isinstance(near, list) or not all(type(c) is int for c in near)):
             # None: the device's locality is unknown (no PCI function: soft-RoCE, no device named)
             return f'rail {i} near_cpus is not a list of CPU numbers'
+        gpus = rail.get('gpus', [])
+        if not isinstance(gpus, list) or not all(
+                isinstance(g, dict) and isinstance(g.get('address'), str) and _GPU_ADDRESS.fullmatch(g['address'])
+                and g.get('distance') in _GPU_DISTANCES for g in gpus):
+            return f'rail {i} gpus is not a list of PCI addresses and PCIe distances'
     return None
 
 
@@ -566,10 +613,16 @@ class Runner:
     def _python(self):
         return self.spec['python'] if self.spec.get('node_exec') else sys.executable
 
+    def _gpu_vendor(self):
+        """The vendor of the GPUs the sides use, or None when every side is in host memory."""
+        uses = any('gpu' in f[side] for f in self.spec['flows'] for side in ('server', 'client'))
+        return self.spec.get('gpu_vendor', 'NVIDIA') if uses else None
+
     def probe_nodes(self):
         for node in self.nodes:
             if self.spec.get('node_exec'):
                 cmd = self._exec_prefix(node) + [self._python(), self.script, '--probe', json.dumps(self.spec['rails'])]
+                cmd += ['--probe-gpus', self._gpu_vendor()] if self._gpu_vendor() else []
                 out = subprocess.run(cmd, cwd=self.workdir, **_CAPTURE,
                                      timeout=max(5.0, self._left()))
                 try:
@@ -578,7 +631,7 @@ class Runner:
                     raise PairFailed(f'probing node {node} ({_join(cmd)}) failed with {out.returncode}: '
                                      f'{(out.stderr or out.stdout).strip()[-300:]}') from None
             else:
-                info = probe(self.spec['rails'], self.spec['sysfs'])
+                info = probe(self.spec['rails'], self.spec['sysfs'], self._gpu_vendor())
             info['node'] = node
             missing = sorted({r['device'] for r in info['rails'] if r['device']
                               and not r['device'].startswith(NETDEV_RAIL)} - set(info.get('devices', [])))
@@ -623,10 +676,12 @@ class Runner:
 
     def side_command(self, flow, side, size=None):
         end = flow[side]
+        gpu = self.gpu_for(flow, side)
         if 'argv' in end:
             values = {'{server_addr}': self._address(flow['server']['node'], flow['server'].get('rail', 0)),
                       '{server_rails}': self._rails(flow['server']['node']),
-                      '{client_rails}': self._rails(flow['client']['node']), '{size}': str(size or '')}
+                      '{client_rails}': self._rails(flow['client']['node']), '{size}': str(size or ''),
+                      '{gpu}': gpu['address'] if gpu else ''}
             cmd = list(end['argv'])
             for key, value in values.items():
                 cmd = [arg.replace(key, value) for arg in cmd]
@@ -641,9 +696,35 @@ class Runner:
         cmd += ['-p', str(flow['port'])]
         if size:
             cmd += ['-s', str(size)]
+        if gpu:
+            cmd += [opt.replace('{gpu}', gpu['address']) for opt in self.spec['gpu_options']]
         if side == 'client':
             cmd.append(self._address(flow['server']['node'], flow['server'].get('rail', 0)))
         return cmd
+
+    def gpu_for(self, flow, side):
+        """The GPU whose memory a side uses (``{'address', 'distance', 'choice', 'nearest'}``: its PCI address, its
+        PCIe distance from the side's HCA, near or far, and the nearest distance on the node), or None for host
+        memory. PairFailed when the node has no such GPU."""
+        end = flow[side]
+        choice = end.get('gpu')
+        if not choice:
+            return None
+        node, rail = end['node'], end.get('rail', 0)
+        info = self.info[node]
+        device = self.spec['rails'][rail][0] or 'the default device'
+        gpus = (info['rails'][rail] if rail < len(info['rails']) else {}).get('gpus') or []
+        where = f'flow {flow["id"]}: the {side} on node {node} ({info["host"]}) is to use the memory of the GPU ' \
+                f'{"nearest to" if choice == "near" else "farthest from"} {device}'
+        if not gpus:
+            raise PairFailed(f'{where}, but sysfs shows no {self.spec.get("gpu_vendor", "NVIDIA")} GPU near or far '
+                             f'from it ({device} without a PCI function, e.g. soft-RoCE, has no PCIe distance)')
+        nearest, gpu = gpus[0], (gpus[0] if choice == 'near' else gpus[-1])
+        if choice == 'far' and gpu['distance'] == nearest['distance']:
+            raise PairFailed(f'{where}, but every GPU of the node is at the same distance from it '
+                             f'({nearest["distance"]}): there is no far GPU to measure')
+        return {'address': gpu['address'], 'distance': gpu['distance'], 'choice': choice,
+                'nearest': nearest['distance']}
 
     def _cpus_for(self, flow, side, taken):
         """(CPUs, how) for a side of ``flow``: one CPU of its own near its rail's device per process of the side
@@ -720,7 +801,7 @@ class Runner:
         status = {'flow': flow['id'], 'side': side, 'node': node, 'host': self.info[node]['host'],
                   'device': self.spec['rails'][flow[side].get('rail', 0)][0], 'size': size,
                   'link_layer': rail.get('link_layer'), 'traffic_class': rail.get('traffic_class'),
-                  'cpu': cpus[0] if cpus else None, 'cpus': cpus, 'binding': how,
+                  'cpu': cpus[0] if cpus else None, 'cpus': cpus, 'binding': how, 'gpu': self.gpu_for(flow, side),
                   'memlock': self.info[node].get('memlock'),
                   'command': tool, 'start': time.time(), 'end': None, 'returncode': None}
         try:
@@ -1024,6 +1105,8 @@ def add_arguments(parser):
     parser.add_argument('--nodes', type=int, nargs='+', help='node indices to play (default: from the rank)')
     parser.add_argument('--probe', metavar='RAILS', help='print what this node has for RAILS (JSON list of '
                         '[device, port]) and exit')
+    parser.add_argument('--probe-gpus', metavar='VENDOR', choices=GPU_VENDOR_NAMES,
+                        help='with --probe: also the GPUs of VENDOR by their PCIe distance from each rail\'s device')
 
 
 def cli(args):
@@ -1033,7 +1116,7 @@ def cli(args):
         except json.JSONDecodeError as err:
             print(f'ibrepro pair: --probe: not JSON: {err}', file=sys.stderr)
             return 2
-        print(json.dumps(probe(rails)))
+        print(json.dumps(probe(rails, gpu_vendor=args.probe_gpus)))
         return 0
     if not args.spec:
         print('ibrepro pair: a spec file is needed', file=sys.stderr)

@@ -192,18 +192,20 @@ def prefix_environment(name, prefix, *, descr, features=(), extra_lib_dirs=(), e
 
 
 def site_environment(name, *, descr, tools, mpi=None, prefix=None, modules=(), slurm_mpi_type=None, env_vars=(),
-                     cc='mpicc', target_systems=None):
+                     cc='mpicc', target_systems=None, features=()):
     """A site's programming environment: an MPI library and the benchmarks built with it, from ``modules`` and/or
     an install ``prefix`` (a Spack view, or any prefix: its bin/ and OSU's libexec directories, OMB 5 and 7
     layouts, go on PATH). ``mpi`` is the MPI family (a binding vocabulary: openmpi, mpich, impi, mvapich2), None
     for tools that need no MPI (perftest);
     ``tools`` what it provides (osu, npb, imb, perftest, ibrepro-bench, ibrepro-rdma): when this host sees the
     prefix, the tools and programs found there replace the declared ones. ``slurm_mpi_type`` is srun's
-    ``--mpi`` (pmix for Open MPI 5 / PMIx builds, pmi2 for MPICH and Intel MPI).
+    ``--mpi`` (pmix for Open MPI 5 / PMIx builds, pmi2 for MPICH and Intel MPI). ``features`` are what the
+    programs' names do not tell and stay whatever the prefix holds: ``cuda`` (its perftest is built with CUDA, for
+    GPUDirect RDMA).
     """
-    mpi_features = ['mpi', mpi] if mpi else []
+    declared = (['mpi', mpi] if mpi else []) + list(features)      # not found by the programs' names
     env = {'name': name, 'cc': cc, 'modules': list(modules), 'extras': {'about': descr},
-           'features': [*mpi_features, *tools], 'env_vars': []}
+           'features': [*declared, *tools], 'env_vars': []}
     if prefix:
         seen = Path(prefix).is_dir()
         bins = prefix_bin_dirs(prefix, existing=seen)
@@ -211,7 +213,7 @@ def site_environment(name, *, descr, tools, mpi=None, prefix=None, modules=(), s
         env['env_vars'].append(['LD_LIBRARY_PATH', path_value([Path(prefix) / 'lib'], 'LD_LIBRARY_PATH')])
         if seen:
             programs = find_programs(bins)
-            env['features'] = [*mpi_features, *programs]
+            env['features'] = [*declared, *programs]
             env['extras']['programs'] = sorted(p for names in programs.values() for p in names)
     if slurm_mpi_type:
         env['env_vars'].append(['SLURM_MPI_TYPE', slurm_mpi_type])

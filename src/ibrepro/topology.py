@@ -19,16 +19,14 @@ adapter: devices sharing one PCI device (a dual-function HCA shares its PCIe lin
 declare for a partition.
 """
 
-import itertools
 import json
 import re
 import sys
 from pathlib import Path
 
-from . import limits
+from . import limits, pcie_distance
 
 SYSFS = Path('/sys')
-_BDF = re.compile(r'^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
 # PCIe transfer rate (GT/s) -> generation
 _PCIE_GEN_BY_RATE = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 # Signalling per lane as the kernel's sysfs `rate` counts it (drivers/infiniband/core/sysfs.c
@@ -109,18 +107,6 @@ _ETH_GBPS_OF_IB = {('sdr', 1): 1, ('ddr', 4): 20}
 
 # -- sysfs -------------------------------------------------------------------------------------
 
-def _pci_function(path):
-    """The PCI function directory at or above ``path`` (a resolved device link), or None."""
-    try:
-        path = Path(path).resolve(strict=True)
-    except OSError:
-        return None
-    for p in [path, *path.parents]:
-        if _BDF.match(p.name):
-            return p
-    return None
-
-
 def _gt_per_s(speed):
     m = re.match(r'\s*([\d.]+)\s*GT/s', speed or '')
     return float(m.group(1)) if m else None
@@ -166,11 +152,6 @@ def _link_end(function):
             'max_width': _int_or_none(_read(function / 'max_link_width'))}
 
 
-def _bridges(function):
-    """``function`` and the PCI functions above it up to its root port, nearest first."""
-    return [function, *itertools.takewhile(lambda p: _BDF.match(p.name), function.parents)]
-
-
 def pcie_path(function):
     """The PCIe links from a device's function up to its root port, each with what it trained to and what it
     could train to: the lesser of its two ends' maxima (a Gen5 card in a Gen4 slot is capped, not degraded).
@@ -180,7 +161,7 @@ def pcie_path(function):
     downstream link for a downstream or root port. So the links are the pairs (chain[0], chain[1]),
     (chain[2], chain[3]), ...; each is read at its lower end. A function without link attributes (a virtual
     function, an integrated device) ends the path."""
-    chain = _bridges(function)
+    chain = pcie_distance.bridges(function)
     links = []
     for lower, upper in zip(chain[0::2], chain[1::2]):
         low, up = _link_end(lower), _link_end(upper)
@@ -252,9 +233,10 @@ def _read_device(root, dev_dir):
     else:
         kind = 'hca'
 
-    function, via = _pci_function(dev_dir / 'device'), 'device'
+    function, via = pcie_distance.pci_function(dev_dir / 'device'), 'device'
     if function is None and parent_netdev:   # soft-RoCE: the NIC under the netdev, if any
-        function, via = _pci_function(root / 'class' / 'net' / parent_netdev / 'device'), f'netdev {parent_netdev}'
+        function = pcie_distance.pci_function(root / 'class' / 'net' / parent_netdev / 'device')
+        via = f'netdev {parent_netdev}'
 
     pci = _read_pci(function, via)
     ports_dir = dev_dir / 'ports'
@@ -278,24 +260,15 @@ def _read_device(root, dev_dir):
     }
 
 
-#: PCI vendors whose display and 3D controllers are GPUs the fleet judges (NVIDIA, AMD).
-GPU_VENDORS = {'0x10de': 'NVIDIA', '0x1002': 'AMD'}
-#: PCI class codes of a GPU: VGA (0x0300xx) and 3D controllers (0x0302xx: data-centre GPUs).
-GPU_CLASSES = ('0x0300', '0x0302')
-
-
 def read_gpus(root=SYSFS):
     """The GPUs under ``root`` (``bus/pci/devices``: PCI functions of a GPU vendor and class), each with its PCIe
     link state and path as an HCA's (:func:`_read_pci`): the bus between GPU and host decides host-device copies as
     it decided the papers' adapters' bandwidth."""
     found = []
-    devices = Path(root) / 'bus' / 'pci' / 'devices'
-    for link in sorted(devices.iterdir()) if devices.is_dir() else []:
-        vendor, klass = _read(link / 'vendor'), _read(link / 'class') or ''
-        if vendor in GPU_VENDORS and klass.startswith(GPU_CLASSES):
-            pci = _read_pci(_pci_function(link), 'bus/pci')
-            if pci:
-                found.append({'name': pci['address'], 'vendor': GPU_VENDORS[vendor], 'class': klass, 'pci': pci})
+    for gpu in pcie_distance.gpu_functions(root):
+        pci = _read_pci(gpu['function'], 'bus/pci')
+        if pci:
+            found.append({'name': pci['address'], 'vendor': gpu['vendor'], 'class': gpu['class'], 'pci': pci})
     return found
 
 
@@ -329,48 +302,14 @@ def read_sysfs(root=SYSFS):
             topo['message'] = f'no RDMA devices found ({class_dir} is empty)'
     topo['adapters'] = adapters(topo['devices'])
     topo['gpus'] = read_gpus(root)
-    for gpu in topo['gpus']:          # how far each GPU is from each HCA: what GPUDirect RDMA crosses
-        function = _pci_function(root / 'bus' / 'pci' / 'devices' / gpu['name'])
-        gpu['hca_distance'] = {
-            d['name']: pci_distance(function, _pci_function(root / 'class' / 'infiniband' / d['name'] / 'device'),
-                                    (gpu.get('pci') or {}).get('numa_node'), (d.get('pci') or {}).get('numa_node'))
+    hcas = {d['name']: (pcie_distance.pci_function(class_dir / d['name'] / 'device'), d['pci'].get('numa_node'))
             for d in topo['devices'] if d.get('kind') == 'hca' and d.get('pci')}
+    for gpu in topo['gpus']:          # how far each GPU is from each HCA: what GPUDirect RDMA crosses
+        function = pcie_distance.pci_function(root / 'bus' / 'pci' / 'devices' / gpu['name'])
+        numa = (gpu.get('pci') or {}).get('numa_node')
+        gpu['hca_distance'] = {name: pcie_distance.pci_distance(function, hca, numa, hca_numa)
+                               for name, (hca, hca_numa) in hcas.items()}
     return topo
-
-
-#: PCIe distances between two devices, nearest first, as ``nvidia-smi topo -m`` names them: PIX (through one PCIe
-#: switch), PXB (several switches, no host bridge), PHB (through the CPU's host bridge), NODE (across host bridges
-#: of one NUMA node), SYS (across the socket interconnect).
-DISTANCES = ('X', 'PIX', 'PXB', 'PHB', 'NODE', 'SYS')
-
-
-def _ancestry(function):
-    """``([the function, the bridges above it up to its root port], the host bridge's name)``."""
-    chain = _bridges(function)
-    return [p.name for p in chain], chain[-1].parent.name
-
-
-def pci_distance(a, b, numa_a=None, numa_b=None):
-    """The PCIe distance (:data:`DISTANCES`) between functions ``a`` and ``b`` (resolved sysfs directories), from
-    the bridges their paths share: under one switch (the upstream port both paths cross) PIX, several PXB; under one
-    host bridge PHB; else NODE or SYS by their NUMA nodes ('NODE or SYS' when one is unknown); None without both."""
-    if a is None or b is None:
-        return None
-    (ca, ha), (cb, hb) = _ancestry(a), _ancestry(b)
-    if ca[0] == cb[0]:
-        return 'X'
-    shared = [name for name in ca[1:] if name in cb[1:]]
-    if ha == hb and shared:
-        top = shared[0]                   # the lowest bridge both cross: a switch's upstream port
-        # switches crossed: the upstream ports (every second function above a device, chain[2], chain[4], ...) below
-        # the shared one on each side, and the shared switch itself
-        below = sum(1 for chain in (ca, cb) for i, name in enumerate(chain[:chain.index(top)]) if i >= 2 and i % 2 == 0)
-        return 'PIX' if below == 0 else 'PXB'
-    if ha == hb:
-        return 'PHB'
-    if numa_a is None or numa_b is None or numa_a < 0 or numa_b < 0:
-        return 'NODE or SYS'
-    return 'NODE' if numa_a == numa_b else 'SYS'
 
 
 read = read_sysfs
@@ -679,7 +618,7 @@ def _format_gpus(gpus):
     for g in gpus:
         pci, link = g.get('pci') or {}, gpu_link(g)
         hcas = ', '.join(f'{hca} {distance}' for hca, distance in sorted(
-            (g.get('hca_distance') or {}).items(), key=lambda kv: (_rank(kv[1]), kv[0])))
+            (g.get('hca_distance') or {}).items(), key=lambda kv: (pcie_distance.rank(kv[1]), kv[0])))
         rows.append([g['name'], g.get('vendor') or '-', pci.get('bus_spec') or pci.get('current_link_speed') or '?',
                      pci.get('max_bus_spec') or '?',
                      (f'{link["spec"]} at {link["lower"]}' if link else 'not given by sysfs'),
@@ -691,8 +630,3 @@ def _format_gpus(gpus):
     return '\n'.join(['GPUs (host-device copies are limited by the narrowest PCIe link up to the root port):',
                       limits._table(['GPU', 'vendor', 'link', 'max', 'limiting link', 'per direction', 'note',
                                      'numa', 'HCAs by PCIe distance'], rows)])
-
-
-def _rank(distance):
-    """Nearest first (:data:`DISTANCES`); an unknown or partly known distance after the known ones."""
-    return DISTANCES.index(distance) if distance in DISTANCES else len(DISTANCES)

@@ -7,7 +7,7 @@ is and the one step that provides it, the same words in a skip reason (:mod:`ibr
 """
 
 #: Partition features.
-IB, ROCE, DUAL_PORT, GPU = 'ib', 'roce', 'dual-port', 'gpu'
+IB, ROCE, DUAL_PORT, GPU, GPUDIRECT = 'ib', 'roce', 'dual-port', 'gpu', 'gpudirect'
 #: Either RDMA partition feature (the catalog names their absence ``rdma``).
 RDMA = (IB, ROCE)
 
@@ -38,6 +38,11 @@ HINTS = {
     GPU: ('GPU', 'a partition of GPU nodes with feature gpu (configs/example-cluster.py: GPU_NODES)'),
     'nvbandwidth': ('nvbandwidth', "an environment with nvbandwidth: Spack's builtin package, a module or a prefix "
                                    "(configs/example-cluster.py: the gpu environment)"),
+    GPUDIRECT: ('GPUDirect RDMA', 'a partition of GPU nodes and HCAs with feature gpudirect, where nvidia-peermem or '
+                                  'DMA-BUF lets the HCA reach GPU memory (configs/example-cluster.py: the gpu '
+                                  'partition)'),
+    'cuda': ('perftest built with CUDA', 'an environment with feature cuda whose perftest is built with CUDA: make '
+                                         'spack SPACK_ENV=gpu (configs/example-cluster.py: the gpu environment)'),
 }
 
 #: How the catalog says a layout extra is short (the others: ``no <what>``).

@@ -8,7 +8,7 @@ id, the HCA's NUMA node), and :func:`judge` names what is wrong with it, compone
   ``{'width': 4, 'speed': 'HDR'}``, ``hca_numa_node``, ``gpu_hca_distance``): a port that is not ACTIVE, a port
   trained to fewer lanes or a lower speed, an HCA on another NUMA node than the one jobs are bound near, a GPU
   whose nearest HCA is farther on PCIe than the partition's nodes are built (``'PIX'``: one switch;
-  :data:`ibrepro.topology.DISTANCES`);
+  :data:`ibrepro.pcie_distance.DISTANCES`);
 * against physics: a PCIe link trained below the lesser of its two ends' maxima (a card in a slot that can more;
   a Gen5 card in a Gen4 slot is capped, not degraded: :func:`ibrepro.topology.pcie_path`);
 * against the fleet: per board id, the firmware, port rate and PCIe link most nodes have (a node that differs is
@@ -24,6 +24,7 @@ import collections
 import json
 import socket
 
+from .. import pcie_distance
 from .. import topology as ibtopology
 from .component import HOST_NAME
 
@@ -93,9 +94,9 @@ def judge(host, topo, expected=None):
             skipped.append(f'{host}:gpu:{name}: no PCIe link attributes above it: path not judged')
         faults += _degraded_links(host, pci, f'GPU {name}')
         distances = gpu.get('hca_distance') or {}
-        if farthest in ibtopology.DISTANCES and distances:
-            hca, nearest = min(distances.items(), key=lambda kv: (ibtopology._rank(kv[1]), kv[0]))
-            if ibtopology._rank(nearest) > ibtopology.DISTANCES.index(farthest):
+        if farthest in pcie_distance.DISTANCES and distances:
+            hca, nearest = min(distances.items(), key=lambda kv: (pcie_distance.rank(kv[1]), kv[0]))
+            if pcie_distance.rank(nearest) > pcie_distance.DISTANCES.index(farthest):
                 faults.append(_fault(f'{host}:gpu:{name}', 'GPU far from its HCA',
                                      f'its nearest HCA is {hca} at {nearest}; the partition expects '
                                      f'{farthest} or nearer (GPUDirect RDMA crosses that path)'))

@@ -41,10 +41,11 @@ from reframe.core.backends import getlauncher
 from reframe.core.builtins import run_after, run_before, variable
 from reframe.core.exceptions import SanityError
 
-from .. import pair, parsers
+from .. import pair, parsers, pcie_distance
 
 SPEC_FILE = 'flows.json'
 RUNNER_FILE = 'ibrepro_pair.py'
+DISTANCE_FILE = 'pcie_distance.py'
 BASE_PORT = 18515
 
 
@@ -106,7 +107,7 @@ def merge_rounds(tables):
 
 #: What each side's status file says of where and when it ran, kept in :attr:`PairRunner.flow_windows`.
 WINDOW_KEYS = ('flow', 'side', 'size', 'node', 'host', 'device', 'cpu', 'cpus', 'process_cpus', 'binding', 'memlock',
-               'link_layer', 'traffic_class', 'start', 'end', 'returncode')
+               'link_layer', 'traffic_class', 'gpu', 'start', 'end', 'returncode')
 
 
 class PairRunner(rfm.RegressionTestPlugin):
@@ -198,6 +199,7 @@ class PairRunner(rfm.RegressionTestPlugin):
         with open(os.path.join(self.stagedir, SPEC_FILE), 'w') as fp:
             json.dump(spec, fp, indent=2)
         shutil.copy(pair.__file__, os.path.join(self.stagedir, RUNNER_FILE))
+        shutil.copy(pcie_distance.__file__, os.path.join(self.stagedir, DISTANCE_FILE))    # GPU sides import it
 
         self.executable = spec['python']
         self.executable_opts = [RUNNER_FILE, SPEC_FILE]

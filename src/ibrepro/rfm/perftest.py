@@ -79,7 +79,9 @@ class PerftestFlows(rfm.RunOnlyRegressionTest, PairRunner, Placement, Knobs, Pap
 
     tool = 'perftest'
     level = 'verbs'
-    valid_prog_environs = ['+perftest']
+    # a perftest built with CUDA (an environment with feature `cuda`) runs the GPUDirect family; host-memory cases
+    # run once, with the partition's plain perftest
+    valid_prog_environs = ['+perftest -cuda']
     time_limit = DEFAULT_TIME_LIMIT
 
     #: The perftest program (ib_send_lat, ib_write_lat, ib_read_lat, ib_atomic_lat, ib_write_bw, ...).

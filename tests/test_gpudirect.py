@@ -1,0 +1,212 @@
+"""GPUDirect RDMA by PCIe distance (reframe-checks/gpu/gpudirect.py): which GPU each side uses, chosen on its node by
+the PCIe distance from its rail's HCA (ibrepro.pcie_distance, in crafted sysfs trees as the kernel lays them out),
+given to the program and recorded; a node without the GPU it promises fails the case; and the job scripts the
+template's GPU partition generates.
+
+No GPU and no RDMA device exist here: the sides are real processes (tests/programs/tcp_peer.py) run by the real pair
+runner copied into a stage directory as the checks copy it, and the GPU's address reaches their command line as it
+reaches perftest's ``--use_cuda_bus_id``.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, old_python, output
+from ibrepro import pair, pcie_distance, topology
+from test_fleet import _gpu
+from test_gpu import DSP1, DSP2, RP, USP, _hca
+from test_topology import write
+
+PEER = str(Path(__file__).parent / 'programs' / 'tcp_peer.py')
+
+NEAR = '0000:19:00.0'        # behind the HCA's own PCIe switch (DSP1 beside the HCA's DSP2): PIX
+FAR = '0000:3b:00.0'         # under the other socket's host bridge: SYS
+
+
+def node(root, gpus=('near', 'far')):
+    """A node under ``root``: mlx5_0 on NUMA node 0 behind a PCIe switch, and its GPUs."""
+    _hca(root, [RP, USP, DSP2, ('0000:1a:00.0', 32.0, 16, 32.0, 16)], '0')
+    if 'near' in gpus:
+        _gpu(root, [RP, USP, DSP1, (NEAR, 32.0, 16, 32.0, 16)])
+    if 'far' in gpus:
+        far = _gpu(root, [('0000:3a:00.0', 32.0, 16, 32.0, 16), (FAR, 32.0, 16, 32.0, 16)])
+        write(far / 'numa_node', '1')
+    return root
+
+
+def test_the_gpus_of_a_node_by_distance_from_its_hca_nearest_first(tmp_path):
+    node(tmp_path)
+    found = pcie_distance.gpus_by_distance('mlx5_0', tmp_path, 'NVIDIA')
+    assert [(g['address'], g['distance'], g['numa_node']) for g in found] == [(NEAR, 'PIX', 0), (FAR, 'SYS', 1)]
+    # one rule: the node's topology says the same distances
+    assert {g['name']: g['hca_distance'] for g in topology.read_sysfs(tmp_path)['gpus']} == {
+        NEAR: {'mlx5_0': 'PIX'}, FAR: {'mlx5_0': 'SYS'}}
+    assert pcie_distance.gpus_by_distance('mlx5_0', tmp_path, 'AMD') == []
+    assert pcie_distance.gpus_by_distance('rxe0', tmp_path) == []        # no PCI function: no distance
+
+
+def test_each_rail_publishes_its_gpus_only_when_a_side_uses_one(tmp_path):
+    node(tmp_path)
+    rail = pair.probe([['mlx5_0', 1]], str(tmp_path), 'NVIDIA')['rails'][0]
+    assert rail['gpus'] == [{'address': NEAR, 'distance': 'PIX'}, {'address': FAR, 'distance': 'SYS'}]
+    assert 'gpus' not in pair.probe([['mlx5_0', 1]], str(tmp_path))['rails'][0]
+
+
+def _gpu_spec(**kw):
+    return pair.check_spec({'version': 2, 'program': 'ib_write_bw', 'options': ['-F'], 'rails': [['mlx5_0', 1]],
+                            'nodes': 2, 'gpu_options': ['--use_cuda_bus_id={gpu}'],
+                            'flows': [{'id': 0, 'port': 18515, 'server': {'node': 1, 'rail': 0, 'gpu': 'near'},
+                                       'client': {'node': 0, 'rail': 0, 'gpu': 'far'}}], **kw})
+
+
+def test_a_gpu_side_gives_perftest_the_address_of_its_gpu(tmp_path):
+    runner = pair.Runner(_gpu_spec(), tmp_path, nodes=[0, 1], log=lambda m: None)
+    gpus = [{'address': NEAR, 'distance': 'PIX'}, {'address': FAR, 'distance': 'SYS'}]
+    runner.info = {n: {'host': f'gn0{n}', 'rails': [{'address': f'198.18.0.{n + 1}', 'gpus': gpus}]} for n in (0, 1)}
+    flow = runner.spec['flows'][0]
+    assert runner.side_command(flow, 'server') == ['ib_write_bw', '-F', '-d', 'mlx5_0', '-i', '1', '-p', '18515',
+                                                   f'--use_cuda_bus_id={NEAR}']
+    assert runner.side_command(flow, 'client')[-2:] == [f'--use_cuda_bus_id={FAR}', '198.18.0.2']
+    assert runner.gpu_for(flow, 'client') == {'address': FAR, 'distance': 'SYS', 'choice': 'far', 'nearest': 'PIX'}
+
+
+@pytest.mark.parametrize('change, reason', [
+    ({'gpu_options': []}, "'gpu_options' must be a list of strings, one with {gpu}"),
+    ({'gpu_options': ['--use_cuda=0']}, "one with {gpu}"),
+    ({'gpu_vendor': 'Intel'}, "'gpu_vendor' must be one of NVIDIA, AMD"),
+])
+def test_a_gpu_spec_without_a_usable_gpu_option_is_refused(change, reason):
+    with pytest.raises(pair.SpecError, match=re.escape(reason)):
+        _gpu_spec(**change)
+    flows = _gpu_spec()['flows']
+    flows[0]['server']['gpu'] = 'middle'
+    with pytest.raises(pair.SpecError, match="server 'gpu' must be one of near, far, not 'middle'"):
+        _gpu_spec(flows=flows)
+
+
+def test_a_gpu_a_peer_published_goes_into_no_command_line_unchecked():
+    hostile = {'host': 'gn01', 'cpus': [0], 'rails': [{'address': None, 'gpus': [
+        {'address': '0000:19:00.0 --use_cuda=0; touch /tmp/x', 'distance': 'PIX'}]}]}
+    assert pair._info_problem(hostile) == 'rail 0 gpus is not a list of PCI addresses and PCIe distances'
+    hostile['rails'][0]['gpus'] = [{'address': NEAR, 'distance': 'NEAR'}]
+    assert pair._info_problem(hostile)
+    hostile['rails'][0]['gpus'] = [{'address': NEAR, 'distance': 'NODE or SYS'}]
+    assert pair._info_problem(hostile) is None
+
+
+def _stage(tmp_path, sysfs, choice, python=sys.executable):
+    """The runner (run by ``python``) and the distance rule copied into a stage directory as the checks copy them,
+    one flow over mlx5_0 of two nodes played by one task, both sides in the memory of the ``choice`` GPU (real
+    processes)."""
+    stage = tmp_path / 'stage'
+    stage.mkdir()
+    shutil.copy(pair.__file__, stage / 'ibrepro_pair.py')
+    shutil.copy(pcie_distance.__file__, stage / 'pcie_distance.py')
+    side = {'rail': 0, 'gpu': choice}
+    spec = {'version': 2, 'rails': [['mlx5_0', 1]], 'nodes': 2, 'timeout': 60, 'connect_timeout': 10,
+            'wait_listen': False, 'cpu_sharing': True, 'sysfs': str(sysfs),
+            'flows': [{'id': 0, 'port': 19460,
+                       'server': {**side, 'node': 1, 'argv': [sys.executable, PEER, 'server', '19460', '{gpu}']},
+                       'client': {**side, 'node': 0, 'argv': [sys.executable, PEER, 'client', '19460', '127.0.0.1',
+                                                              '0.3', '{gpu}']}}]}
+    (stage / 'flows.json').write_text(json.dumps(pair.check_spec(spec)))
+    return subprocess.run([python, 'ibrepro_pair.py', 'flows.json'], cwd=stage, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=60,
+                          env={k: v for k, v in os.environ.items() if k not in ('SLURM_PROCID', 'PMI_RANK')}), stage
+
+
+def _sides(stage):
+    return [json.loads((stage / f'flow-0.{side}.status.json').read_text()) for side in ('server', 'client')]
+
+
+@pytest.mark.parametrize('choice, address, distance', [('near', NEAR, 'PIX'), ('far', FAR, 'SYS')])
+def test_each_side_runs_in_the_memory_of_the_gpu_at_its_distance_and_records_it(tmp_path, choice, address, distance):
+    done, stage = _stage(tmp_path, node(tmp_path / 'sys'), choice)
+    assert done.returncode == 0, done.stdout
+    for status in _sides(stage):
+        assert status['returncode'] == 0
+        assert status['gpu'] == {'address': address, 'distance': distance, 'choice': choice, 'nearest': 'PIX'}
+        assert status['command'][-1] == address                      # what the program was given
+
+
+@pytest.mark.parametrize('gpus, reason', [
+    (('near',), 'is to use the memory of the GPU farthest from mlx5_0, but every GPU of the node is at the same '
+                'distance from it (PIX): there is no far GPU to measure'),
+    ((), 'is to use the memory of the GPU farthest from mlx5_0, but sysfs shows no NVIDIA GPU near or far from it'),
+])
+def test_a_node_without_the_gpu_it_promises_measures_nothing_and_says_why(tmp_path, gpus, reason):
+    done, stage = _stage(tmp_path, node(tmp_path / 'sys', gpus), 'far')
+    assert done.returncode == 1, done.stdout
+    assert reason in json.loads((stage / 'failed-0.json').read_text())['reason']
+    assert not list(stage.glob('flow-*.out'))           # never measured in host memory instead
+
+
+@pytest.mark.skipif(not old_python('3.6'), reason='no Python 3.6 here (pyenv install 3.6)')
+def test_the_gpu_choice_runs_under_python_3_6(tmp_path):
+    done, stage = _stage(tmp_path, node(tmp_path / 'sys'), 'near', python=old_python('3.6'))
+    assert done.returncode == 0, done.stdout
+    assert [s['gpu']['address'] for s in _sides(stage)] == [NEAR, NEAR]
+
+
+def test_the_distance_rule_needs_at_most_python_3_6():
+    vermin = Path(sys.executable).parent / 'vermin'
+    if not vermin.exists():
+        pytest.skip('vermin not installed (pip install -e .[test])')
+    done = subprocess.run([str(vermin), '--no-tips', '--violations', '-t=3.6-', pcie_distance.__file__],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _gpu_site(tmp_path, far=True):
+    template = (ROOT / 'configs' / 'example-cluster.py').read_text()
+    text = template.replace('GPU_NODES = False ', 'GPU_NODES = True ')
+    if not far:
+        text = text.replace(" gpu_far_distance='SYS',", '')
+    assert text != template and (far or "gpu_far_distance='" not in text)
+    site = tmp_path / 'mysite.py'
+    site.write_text(text)
+    return str(site)
+
+
+def test_the_template_gpu_partition_generates_gpudirect_job_scripts(reframe, tmp_path):
+    """A dry run on the template's GPU partition: two exclusive nodes with their GPUs, one runner per node started
+    by srun with the node's CPUs, each side's GPU chosen by distance on its node; host-memory verbs cases run once,
+    with the plain perftest."""
+    site = _gpu_site(tmp_path)
+    proc = reframe('--dry-run', '-n', 'GpuDirectRdma', '--system', 'example-cluster', config=site)
+    assert proc.returncode == 0, output(proc)
+    cases = set(re.findall(r'(GpuDirectRdma %operation=\w+ %memory=[\w-]+) /\w+ @example-cluster:(\w+\+\w+)',
+                           proc.stdout))
+    assert cases == {(f'GpuDirectRdma %operation={op} %memory={m}', 'gpu+gpu')
+                     for op in ('write_bw', 'read_lat') for m in ('host', 'gpu-near', 'gpu-far')}, proc.stdout
+    (stage,) = [p.parent for p in reframe.home.rglob('GpuDirectRdma_*/flows.json')
+                if json.loads(p.read_text())['program'] == 'ib_write_bw'
+                and json.loads(p.read_text())['flows'][0]['server'].get('gpu') == 'near']
+    text = (stage / 'rfm_job.sh').read_text()
+    for line in ('#SBATCH --exclusive', '#SBATCH --nodes=2', '#SBATCH --ntasks-per-node=1', '#SBATCH --partition=gpu',
+                 '#SBATCH --gpus-per-node=4'):
+        assert line in text.splitlines(), text
+    assert text.splitlines()[-1] == ('srun --kill-on-bad-exit=1 --whole --cpu-bind=none python3 ibrepro_pair.py '
+                                     'flows.json')
+    spec = json.loads((stage / 'flows.json').read_text())
+    assert spec['gpu_options'] == ['--use_cuda_bus_id={gpu}'] and spec['rails'] == [['mlx5_0', 1]]
+    assert [spec['flows'][0][s]['gpu'] for s in ('server', 'client')] == ['near', 'near'] and spec['distinct_hosts']
+    assert (stage / 'pcie_distance.py').read_text() == Path(pcie_distance.__file__).read_text()
+    # the verbs families' host-memory cases: the plain perftest environment only, never twice
+    verbs = reframe('-lC', '-n', 'PerftestBandwidth', '--system', 'example-cluster:gpu', config=site)
+    assert verbs.returncode == 0, output(verbs)
+    assert set(re.findall(r'@example-cluster:gpu\+(\w+)', verbs.stdout)) == {'verbs'}, verbs.stdout
+
+
+def test_the_far_gpu_is_measured_only_where_the_partition_says_it_has_one(reframe, tmp_path):
+    proc = reframe('--dry-run', '-n', 'GpuDirectRdma%operation=read_lat%memory=gpu-far', '--system',
+                   'example-cluster', config=_gpu_site(tmp_path, far=False))
+    assert proc.returncode == 0, output(proc)
+    assert 'gives no gpu_far_distance' in proc.stdout and ' 1 skipped' in proc.stdout, proc.stdout
