@@ -6,7 +6,9 @@ formed, every package names its homepage, licence and maintainers, every downloa
 pinned by a sha256, patches exist, what perftest's configure links is declared, and the
 environments only name packages and variants that exist in ibrepro or in the pinned builtin
 repository (tests/data/spack-builtin.json, dumped from spack-packages v2026.06.0 by
-tests/data/spack_builtin_facts.py). Spack's own audits and spack-packages' lint run in
+tests/data/spack_builtin_facts.py; the GPU packages it lacks from tests/data/spack-builtin-source.json,
+read from the same release's sources by tests/data/spack_builtin_source_facts.py, whose reading agrees
+with Spack's on the packages both hold). Spack's own audits and spack-packages' lint run in
 tests/test_spack_live.py and tests/test_spack_lint.py.
 """
 
@@ -26,6 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 REPO = ROOT / 'spack-repo' / 'spack_repo' / 'ibrepro'
 ENVS_DIR = ROOT / 'configs' / 'spack'
 BUILTIN = json.loads((Path(__file__).parent / 'data' / 'spack-builtin.json').read_text())
+SOURCE = json.loads((Path(__file__).parent / 'data' / 'spack-builtin-source.json').read_text())
+#: What is known of each builtin package: Spack's own dump first, the reading of the sources for the rest.
+FACTS = {**SOURCE['packages'], **BUILTIN['packages']}
 
 PACKAGE_FILES = sorted(REPO.glob('packages/*/package.py'))
 ENV_FILES = sorted(ENVS_DIR.glob('*/spack.yaml'))
@@ -130,7 +135,7 @@ def load_package(path: Path) -> PackageFile:
 
 
 PACKAGES = {p.name: p for p in map(load_package, PACKAGE_FILES)}
-KNOWN_PACKAGES = set(PACKAGES) | set(BUILTIN['packages']) | set(BUILTIN['virtuals'])
+KNOWN_PACKAGES = set(PACKAGES) | set(FACTS) | set(BUILTIN['virtuals'])
 
 
 def where(package: PackageFile, directive: Directive) -> str:
@@ -155,7 +160,7 @@ def versions_of(name: str) -> set:
         own = {d.args[0] for d in PACKAGES[name].directives if d.name == 'version'}
         return own | {v for parent in PACKAGES[name].builtin_parents
                       for v in BUILTIN['packages'][parent]['versions']}
-    return set(BUILTIN['packages'][name]['versions'])
+    return set(FACTS[name]['versions'])
 
 
 def variants_of(name: str) -> set:
@@ -164,7 +169,7 @@ def variants_of(name: str) -> set:
         inherited = {v for parent in PACKAGES[name].builtin_parents
                      for v in BUILTIN['packages'][parent]['variants']}
         return PACKAGES[name].variants | inherited | {'build_system'}
-    return set(BUILTIN['packages'][name]['variants'])
+    return set(FACTS[name]['variants'])
 
 
 def test_repository_layout():
@@ -391,9 +396,12 @@ def test_environment_is_valid(path):
         for name, variant in spec_variants(spec):
             assert variant in variants_of(name), f'{path}: {spec!r}: {name} has no variant {variant!r}'
     for name, settings in env.get('packages', {}).items():
-        assert name in KNOWN_PACKAGES, f'{path}: packages: unknown package {name!r}'
+        # `all`: every package of the environment that has the variant takes it (cuda_arch)
+        users = [spec_names(s)[0] for s in env['specs']] if name == 'all' else [name]
+        assert all(n in KNOWN_PACKAGES for n in users), f'{path}: packages: unknown package {name!r}'
         for variant in re.findall(r'[+~]?([\w-]+)=|[+~]([\w-]+)', settings.get('variants', '')):
-            assert (variant[0] or variant[1]) in variants_of(name), f'{path}: {name} has no variant {variant!r}'
+            assert any((variant[0] or variant[1]) in variants_of(n) for n in users), \
+                f'{path}: {name} has no variant {variant!r}'
         required = settings.get('require', [])
         for spec in [required] if isinstance(required, str) else required:
             assert all(n in KNOWN_PACKAGES for n in spec_names(spec)), f'{path}: require {spec!r}'
@@ -406,6 +414,32 @@ def test_environment_is_valid(path):
     # (not resolve(): once built, Spack makes the view a symlink to a versioned directory)
     view_root = os.path.normpath(path.parent / env['view']['default']['root'])
     assert view_root == str(ROOT / '.deps' / 'spack-view' / path.parent.name)
+
+
+def test_the_source_reading_agrees_with_spack_on_the_packages_both_read():
+    """spack_builtin_source_facts.py reads versions and variants from package sources (and their build-system
+    bases) without Spack: on the packages Spack's own dump also holds, the two agree."""
+    assert SOURCE['provenance']['spack_packages'].startswith('v2026.06.0 (d4f7c711')
+    assert BUILTIN['provenance']['spack_packages'].startswith('v2026.06.0-0-gd4f7c711')
+    assert SOURCE['controls'] and set(SOURCE['controls']) <= set(BUILTIN['packages'])
+    for name in SOURCE['controls']:
+        assert set(SOURCE['packages'][name]['versions']) == set(BUILTIN['packages'][name]['versions']), name
+        assert SOURCE['packages'][name]['variants'] == BUILTIN['packages'][name]['variants'], name
+
+
+def test_the_gpu_environment_builds_every_gpu_tool_with_cuda():
+    """Each CUDA-capable spec of configs/spack/gpu asks for +cuda (nvbandwidth requires it, nccl-tests conflicts
+    without it, perftest without it has no --use_cuda_bus_id), and one compute capability for them all."""
+    env = yaml.safe_load((ENVS_DIR / 'gpu' / 'spack.yaml').read_text())['spack']
+    specs = {spec_names(s)[0]: s for s in env['specs']}
+    assert {'cuda', 'nvbandwidth', 'perftest', 'nccl-tests', 'gdrcopy'} <= set(specs)
+    for name, spec in specs.items():
+        if 'cuda' in variants_of(name):
+            assert '+cuda' in spec.split(), spec
+    assert re.fullmatch(r'cuda_arch=\d+', env['packages']['all']['variants'])
+    # no benchmark of the MPI families: in the GPU view it would give them a second environment (ibrepro.rfmconfig
+    # finds an environment's tools by their programs)
+    assert not {'osu-micro-benchmarks', 'intel-mpi-benchmarks', 'npb', 'ibrepro-benchmarks'} & set(specs)
 
 
 def test_ib_mvapich_uses_the_striping_mpi():
@@ -425,9 +459,14 @@ def test_generic_builds_open_mpi_for_infiniband_under_slurm():
 
 
 def test_npb_is_restricted_to_the_catalog():
-    """IS class B, FT class A (paper 000) and class B of the eight kernels (papers 001, 002)."""
+    """IS class B, FT class A (paper 000) and class B of the eight kernels (papers 001, 002), in the environments
+    of the MPI families (the GPU environment has none of them)."""
     for path in ENV_FILES:
-        (npb,) = [s for s in yaml.safe_load(path.read_text())['spack']['specs'] if s.startswith('npb')]
+        found = [s for s in yaml.safe_load(path.read_text())['spack']['specs'] if s.startswith('npb')]
+        assert len(found) == (path.parent.name != 'gpu'), path
+        if not found:
+            continue
+        (npb,) = found
         names = set(re.search(r'names=([\w,]+)', npb).group(1).split(','))
         classes = set(re.search(r'classes=([\w,]+)', npb).group(1).split(','))
         assert names == {'is', 'ft', 'cg', 'mg', 'lu', 'sp', 'bt', 'ep'} and classes == {'A', 'B'}
