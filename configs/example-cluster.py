@@ -72,7 +72,7 @@ GPU_PARTITION = _partition(
     'gpu', 'site template: 2x Intel Xeon 48 cores, 4x NVIDIA H100 on PCIe 5.0 x16, ConnectX-7 NDR 400 Gb/s (mlx5_0) '
            'on PCIe 5.0 x16',
     nodes=4, cores_per_node=96, rdma_devices=['mlx5_0'], ib_ports=1, features=['gpu', 'gpudirect'],
-    environs=['gpu'], gpus_per_node=4, gpu_hca_distance='PIX', gpu_far_distance='SYS', hca_numa_node=0,
+    environs=['gpu', 'gpu-openmpi'], gpus_per_node=4, gpu_hca_distance='PIX', gpu_far_distance='SYS', hca_numa_node=0,
     link='4X NDR', bus='PCIe 5.0 x16')
 
 EXAMPLE_CLUSTER = {
@@ -116,6 +116,12 @@ ENVIRONMENTS = [
     rfmconfig.site_environment(
         'gpu', descr='nvbandwidth (CUDA host-device copies) and perftest +cuda (GPUDirect RDMA)',
         prefix=f'{VIEWS}/gpu', tools=['nvbandwidth', 'perftest'], features=['cuda'], target_systems=[SYSTEM]),
+    # SITE: a CUDA-aware MPI with OSU built +cuda (the Spack view of configs/spack/gpu-mpi, feature `cuda`): MPI
+    # between GPU memories
+    rfmconfig.site_environment(
+        'gpu-openmpi', descr='CUDA-aware Open MPI 5 (UCX +cuda) with OSU Micro-Benchmarks +cuda and nccl-tests',
+        prefix=f'{VIEWS}/gpu-mpi', mpi='openmpi', slurm_mpi_type='pmix', tools=['osu'], features=['cuda'],
+        target_systems=[SYSTEM]),
 ]
 
 # --mode nightly: the `nightly` subset (every figure of the papers once, ~26 min on two nodes: nightly.yaml)

@@ -1,7 +1,7 @@
-"""GPUDirect RDMA by PCIe distance (reframe-checks/gpu/gpudirect.py): which GPU each side uses, chosen on its node by
-the PCIe distance from its rail's HCA (ibrepro.pcie_distance, in crafted sysfs trees as the kernel lays them out),
-given to the program and recorded; a node without the GPU it promises fails the case; and the job scripts the
-template's GPU partition generates.
+"""GPUDirect RDMA by PCIe distance (reframe-checks/gpu/gpudirect.py, osu_device.py): which GPU each side or MPI rank
+uses, chosen on its node by the PCIe distance from its HCA (ibrepro.pcie_distance, in crafted sysfs trees as the
+kernel lays them out), given to the program and recorded; a node without the GPU it promises fails the case; and the
+job scripts the template's GPU partition generates.
 
 No GPU and no RDMA device exist here: the sides are real processes (tests/programs/tcp_peer.py) run by the real pair
 runner copied into a stage directory as the checks copy it, and the GPU's address reaches their command line as it
@@ -138,8 +138,8 @@ def test_each_side_runs_in_the_memory_of_the_gpu_at_its_distance_and_records_it(
 
 @pytest.mark.parametrize('gpus, reason', [
     (('near',), 'is to use the memory of the GPU farthest from mlx5_0, but every GPU of the node is at the same '
-                'distance from it (PIX): there is no far GPU to measure'),
-    ((), 'is to use the memory of the GPU farthest from mlx5_0, but sysfs shows no NVIDIA GPU near or far from it'),
+                'distance from mlx5_0 (PIX): there is no far GPU to measure'),
+    ((), 'is to use the memory of the GPU farthest from mlx5_0, but the node shows no GPU near or far from mlx5_0'),
 ])
 def test_a_node_without_the_gpu_it_promises_measures_nothing_and_says_why(tmp_path, gpus, reason):
     done, stage = _stage(tmp_path, node(tmp_path / 'sys', gpus), 'far')
@@ -210,3 +210,66 @@ def test_the_far_gpu_is_measured_only_where_the_partition_says_it_has_one(refram
                    'example-cluster', config=_gpu_site(tmp_path, far=False))
     assert proc.returncode == 0, output(proc)
     assert 'gives no gpu_far_distance' in proc.stdout and ' 1 skipped' in proc.stdout, proc.stdout
+
+
+# -- an MPI rank in GPU memory (osu_bw -d cuda): pcie_distance.py as the rank's wrapper ----------------------------
+
+SHOW_CUDA = [sys.executable, '-c',
+             'import os; print(os.environ["CUDA_DEVICE_ORDER"], os.environ["CUDA_VISIBLE_DEVICES"])']
+
+
+def _rank(tmp_path, sysfs, choice, **env):
+    stage = tmp_path / 'stage'
+    stage.mkdir(exist_ok=True)
+    shutil.copy(pcie_distance.__file__, stage / 'pcie_distance.py')
+    return subprocess.run([sys.executable, 'pcie_distance.py', '--sysfs', str(sysfs), '--device', 'mlx5_0', '--gpu',
+                           choice, '--', *SHOW_CUDA], cwd=stage, capture_output=True, text=True, timeout=60,
+                          env={'PATH': os.environ['PATH'], 'SLURM_PROCID': '1', **env})
+
+
+@pytest.mark.parametrize('choice, address, distance, index', [('near', NEAR, 'PIX', 0), ('far', FAR, 'SYS', 1)])
+def test_a_rank_runs_with_the_gpu_at_its_distance_as_its_only_cuda_device(tmp_path, choice, address, distance, index):
+    """The node's two NVIDIA GPUs in PCI order are 0000:19 (index 0) and 0000:3b (index 1): the rank sees only the
+    one chosen, and says which on stderr in the words the check reads back."""
+    done = _rank(tmp_path, node(tmp_path / 'sys'), choice, CUDA_VISIBLE_DEVICES='0,1')
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ['PCI_BUS_ID', str(index)]
+    (said,) = done.stderr.splitlines()
+    host, rank, gpu, at, device, which = pcie_distance.RANK_GPU.match(said).groups()
+    assert (rank, gpu, at, device, which) == ('1', address, distance, 'mlx5_0', choice)
+
+
+@pytest.mark.parametrize('gpus, held, reason', [
+    (('near',), None, 'no far GPU: every GPU of the node is at the same distance from mlx5_0 (PIX)'),
+    ((), None, 'no far GPU: the node shows no GPU near or far from mlx5_0'),
+    (('near', 'far'), '0', "the job holds '0' of the node's 2 GPUs (CUDA_VISIBLE_DEVICES)"),
+])
+def test_a_rank_without_the_gpu_it_promises_runs_nothing_and_says_why(tmp_path, gpus, held, reason):
+    env = {} if held is None else {'CUDA_VISIBLE_DEVICES': held}
+    done = _rank(tmp_path, node(tmp_path / 'sys', gpus), 'far', **env)
+    assert done.returncode == 3 and done.stdout == '', done.stdout
+    assert reason in done.stderr and not pcie_distance.RANK_GPU.match(done.stderr)
+
+
+def test_the_template_gpu_partition_generates_osu_device_job_scripts(reframe, tmp_path):
+    """OSU between GPU memories: the CUDA-aware environment only, two exclusive nodes with all their GPUs, each
+    rank bound near the HCA and started through the distance rule; the host-memory OSU cases never run there."""
+    site = _gpu_site(tmp_path)
+    proc = reframe('--dry-run', '-n', 'OSUDevicePointToPoint', '--system', 'example-cluster', config=site)
+    assert proc.returncode == 0, output(proc)
+    cases = set(re.findall(r'(OSUDevicePointToPoint %benchmark=\w+ %gpu=\w+) /\w+ @example-cluster:(\w+\+[\w-]+)',
+                           proc.stdout))
+    assert cases == {(f'OSUDevicePointToPoint %benchmark={b} %gpu={g}', 'gpu+gpu-openmpi')
+                     for b in ('osu_latency', 'osu_bw', 'osu_bibw') for g in ('near', 'far')}, proc.stdout
+    (script,) = [p for p in reframe.home.rglob('OSUDevicePointToPoint_*/rfm_job.sh')
+                 if 'osu_bw -d cuda' in p.read_text() and '--gpu far' in p.read_text()]
+    text = script.read_text()
+    for line in ('#SBATCH --exclusive', '#SBATCH --nodes=2', '#SBATCH --ntasks-per-node=1', '#SBATCH --partition=gpu',
+                 '#SBATCH --gpus-per-node=4', 'export UCX_NET_DEVICES=mlx5_0:1'):
+        assert line in text.splitlines(), text
+    assert text.splitlines()[-1] == ('srun --cpu-bind=map_ldom:0 python3 pcie_distance.py --device mlx5_0 --gpu far '
+                                     '-- osu_bw -d cuda D D'), text
+    assert (script.parent / 'pcie_distance.py').read_text() == Path(pcie_distance.__file__).read_text()
+    host = reframe('-lC', '-n', 'OSUBandwidth', '--system', 'example-cluster:gpu', config=site)
+    assert host.returncode == 0, output(host)
+    assert set(re.findall(r'@example-cluster:gpu\+([\w-]+)', host.stdout)) == {'openmpi', 'mvapich2'}, host.stdout

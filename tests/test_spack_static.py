@@ -427,19 +427,23 @@ def test_the_source_reading_agrees_with_spack_on_the_packages_both_read():
         assert SOURCE['packages'][name]['variants'] == BUILTIN['packages'][name]['variants'], name
 
 
-def test_the_gpu_environment_builds_every_gpu_tool_with_cuda():
-    """Each CUDA-capable spec of configs/spack/gpu asks for +cuda (nvbandwidth requires it, nccl-tests conflicts
-    without it, perftest without it has no --use_cuda_bus_id), and one compute capability for them all."""
-    env = yaml.safe_load((ENVS_DIR / 'gpu' / 'spack.yaml').read_text())['spack']
+@pytest.mark.parametrize('name', ['gpu', 'gpu-mpi'])
+def test_the_gpu_environments_build_every_gpu_tool_with_cuda(name):
+    """Each CUDA-capable spec of configs/spack/gpu and gpu-mpi asks for +cuda (nvbandwidth requires it, nccl-tests
+    conflicts without it, perftest without it has no --use_cuda_bus_id, an MPI without it copies GPU buffers through
+    the host), and one compute capability for them all."""
+    env = yaml.safe_load((ENVS_DIR / name / 'spack.yaml').read_text())['spack']
     specs = {spec_names(s)[0]: s for s in env['specs']}
-    assert {'cuda', 'nvbandwidth', 'perftest', 'nccl-tests', 'gdrcopy'} <= set(specs)
-    for name, spec in specs.items():
-        if 'cuda' in variants_of(name):
+    assert {'cuda'} | ({'nvbandwidth', 'perftest'} if name == 'gpu' else
+                       {'openmpi', 'ucx', 'gdrcopy', 'osu-micro-benchmarks', 'nccl-tests'}) <= set(specs)
+    for package, spec in specs.items():
+        if 'cuda' in variants_of(package):
             assert '+cuda' in spec.split(), spec
-    assert re.fullmatch(r'cuda_arch=\d+', env['packages']['all']['variants'])
-    # no benchmark of the MPI families: in the GPU view it would give them a second environment (ibrepro.rfmconfig
-    # finds an environment's tools by their programs)
-    assert not {'osu-micro-benchmarks', 'intel-mpi-benchmarks', 'npb', 'ibrepro-benchmarks'} & set(specs)
+    assert env['packages']['all']['variants'] == 'cuda_arch=90'
+    if name == 'gpu':     # no MPI: the MPI families' tools would give them an environment without one
+        assert not {'openmpi', 'osu-micro-benchmarks', 'intel-mpi-benchmarks', 'npb'} & set(specs)
+    else:                 # GPUDirect RDMA through UCX on the HCAs
+        assert {'+gdrcopy', '+verbs', '+rc', '+mlx5_dv'} <= set(specs['ucx'].split())
 
 
 def test_ib_mvapich_uses_the_striping_mpi():
@@ -463,7 +467,7 @@ def test_npb_is_restricted_to_the_catalog():
     of the MPI families (the GPU environment has none of them)."""
     for path in ENV_FILES:
         found = [s for s in yaml.safe_load(path.read_text())['spack']['specs'] if s.startswith('npb')]
-        assert len(found) == (path.parent.name != 'gpu'), path
+        assert len(found) == (not path.parent.name.startswith('gpu')), path
         if not found:
             continue
         (npb,) = found

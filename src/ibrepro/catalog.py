@@ -239,6 +239,8 @@ def why_not_here(valid_systems, valid_prog_environs, sysconf):
 
 def _explain(token, part, sysconf):
     name = token.lstrip('+-%')
+    if token.startswith('-'):
+        return f'only environments with feature {name!r}, and it runs in one without', ''
     key = name.split('=')[0]
     if token in tuple(f'+{f}' for f in vocabulary.RDMA):
         key = 'rdma'

@@ -714,17 +714,13 @@ class Runner:
         info = self.info[node]
         device = self.spec['rails'][rail][0] or 'the default device'
         gpus = (info['rails'][rail] if rail < len(info['rails']) else {}).get('gpus') or []
-        where = f'flow {flow["id"]}: the {side} on node {node} ({info["host"]}) is to use the memory of the GPU ' \
-                f'{"nearest to" if choice == "near" else "farthest from"} {device}'
-        if not gpus:
-            raise PairFailed(f'{where}, but sysfs shows no {self.spec.get("gpu_vendor", "NVIDIA")} GPU near or far '
-                             f'from it ({device} without a PCI function, e.g. soft-RoCE, has no PCIe distance)')
-        nearest, gpu = gpus[0], (gpus[0] if choice == 'near' else gpus[-1])
-        if choice == 'far' and gpu['distance'] == nearest['distance']:
-            raise PairFailed(f'{where}, but every GPU of the node is at the same distance from it '
-                             f'({nearest["distance"]}): there is no far GPU to measure')
-        return {'address': gpu['address'], 'distance': gpu['distance'], 'choice': choice,
-                'nearest': nearest['distance']}
+        distance = _pcie_distance()
+        try:
+            return distance.choose(gpus, choice, device)
+        except distance.NoSuchGpu as err:
+            raise PairFailed(f'flow {flow["id"]}: the {side} on node {node} ({info["host"]}) is to use the memory of '
+                             f'the GPU {"nearest to" if choice == "near" else "farthest from"} {device}, but {err}') \
+                from None
 
     def _cpus_for(self, flow, side, taken):
         """(CPUs, how) for a side of ``flow``: one CPU of its own near its rail's device per process of the side
@@ -1003,6 +999,8 @@ def run(spec, workdir='.', nodes=None, log=print, run_id=None):
         runner.run()
         return 0
     except (PairFailed, _Terminated) as err:
+        # a stop that lands while the reason is written (this end failed as srun stopped it) would lose the reason
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         reason = str(err)
         if runner is None and isinstance(err, PairFailed):
             log(f'ibrepro pair: {reason}')      # no usable work directory: nowhere to leave a marker

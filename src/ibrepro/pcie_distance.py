@@ -1,13 +1,25 @@
 """How far apart two PCI devices are on a node's PCI Express tree, as ``nvidia-smi topo -m`` says it: the one home
-of that rule, for :mod:`ibrepro.topology` (what a node has) and for the pair runner on the compute nodes (which GPU
-a GPUDirect RDMA side uses: the nearest to its HCA, or the farthest).
+of that rule, for :mod:`ibrepro.topology` (what a node has), for the pair runner on the compute nodes (which GPU a
+GPUDirect RDMA side uses: the nearest to its HCA, or the farthest), and for an MPI rank that uses GPU memory.
 
-The standard library only, and any Python >= 3.6: the checks copy this file into the stage directory beside the
-pair runner (as ``ibrepro_pcie.py``), so compute nodes need no ibrepro installation.
+The standard library only, and any Python >= 3.6: the checks copy this file into the stage directory as
+``pcie_distance.py``, so compute nodes need no ibrepro installation. Run as a script it starts a program in the
+memory of the GPU at a distance from an HCA (an MPI rank of ``osu_bw -d cuda``)::
+
+    python3 pcie_distance.py --device mlx5_0 --gpu near -- osu_bw -d cuda D D
+
+It makes that GPU the program's only CUDA device (``CUDA_DEVICE_ORDER=PCI_BUS_ID``, ``CUDA_VISIBLE_DEVICES`` its
+index among the node's NVIDIA GPUs in bus order), says on stderr which GPU at which distance, and fails (exit 3,
+nothing run) where the node has no such GPU or the job does not hold all of the node's GPUs (an index in PCI order
+then names another GPU).
 """
 
+import argparse
 import itertools
+import os
 import re
+import socket
+import sys
 from pathlib import Path
 
 #: A PCI function's sysfs name: domain:bus:device.function.
@@ -117,3 +129,70 @@ def gpus_by_distance(device, sysfs='/sys', vendor=None):
         found.append({'address': function.name, 'vendor': gpu['vendor'], 'numa_node': numa_node(function),
                       'distance': pci_distance(function, hca, numa_node(function), numa_node(hca))})
     return sorted(found, key=lambda g: (rank(g['distance']), g['address']))
+
+
+class NoSuchGpu(LookupError):
+    """The node has no GPU at the distance asked for (the message says what it has)."""
+
+
+def choose(gpus, choice, device):
+    """The GPU of ``gpus`` (nearest first, as :func:`gpus_by_distance` orders them) a side or a rank uses: the
+    nearest (``near``) or the farthest (``far``) from ``device``; NoSuchGpu where there is none, or none farther
+    than the nearest."""
+    if not gpus:
+        raise NoSuchGpu(f'the node shows no GPU near or far from {device} ({device} without a PCI function, e.g. '
+                        'soft-RoCE, has no PCIe distance)')
+    nearest, gpu = gpus[0], (gpus[0] if choice == 'near' else gpus[-1])
+    if choice == 'far' and gpu['distance'] == nearest['distance']:
+        raise NoSuchGpu(f'every GPU of the node is at the same distance from {device} ({nearest["distance"]}): there '
+                        'is no far GPU to measure')
+    return {'address': gpu['address'], 'distance': gpu['distance'], 'choice': choice,
+            'nearest': nearest['distance']}
+
+
+RANK_VARIABLES = ('SLURM_PROCID', 'OMPI_COMM_WORLD_RANK', 'PMIX_RANK', 'PMI_RANK')
+
+#: What a rank says on stderr once it has its GPU (:func:`main`), as the check reads it back: host, rank, the GPU's
+#: address, its distance, the device, near or far.
+RANK_GPU = re.compile(r'^ibrepro gpu: (\S+) rank (\S+): GPU (\S+) at (.+?) from (\S+) \((near|far); nearest ')
+
+
+def main(argv=None, environ=None):
+    environ = os.environ if environ is None else environ
+    parser = argparse.ArgumentParser(prog='pcie_distance.py', description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--device', required=True, help='the RDMA device the rank uses (its rail)')
+    parser.add_argument('--gpu', required=True, choices=('near', 'far'), help='which GPU: nearest or farthest')
+    parser.add_argument('--sysfs', default='/sys', help=argparse.SUPPRESS)
+    parser.add_argument('command', nargs=argparse.REMAINDER, help='-- the program and its arguments')
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ['--'] else args.command
+    if not command:
+        parser.error('no program to run (after --)')
+    rank = next((environ[v] for v in RANK_VARIABLES if environ.get(v)), '?')
+    where = f'ibrepro gpu: {socket.gethostname()} rank {rank}'
+    nvidia = sorted(g['function'].name for g in gpu_functions(args.sysfs) if g['vendor'] == 'NVIDIA')
+    try:
+        gpu = choose(gpus_by_distance(args.device, args.sysfs, 'NVIDIA'), args.gpu, args.device)
+    except NoSuchGpu as err:
+        print(f'{where}: no {args.gpu} GPU: {err}', file=sys.stderr, flush=True)
+        return 3
+    held = environ.get('CUDA_VISIBLE_DEVICES')
+    if held is not None and len([d for d in held.split(',') if d.strip()]) != len(nvidia):
+        print(f'{where}: the job holds {held!r} of the node\'s {len(nvidia)} GPUs (CUDA_VISIBLE_DEVICES): the '
+              'GPU chosen by its distance may not be among them and its index in PCI order would name another: '
+              f'ask for all of them (e.g. --gpus-per-node={len(nvidia)})', file=sys.stderr, flush=True)
+        return 3
+    index = nvidia.index(gpu['address'])
+    print(f'{where}: GPU {gpu["address"]} at {gpu["distance"]} from {args.device} ({args.gpu}; nearest '
+          f'{gpu["nearest"]}), CUDA device {index} of {len(nvidia)} in PCI order', file=sys.stderr, flush=True)
+    env = dict(environ, CUDA_DEVICE_ORDER='PCI_BUS_ID', CUDA_VISIBLE_DEVICES=str(index))
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as err:
+        print(f'{where}: cannot run {command[0]!r}: {err.strerror}', file=sys.stderr, flush=True)
+        return 127
+
+
+if __name__ == '__main__':
+    sys.exit(main())

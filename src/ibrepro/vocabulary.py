@@ -41,8 +41,9 @@ HINTS = {
     GPUDIRECT: ('GPUDirect RDMA', 'a partition of GPU nodes and HCAs with feature gpudirect, where nvidia-peermem or '
                                   'DMA-BUF lets the HCA reach GPU memory (configs/example-cluster.py: the gpu '
                                   'partition)'),
-    'cuda': ('perftest built with CUDA', 'an environment with feature cuda whose perftest is built with CUDA: make '
-                                         'spack SPACK_ENV=gpu (configs/example-cluster.py: the gpu environment)'),
+    'cuda': ('environment built for GPU memory', 'an environment with feature cuda: perftest built with CUDA (make '
+                                                 'spack SPACK_ENV=gpu), a CUDA-aware MPI with OSU +cuda (SPACK_ENV='
+                                                 'gpu-mpi); configs/example-cluster.py: the GPU environments'),
 }
 
 #: How the catalog says a layout extra is short (the others: ``no <what>``).

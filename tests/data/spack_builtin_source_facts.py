@@ -15,8 +15,8 @@ import json
 import subprocess
 import sys
 
-#: Builtin packages of the GPU environment (configs/spack/gpu) that spack-builtin.json lacks.
-PACKAGES = ['nvbandwidth', 'nccl-tests', 'nccl', 'gdrcopy']
+#: Builtin packages of the GPU environments (configs/spack/gpu, gpu-mpi) that spack-builtin.json lacks.
+PACKAGES = ['nvbandwidth', 'nccl-tests', 'nccl', 'gdrcopy', 'ucx']
 #: Packages spack-builtin.json also holds (dumped by Spack): the reading here must agree with Spack's on them.
 CONTROLS = ['osu-micro-benchmarks', 'openmpi', 'npb', 'rdma-core']
 

@@ -102,6 +102,9 @@ class NodeLayout(rfm.RegressionTestPlugin):
         self.valid_systems = [' '.join(dict.fromkeys([*spec.split(), *needs, *alt]))
                               for spec in self.valid_systems for alt in alternatives]
         env_needs = [f'+{f}' for f in self.required_environ_features]
+        # an environment built for GPU memory (feature cuda) runs the GPU families; the host-memory ones run once,
+        # in the plain environments
+        env_needs += [] if 'cuda' in self.required_environ_features else ['-cuda']
         self.valid_prog_environs = [' '.join([spec, *(n for n in env_needs if n not in spec.split())])
                                     for spec in self.valid_prog_environs]
 
