@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, old_python, output
-from ibrepro import pair, pcie_distance, topology
+from ibrepro import gpu, pair, pcie_distance, topology
 from test_fleet import _gpu
 from test_gpu import DSP1, DSP2, RP, USP, _hca
 from test_topology import write
@@ -273,3 +273,79 @@ def test_the_template_gpu_partition_generates_osu_device_job_scripts(reframe, tm
     host = reframe('-lC', '-n', 'OSUBandwidth', '--system', 'example-cluster:gpu', config=site)
     assert host.returncode == 0, output(host)
     assert set(re.findall(r'@example-cluster:gpu\+([\w-]+)', host.stdout)) == {'openmpi', 'mvapich2'}, host.stdout
+
+
+# -- the report: what distance costs ----------------------------------------------------------------------------
+
+def _placement(distance, sides=('server on gn01', 'client on gn02')):
+    return {side: {'address': NEAR if distance == 'PIX' else FAR, 'distance': distance, 'device': 'mlx5_0'}
+            for side in sides}
+
+
+def test_distance_costs_put_host_memory_the_nearest_and_the_farthest_gpu_side_by_side():
+    """The arithmetic on chosen values (not measurements): the peak bandwidth, the latency at the smallest size, and
+    the ratios to host memory and of far to near; OSU has no host-memory case of its own."""
+    write = {'bw_65536': 10.0, 'bw_1048576': 12.0}
+    cases = [('hdr', 'gpu', 'GpuDirectRdma', {'operation': 'write_bw', 'memory': 'host'}, write, {}),
+             ('hdr', 'gpu', 'GpuDirectRdma', {'operation': 'write_bw', 'memory': 'gpu-near'},
+              {'bw_65536': 9.0, 'bw_1048576': 11.0}, _placement('PIX')),
+             ('hdr', 'gpu', 'GpuDirectRdma', {'operation': 'write_bw', 'memory': 'gpu-far'},
+              {'bw_65536': 6.0, 'bw_1048576': 5.5}, _placement('SYS')),
+             ('hdr', 'gpu', 'GpuDirectRdma', {'operation': 'read_lat', 'memory': 'host'}, {'lat_2': 2.0, 'lat_8': 3.0},
+              {}),
+             ('hdr', 'gpu', 'GpuDirectRdma', {'operation': 'read_lat', 'memory': 'gpu-far'}, {'lat_2': 3.0},
+              _placement('SYS')),
+             ('hdr', 'gpu-openmpi', 'OSUDevicePointToPoint', {'benchmark': 'osu_latency', 'gpu': 'near'},
+              {'lat_1': 2.0}, _placement('PIX', ('rank 0 on gn01', 'rank 1 on gn02'))),
+             ('hdr', 'gpu-openmpi', 'OSUDevicePointToPoint', {'benchmark': 'osu_latency', 'gpu': 'far'},
+              {'lat_1': 2.5}, _placement('SYS', ('rank 0 on gn01', 'rank 1 on gn02'))),
+             ('hdr', 'verbs', 'PerftestBandwidth', {'direction': 'uni'}, write, {})]
+    rows = {(r['family'], r['operation']): r for r in gpu.distance_costs(cases)}
+    assert set(rows) == {('GpuDirectRdma', 'write_bw'), ('GpuDirectRdma', 'read_lat'),
+                         ('OSUDevicePointToPoint', 'osu_latency')}
+    bw = rows['GpuDirectRdma', 'write_bw']
+    assert (bw['metric'], bw['host']['value'], bw['near']['value'], bw['far']['value']) == ('bw', 12.0, 11.0, 6.0)
+    assert (bw['near']['distance'], bw['far']['distance'], bw['host']['distance']) == ('PIX', 'SYS', None)
+    assert bw['near_vs_host'] == 11.0 / 12.0 and bw['far_vs_host'] == 0.5 and bw['far_vs_near'] == 6.0 / 11.0
+    lat = rows['GpuDirectRdma', 'read_lat']
+    assert (lat['metric'], lat['host']['value'], lat['far_vs_host'], lat['near_vs_host']) == ('lat', 2.0, 1.5, None)
+    osu = rows['OSUDevicePointToPoint', 'osu_latency']
+    assert 'host' not in osu and osu['far_vs_near'] == 1.25 and osu['near_vs_host'] is None
+
+
+def test_the_report_shows_what_distance_costs_and_escapes_what_a_run_stored(tmp_path):
+    """A stored night with the three GpuDirectRdma write cases (values chosen for the arithmetic, not measured): the
+    page's table has each beside its GPUs' distance and the ratios; a hostile distance is escaped, a malformed
+    placement is left out with a problem line, not the report."""
+    from ibrepro import report
+    from ibrepro.report import render
+    night = json.loads((ROOT / 'tests' / 'data' / 'fleet' / 'fattree-uplink-leaf1-spine1-25.report.json').read_text())
+    base = dict(night['runs'][0]['testcases'][0])
+    placements = {'host': {}, 'gpu-near': _placement('PIX'), 'gpu-far': _placement('<b>SYS</b>')}
+    for i, (memory, peak) in enumerate((('host', 12.0), ('gpu-near', 11.0), ('gpu-far', 6.0))):
+        name = f'GpuDirectRdma %operation=write_bw %memory={memory}'
+        case = dict(base, name=name, display_name=name, unique_name=f'GpuDirectRdma_{i}', result='pass',
+                    short_name=f'GpuDirectRdma_{i}abcdef0', operation='write_bw', memory=memory,
+                    reference_index=['memory', 'operation'], gpu_placement=placements[memory],
+                    fail_reason=None, fail_phase=None,
+                    perfvalues={f'{base["system"]}:{base["partition"]}:bw_1048576': [peak, 0, None, None, 'MB/s',
+                                                                                       'pass']})
+        night['runs'][0]['testcases'].append(case)
+    broken = dict(night['runs'][0]['testcases'][-1], name='GpuDirectRdma %operation=read_lat %memory=gpu-far',
+                  operation='read_lat', unique_name='GpuDirectRdma_9', gpu_placement={'server': 'PIX'})
+    night['runs'][0]['testcases'].append(broken)
+    path = tmp_path / 'night.json'
+    path.write_text(json.dumps(night))
+    inputs = report.select(db=tmp_path / 'absent.db', report_files=[path])
+    try:
+        (system,) = inputs.history
+        model = report.build(system, inputs.selected, inputs.history[system])
+    finally:
+        inputs.close()
+    html, _ = render.render(model)
+    table = re.search(r'<table id="gpudirect">.*?</table>', html, re.S).group(0)
+    assert '<td class="n">12</td>' in table and '<td class="n">11 (PIX)</td>' in table
+    assert '<td class="n">0.917</td>' in table and '<td class="n">0.500</td>' in table and '0.545' in table
+    assert '&lt;b&gt;SYS&lt;/b&gt;' in table and '<b>SYS' not in table
+    assert 'read_lat' not in table
+    assert any('gpu_placement unreadable' in p and 'read_lat' in p for p in model['problems']), model['problems']

@@ -114,5 +114,6 @@ class GpuDirectRdma(PerftestFlows):
                 raise SanityError(f'flow {window["flow"]}: the {side} found its {choice} GPU {gpu.get("address")} at '
                                   f'PCIe distance {gpu.get("distance")} from {window.get("device")}, but the partition '
                                   f'says {expected} ({EXPECTED[choice]}): the node is not as its partition describes')
-            placement[side] = f'{gpu.get("address")} {gpu.get("distance")} from {window.get("device")}'
+            placement[side] = {'address': gpu.get('address'), 'distance': gpu.get('distance'),
+                               'device': window.get('device')}
         self.gpu_placement = placement

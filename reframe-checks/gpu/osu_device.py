@@ -99,6 +99,6 @@ class OSUDevicePointToPoint(OSUBenchmark):
                 raise SanityError(f'rank {rank} on {host} found its {choice} GPU {address} at PCIe distance '
                                   f'{distance} from {device}, but the partition says {expected} '
                                   f'({EXPECTED[self.gpu]}): the node is not as its partition describes')
-            placement[f'rank {rank} on {host}'] = f'{address} {distance} from {device}'
+            placement[f'rank {rank} on {host}'] = {'address': address, 'distance': distance, 'device': device}
         self.gpu_placement = placement
         return result

@@ -82,3 +82,57 @@ def beside_links(values, parsed, topo):
             'degraded': link['degraded'] if link else None,
         }
     return beside
+
+
+# -- GPUDirect RDMA by PCIe distance: what distance costs ----------------------------------------------------------
+
+#: The families of catalog row 45 and how a case names its memory: the parameter and its values, host first.
+GPUDIRECT_FAMILIES = {'GpuDirectRdma': ('operation', 'memory', {'host': 'host', 'gpu-near': 'near', 'gpu-far': 'far'}),
+                      'OSUDevicePointToPoint': ('benchmark', 'gpu', {'near': 'near', 'far': 'far'})}
+
+
+def representative(variables):
+    """``(value, metric, how)`` of a case's {variable: value}: the peak bandwidth (``bw_<size>``), else the latency
+    at the smallest size (``lat_<size>``); None when it has neither."""
+    from .compare import curve          # the report's reading of a curve
+
+    bw, lat = curve(variables, 'bw'), curve(variables, 'lat')
+    if bw:
+        size = max(bw, key=bw.get)
+        return bw[size], 'bw', f'peak, at {size} B'
+    if lat:
+        size = min(s for s in lat)
+        return lat[size], 'lat', f'at {size} B'
+    return None
+
+
+def distance_costs(cases):
+    """The cases of catalog row 45 side by side: ``cases`` is ``[(partition, environ, family, params, variables,
+    gpu_placement)]``; one row per partition, environment, family and operation, with the value of host memory
+    (where the family measures it), the nearest GPU and the farthest, their GPUs' distances, and the ratios that
+    say what distance costs (bandwidth: the GPU's over host memory's, far over near; latency the same way, so a
+    ratio above 1 is slower for latency and faster for bandwidth, as ``metric`` says)."""
+    groups = {}
+    for partition, environ, family, params, variables, placement in cases:
+        if family not in GPUDIRECT_FAMILIES:
+            continue
+        op_param, mem_param, memories = GPUDIRECT_FAMILIES[family]
+        memory = memories.get(params.get(mem_param))
+        found = representative(variables)
+        if memory is None or found is None:
+            continue
+        value, metric, how = found
+        distances = sorted({str(p['distance']) for p in (placement or {}).values()})
+        row = groups.setdefault((partition, environ, family, str(params.get(op_param))),
+                                {'partition': partition, 'environ': environ, 'family': family,
+                                 'operation': str(params.get(op_param)), 'metric': metric})
+        row[memory] = {'value': value, 'how': how, 'distance': ', '.join(distances) or None}
+    rows = []
+    for key in sorted(groups):
+        row = groups[key]
+        host, near, far = (row.get(m, {}).get('value') for m in ('host', 'near', 'far'))
+        row['near_vs_host'] = near / host if near is not None and host else None
+        row['far_vs_host'] = far / host if far is not None and host else None
+        row['far_vs_near'] = far / near if far is not None and near else None
+        rows.append(row)
+    return rows

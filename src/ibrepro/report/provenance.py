@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from .. import catalog, compare, paths, plots, software, verdict
+from .. import gpu as ibgpu
 from .. import topology as ibtopology
 
 
@@ -18,8 +19,9 @@ LABEL_LOCAL = 'shared memory, one node: not an interconnect'
 
 def collect(system, selected, current, problems, platforms_config=None):
     platforms, topologies, softwares, versions, failures, flaky, gpus = {}, {}, {}, set(), [], [], []
+    gpudirect = []
     info = selected[-1]['session_info']
-    for (partition, environ, name), (case, _) in sorted(current.items()):
+    for (partition, environ, name), (case, variables) in sorted(current.items()):
         where = f'session {case.get("session_uuid") or info.get("uuid", "?")}: test case {name} @{partition}+{environ}'
         if case.get('platform'):
             platforms[(partition, environ)] = _guarded(problems, where, 'platform', _platform, case['platform'])
@@ -31,6 +33,9 @@ def collect(system, selected, current, problems, platforms_config=None):
         if case.get('gpu_links'):       # GpuHostDevice: each GPU's copy beside the PCIe link it trained to
             gpus += _guarded(problems, where, 'gpu_links', _gpu_links, (name, partition, _nodes(case),
                                                                        case['gpu_links'])) or []
+        if name.split()[0] in ibgpu.GPUDIRECT_FAMILIES:     # catalog row 45: the GPU each side or rank used
+            gpudirect += _guarded(problems, where, 'gpu_placement', _gpudirect, (partition, environ, name, case,
+                                                                                 variables)) or []
         if case.get('software'):
             softwares[(partition, environ)] = _guarded(problems, where, 'software', _software, case['software'])
         if case.get('ibrepro_version'):
@@ -56,6 +61,7 @@ def collect(system, selected, current, problems, platforms_config=None):
         'failures': failures,
         'flaky': flaky,
         'gpu_links': sorted(gpus, key=lambda g: (g['node'], g['gpu'], g['case'])),
+        'gpudirect': ibgpu.distance_costs(gpudirect),
         'gpu_figures': [{'node': node, 'image': plots.later('gpu_links', node, [g for g in gpus if g['node'] == node])}
                         for node in sorted({g['node'] for g in gpus})],
         'skipped': _skipped_families(system, current, platforms, platforms_config),
@@ -90,6 +96,18 @@ def _gpu_links(stored):
                      'limit_GBps': number('limit_MBps', 1e-3), 'fraction': number('fraction'),
                      'degraded': bool(link.get('degraded'))})
     return rows
+
+
+def _gpudirect(stored):
+    """A case of catalog row 45 as :func:`ibrepro.gpu.distance_costs` takes it, its stored placement checked:
+    ``{side: {'address', 'distance', 'device'}}`` of strings."""
+    partition, environ, name, case, variables = stored
+    placement = case.get('gpu_placement') or {}
+    for side, where in placement.items():
+        if not isinstance(where, dict) or not all(isinstance(where.get(k), str) for k in ('address', 'distance')):
+            raise TypeError(f'{side}: not a GPU address and distance ({where!r:.60})')
+    params = {p: case.get(p) for p in case.get('reference_index') or []}
+    return [(partition, environ, name.split()[0], params, variables, placement)]
 
 
 def _platform(platform):
