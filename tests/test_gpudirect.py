@@ -101,7 +101,7 @@ def test_a_gpu_a_peer_published_goes_into_no_command_line_unchecked():
     assert pair._info_problem(hostile) is None
 
 
-def _stage(tmp_path, sysfs, choice, python=sys.executable):
+def _stage(tmp_path, sysfs, choice, python=sys.executable, port=19460):
     """The runner (run by ``python``) and the distance rule copied into a stage directory as the checks copy them,
     one flow over mlx5_0 of two nodes played by one task, both sides in the memory of the ``choice`` GPU (real
     processes)."""
@@ -112,9 +112,9 @@ def _stage(tmp_path, sysfs, choice, python=sys.executable):
     side = {'rail': 0, 'gpu': choice}
     spec = {'version': 2, 'rails': [['mlx5_0', 1]], 'nodes': 2, 'timeout': 60, 'connect_timeout': 10,
             'wait_listen': False, 'cpu_sharing': True, 'sysfs': str(sysfs),
-            'flows': [{'id': 0, 'port': 19460,
-                       'server': {**side, 'node': 1, 'argv': [sys.executable, PEER, 'server', '19460', '{gpu}']},
-                       'client': {**side, 'node': 0, 'argv': [sys.executable, PEER, 'client', '19460', '127.0.0.1',
+            'flows': [{'id': 0, 'port': port,
+                       'server': {**side, 'node': 1, 'argv': [sys.executable, PEER, 'server', str(port), '{gpu}']},
+                       'client': {**side, 'node': 0, 'argv': [sys.executable, PEER, 'client', str(port), '127.0.0.1',
                                                               '0.3', '{gpu}']}}]}
     (stage / 'flows.json').write_text(json.dumps(pair.check_spec(spec)))
     return subprocess.run([python, 'ibrepro_pair.py', 'flows.json'], cwd=stage, stdout=subprocess.PIPE,
@@ -128,7 +128,8 @@ def _sides(stage):
 
 @pytest.mark.parametrize('choice, address, distance', [('near', NEAR, 'PIX'), ('far', FAR, 'SYS')])
 def test_each_side_runs_in_the_memory_of_the_gpu_at_its_distance_and_records_it(tmp_path, choice, address, distance):
-    done, stage = _stage(tmp_path, node(tmp_path / 'sys'), choice)
+    # each test its own port: the tests may run at once (pytest-xdist)
+    done, stage = _stage(tmp_path, node(tmp_path / 'sys'), choice, port=19461 if choice == 'near' else 19462)
     assert done.returncode == 0, done.stdout
     for status in _sides(stage):
         assert status['returncode'] == 0
@@ -150,7 +151,7 @@ def test_a_node_without_the_gpu_it_promises_measures_nothing_and_says_why(tmp_pa
 
 @pytest.mark.skipif(not old_python('3.6'), reason='no Python 3.6 here (pyenv install 3.6)')
 def test_the_gpu_choice_runs_under_python_3_6(tmp_path):
-    done, stage = _stage(tmp_path, node(tmp_path / 'sys'), 'near', python=old_python('3.6'))
+    done, stage = _stage(tmp_path, node(tmp_path / 'sys'), 'near', python=old_python('3.6'), port=19463)
     assert done.returncode == 0, done.stdout
     assert [s['gpu']['address'] for s in _sides(stage)] == [NEAR, NEAR]
 

@@ -47,7 +47,7 @@ DECISION_TIMEOUT = 120
 #: on the login node: :mod:`ibrepro.fleet.history`), so a compute node's own interpreter (the partition's extras
 #: ``python``) runs a copy of them (:func:`copy_node_modules`) without this package installed there
 NODE_MODULES = ('__init__.py', 'fleet/__init__.py', 'fleet/rounds.py', 'fleet/localise.py', 'fleet/plan.py',
-                'fleet/component.py', 'pair.py', 'stats.py', 'parsers', 'compat.py', '_vendor')
+                'fleet/component.py', 'pair.py', 'pcie_distance.py', 'stats.py', 'parsers', 'compat.py', '_vendor')
 
 
 def copy_node_modules(dest):

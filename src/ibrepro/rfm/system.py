@@ -14,9 +14,9 @@ PACKAGE_DIR = Path(__file__).resolve().parents[2]
 
 #: The modules ``python -m ibrepro.cli topology|software|fleet node`` imports on a node: 3.6 at the oldest
 #: (tests/test_compat.py holds them to it, and runs both commands under 3.6 and 3.9).
-NODE_MODULES = ('__init__.py', 'cli.py', 'trust.py', 'topology.py', 'limits.py', 'software.py', 'paths.py',
-                'rfmconfig.py', 'bands.py', 'compat.py', 'fleet/__init__.py', 'fleet/cli.py', 'fleet/sweep.py',
-                'fleet/component.py', 'fleet/world.py')
+NODE_MODULES = ('__init__.py', 'cli.py', 'trust.py', 'topology.py', 'pcie_distance.py', 'limits.py', 'software.py',
+                'paths.py', 'rfmconfig.py', 'bands.py', 'compat.py', 'fleet/__init__.py', 'fleet/cli.py',
+                'fleet/sweep.py', 'fleet/component.py', 'fleet/world.py')
 
 
 def node_python(partition):
