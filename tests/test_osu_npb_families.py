@@ -173,7 +173,7 @@ def test_requirements_are_visible_without_running(reframe):
     assert (npb['num_nodes'], npb['ranks_per_node'], npb['channel']) == (2, 8, 'loopback')
     assert npb['required_environ_features'] == ['npb', 'mvapich2'] and npb['required_partition_features'] == ['ib']
     assert npb['valid_systems'] == ['+mpi +nodes2 +ib +cores8']
-    assert npb['valid_prog_environs'] == ['+npb +mvapich2']
+    assert npb['valid_prog_environs'] == ['+npb +mvapich2 -cuda']       # host memory: never a GPU environment
     rails = described['MVAPICH2MultiRail %benchmark=osu_bw %ports=2']
     assert rails['required_partition_features'] == ['ib', 'dual-port']
     assert rails['rail_policy'] == '2-port-striping'
