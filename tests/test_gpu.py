@@ -103,12 +103,26 @@ def test_the_template_gpu_partition_job_script(reframe, tmp_path):
                                      '-b 512 -i 3')
 
 
+def report_of(tmp_path, night):
+    """The report model of one stored night (a ReFrame run report, as a dict), read as `ibrepro report` reads it."""
+    import json
+
+    from ibrepro import report
+    path = tmp_path / 'night.json'
+    path.write_text(json.dumps(night))
+    inputs = report.select(db=tmp_path / 'absent.db', report_files=[path])
+    try:
+        (system,) = inputs.history
+        return report.build(system, inputs.selected, inputs.history[system])
+    finally:
+        inputs.close()
+
+
 def test_the_report_puts_each_gpu_beside_its_link(tmp_path):
     """A stored night with a GpuHostDevice case (its gpu_links from the real H200 output and its sysfs): the page and
     summary.md show 55.48 GB/s as 88 % of 63.0 GB/s; a hostile GPU name is escaped."""
     import json
 
-    from ibrepro import report
     from ibrepro.report import render
     _gpu(tmp_path / 'sys', H200)
     out = parsed('nvbandwidth-h200.txt')
@@ -122,15 +136,7 @@ def test_the_report_puts_each_gpu_beside_its_link(tmp_path):
                  'unique_name': 'GpuHostDevice_0', 'short_name': 'GpuHostDevice_3f2a1c4d', 'result': 'pass',
                  'gpu_links': links, 'job_nodelist': ['gn01'], 'fail_reason': None, 'fail_phase': None})
     night['runs'][0]['testcases'].append(case)
-    path = tmp_path / 'night.json'
-    path.write_text(json.dumps(night))
-    inputs = report.select(db=tmp_path / 'absent.db', report_files=[path])
-    try:
-        (system,) = inputs.history
-        model = report.build(system, inputs.selected, inputs.history[system])
-    finally:
-        inputs.close()
-    html, md = render.render(model)
+    html, md = render.render(report_of(tmp_path, night))
     row = re.search(r'<table id="gpu-links">.*?</table>', html, re.S).group(0)
     assert '<td class="n">55.48</td>' in row and 'pcie:gen5:x16' in row and '<td class="n">63.0</td>' in row
     assert '<td class="n">88 %</td>' in row and '&lt;script&gt;' in row and '<script>' not in row

@@ -21,7 +21,7 @@ import pytest
 from conftest import ROOT, old_python, output
 from ibrepro import gpu, pair, pcie_distance, topology
 from test_fleet import _gpu
-from test_gpu import DSP1, DSP2, RP, USP, _hca
+from test_gpu import DSP1, DSP2, RP, USP, _hca, report_of
 from test_topology import write
 
 PEER = str(Path(__file__).parent / 'programs' / 'tcp_peer.py')
@@ -165,6 +165,11 @@ def test_the_distance_rule_needs_at_most_python_3_6():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+#: What every two-node job of the template's GPU partition asks Slurm for: whole nodes, one task each, all GPUs.
+GPU_JOB_LINES = ('#SBATCH --exclusive', '#SBATCH --nodes=2', '#SBATCH --ntasks-per-node=1', '#SBATCH --partition=gpu',
+                 '#SBATCH --gpus-per-node=4')
+
+
 def _gpu_site(tmp_path, far=True):
     template = (ROOT / 'configs' / 'example-cluster.py').read_text()
     text = template.replace('GPU_NODES = False ', 'GPU_NODES = True ')
@@ -191,9 +196,7 @@ def test_the_template_gpu_partition_generates_gpudirect_job_scripts(reframe, tmp
                 if json.loads(p.read_text())['program'] == 'ib_write_bw'
                 and json.loads(p.read_text())['flows'][0]['server'].get('gpu') == 'near']
     text = (stage / 'rfm_job.sh').read_text()
-    for line in ('#SBATCH --exclusive', '#SBATCH --nodes=2', '#SBATCH --ntasks-per-node=1', '#SBATCH --partition=gpu',
-                 '#SBATCH --gpus-per-node=4'):
-        assert line in text.splitlines(), text
+    assert set(GPU_JOB_LINES) <= set(text.splitlines()), text
     assert text.splitlines()[-1] == ('srun --kill-on-bad-exit=1 --whole --cpu-bind=none python3 ibrepro_pair.py '
                                      'flows.json')
     spec = json.loads((stage / 'flows.json').read_text())
@@ -265,9 +268,7 @@ def test_the_template_gpu_partition_generates_osu_device_job_scripts(reframe, tm
     (script,) = [p for p in reframe.home.rglob('OSUDevicePointToPoint_*/rfm_job.sh')
                  if 'osu_bw -d cuda' in p.read_text() and '--gpu far' in p.read_text()]
     text = script.read_text()
-    for line in ('#SBATCH --exclusive', '#SBATCH --nodes=2', '#SBATCH --ntasks-per-node=1', '#SBATCH --partition=gpu',
-                 '#SBATCH --gpus-per-node=4', 'export UCX_NET_DEVICES=mlx5_0:1'):
-        assert line in text.splitlines(), text
+    assert {*GPU_JOB_LINES, 'export UCX_NET_DEVICES=mlx5_0:1'} <= set(text.splitlines()), text
     assert text.splitlines()[-1] == ('srun --cpu-bind=map_ldom:0 python3 pcie_distance.py --device mlx5_0 --gpu far '
                                      '-- osu_bw -d cuda D D'), text
     assert (script.parent / 'pcie_distance.py').read_text() == Path(pcie_distance.__file__).read_text()
@@ -318,7 +319,6 @@ def test_the_report_shows_what_distance_costs_and_escapes_what_a_run_stored(tmp_
     """A stored night with the three GpuDirectRdma write cases (values chosen for the arithmetic, not measured): the
     page's table has each beside its GPUs' distance and the ratios; a hostile distance is escaped, a malformed
     placement is left out with a problem line, not the report."""
-    from ibrepro import report
     from ibrepro.report import render
     night = json.loads((ROOT / 'tests' / 'data' / 'fleet' / 'fattree-uplink-leaf1-spine1-25.report.json').read_text())
     base = dict(night['runs'][0]['testcases'][0])
@@ -335,14 +335,7 @@ def test_the_report_shows_what_distance_costs_and_escapes_what_a_run_stored(tmp_
     broken = dict(night['runs'][0]['testcases'][-1], name='GpuDirectRdma %operation=read_lat %memory=gpu-far',
                   operation='read_lat', unique_name='GpuDirectRdma_9', gpu_placement={'server': 'PIX'})
     night['runs'][0]['testcases'].append(broken)
-    path = tmp_path / 'night.json'
-    path.write_text(json.dumps(night))
-    inputs = report.select(db=tmp_path / 'absent.db', report_files=[path])
-    try:
-        (system,) = inputs.history
-        model = report.build(system, inputs.selected, inputs.history[system])
-    finally:
-        inputs.close()
+    model = report_of(tmp_path, night)
     html, _ = render.render(model)
     table = re.search(r'<table id="gpudirect">.*?</table>', html, re.S).group(0)
     assert '<td class="n">12</td>' in table and '<td class="n">11 (PIX)</td>' in table

@@ -105,10 +105,6 @@ MAX_RAILS = 64
 GPU_CHOICES = ('near', 'far')
 #: GPU vendors a spec may ask for (:data:`ibrepro.pcie_distance.GPU_VENDORS`).
 GPU_VENDOR_NAMES = ('NVIDIA', 'AMD')
-#: What a node may publish as a GPU's address and distance (the peer's words are checked before they go into a
-#: command line).
-_GPU_ADDRESS = re.compile(r'[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]')
-_GPU_DISTANCES = ('X', 'PIX', 'PXB', 'PHB', 'NODE', 'SYS', 'NODE or SYS')
 
 #: A rank or a count in a launcher's variable: ASCII digits only (``'²'.isdigit()`` is True, ``int('²')`` fails).
 _COUNT = re.compile(r'[0-9]{1,9}')
@@ -561,9 +557,13 @@ def _info_problem(info):
             # None: the device's locality is unknown (no PCI function: soft-RoCE, no device named)
             return f'rail {i} near_cpus is not a list of CPU numbers'
         gpus = rail.get('gpus', [])
-        if not isinstance(gpus, list) or not all(
-                isinstance(g, dict) and isinstance(g.get('address'), str) and _GPU_ADDRESS.fullmatch(g['address'])
-                and g.get('distance') in _GPU_DISTANCES for g in gpus):
+        if not isinstance(gpus, list):
+            return f'rail {i} gpus is not a list of PCI addresses and PCIe distances'
+        # the peer's words are checked before they go into a command line, by the distance rule's own vocabulary
+        distance = _pcie_distance() if gpus else None
+        if gpus and not all(isinstance(g, dict) and isinstance(g.get('address'), str)
+                            and distance.BDF.fullmatch(g['address']) and g.get('distance') in distance.ALL_DISTANCES
+                            for g in gpus):
             return f'rail {i} gpus is not a list of PCI addresses and PCIe distances'
     return None
 

@@ -29,6 +29,8 @@ BDF = re.compile(r'^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$')
 #: switch), PXB (several switches, no host bridge), PHB (through the CPU's host bridge), NODE (across host bridges
 #: of one NUMA node), SYS (across the socket interconnect).
 DISTANCES = ('X', 'PIX', 'PXB', 'PHB', 'NODE', 'SYS')
+#: Every distance :func:`pci_distance` gives: 'NODE or SYS' where a NUMA node is unknown.
+ALL_DISTANCES = DISTANCES + ('NODE or SYS',)
 
 #: PCI vendors whose display and 3D controllers are GPUs (NVIDIA, AMD).
 GPU_VENDORS = {'0x10de': 'NVIDIA', '0x1002': 'AMD'}
@@ -91,7 +93,7 @@ def pci_distance(a, b, numa_a=None, numa_b=None):
     if ha == hb:
         return 'PHB'
     if numa_a is None or numa_b is None or numa_a < 0 or numa_b < 0:
-        return 'NODE or SYS'
+        return ALL_DISTANCES[-1]
     return 'NODE' if numa_a == numa_b else 'SYS'
 
 
