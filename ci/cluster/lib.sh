@@ -27,6 +27,25 @@ RUN=$CLUSTER_DIR/run
 LOG=$CLUSTER_DIR/log
 export SLURM_CONF=$ETC/slurm.conf
 
+# install_packages PKG...: apt-get the Debian packages of the list that are not installed (none: nothing runs);
+# prints the ones it installed. Two clusters may come up at once (CI starts the fleet's beside the Slurm one) on a
+# machine where neither's packages are there yet: one install at a time (flock), the next one re-reads what is
+# missing after it, and apt waits for a lock some other apt holds instead of failing on it.
+install_packages() {
+  (
+    flock 9
+    missing=$(for p in "$@"; do
+      dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"
+    done)
+    [ -z "$missing" ] && exit 0
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get -o DPkg::Lock::Timeout=600 update -q >/dev/null
+    # Debian's policy-rc.d keeps the packages from starting their daemons; the scripts start their own.
+    apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends $missing >/dev/null
+    echo $missing
+  ) 9>/var/lock/ibrepro-apt.lock
+}
+
 # _mode_ok PATH MASK: PATH is not a symlink, is owned by root and has none of the octal MASK bits set
 _mode_ok() {
   local uid mode

@@ -51,18 +51,8 @@ fi
 PACKAGES="slurmd slurmctld slurm-client munge slurmdbd mariadb-server mariadb-client
           openmpi-bin libopenmpi-dev iproute2"
 [ "$FABRIC" = fattree ] && PACKAGES="$PACKAGES iperf3"     # the pair rounds' TCP flows
-missing=$(for p in $PACKAGES; do
-  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"
-done)
-if [ -n "$missing" ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >/dev/null
-  # Debian's policy-rc.d keeps the packages from starting their daemons; we start our own below.
-  apt-get install -y -q --no-install-recommends $missing >/dev/null
-  lap "apt-get installed:" $missing
-else
-  lap "packages present"
-fi
+installed=$(install_packages $PACKAGES)
+if [ -n "$installed" ]; then lap "apt-get installed:" $installed; else lap "packages present"; fi
 
 # Cgroup confinement needs the v1 hierarchies it uses (README.md: cgroup v2 is another plugin and layout).
 if [ "$CGROUP" = 1 ]; then

@@ -27,16 +27,8 @@ if running=$(head_running); then
 fi
 
 PACKAGES="slurmctld slurm-client munge slurmdbd mariadb-server mariadb-client qemu-system-x86 kmod cpio iproute2"
-missing=$(for p in $PACKAGES; do
-  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"
-done)
-if [ -n "$missing" ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -q >/dev/null
-  # Debian's policy-rc.d keeps the packages from starting their daemons; we start our own below.
-  apt-get install -y -q --no-install-recommends $missing >/dev/null
-  lap "apt-get installed:" $missing
-fi
+installed=$(install_packages $PACKAGES)
+[ -z "$installed" ] || lap "apt-get installed:" $installed
 ports_free $SLURMCTLD_PORT $SLURMDBD_PORT $MARIADB_PORT || die "a port of the head is taken"
 
 up_done=0
