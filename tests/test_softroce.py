@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from ibrepro.paths import REPO_ROOT
+from ibrepro.softroce import config as softroce_config
 from ibrepro.softroce.image import missing_host_tools
 
 pytestmark = [
@@ -34,7 +35,7 @@ CHECKS = Path(__file__).parent / 'softroce' / 'checks.py'
 CONFIG = REPO_ROOT / 'configs' / 'softroce.py'
 WRONG_DEVICE = Path(__file__).parent / 'softroce' / 'config_wrong_device.py'
 # perftest's clock calibration fails now and then on busy emulated CPUs (its times print as inf)
-RETRY = ['--max-retries=2']
+RETRY = [f'--max-retries={softroce_config.RETRIES}']
 
 
 def _env(home):

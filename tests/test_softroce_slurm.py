@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from ibrepro.softroce import config as softroce_config
 from ibrepro.softroce import fabric, guestexec, guests
 
 REPO = Path(__file__).resolve().parents[1]
@@ -143,7 +144,7 @@ def test_slurm_chooses_the_nodes_and_each_end_finds_its_peer(home, stored):
         proc = _start_reframe(home, 'chosen', ['-n', 'PerftestLatency%operation=rdma_write',
                                                '-n', 'PerftestBinding%case=bidir-1proc'],
                               *SMALL, '-S', 'PerftestBinding.message_sizes=4096', '-S', 'min_overlap=0',
-                              '--max-retries=2')
+                              f'--max-retries={softroce_config.RETRIES}')
         rc, output, report = _finish(home, 'chosen', proc)
     finally:
         _resume('rxnode1')

@@ -42,6 +42,12 @@ GUEST_TOOLS = ['ibrepro-rdma']
 #: latency test whose QP exhausts its retries waits forever; -u 20 is 4.3 s
 PERFTEST_OPTIONS = ['-u', '20']
 
+#: ReFrame's --max-retries for runs on the emulated partitions: perftest calibrates its clock by a regression
+#: against gettimeofday and, on busy emulated CPUs, the fit fails now and then (r^2 < 0.9: its times print as inf and
+#: the case fails sanity, saying so). On the 2-core AMD EPYC host of 2026-12-01, ib_write_lat on the dualport
+#: partition failed that way in 2 of its 3 attempts of one CI run (none in 6 on the earlier Intel host)
+RETRIES = 4
+
 #: perftest 4.5's --perform_warm_up never returns over rxe (ib_write_bw -s 4096 -n 100 -t 64: the client
 #: hangs after the result header, the same run without it takes 2 s in the guest): the BW families drop it here
 PERFTEST_UNUSABLE = ['--perform_warm_up']
