@@ -107,15 +107,10 @@ def report_of(tmp_path, night):
     """The report model of one stored night (a ReFrame run report, as a dict), read as `ibrepro report` reads it."""
     import json
 
-    from ibrepro import report
+    from test_report_render import _model
     path = tmp_path / 'night.json'
     path.write_text(json.dumps(night))
-    inputs = report.select(db=tmp_path / 'absent.db', report_files=[path])
-    try:
-        (system,) = inputs.history
-        return report.build(system, inputs.selected, inputs.history[system])
-    finally:
-        inputs.close()
+    return _model(path, tmp_path)
 
 
 def test_the_report_puts_each_gpu_beside_its_link(tmp_path):
