@@ -67,7 +67,8 @@ def _partition(name, descr, *, nodes, cores_per_node, rdma_devices, ib_ports, fe
 # `gpu`, GPUDirect RDMA where it has `gpudirect`: drop it where nvidia-peermem or DMA-BUF is not set up): 4 GPUs
 # per node (gpus_per_node: what its jobs ask Slurm for), one ConnectX-7 NDR per node; the nearest GPU sits behind
 # the HCA's PCIe switch (gpu_hca_distance: the fleet sweep names a GPU whose nearest HCA is farther), the farthest
-# on the other socket (gpu_far_distance: GPUDirect RDMA measures that GPU too; leave it out where none is farther)
+# on the other socket (gpu_far_distance: GPUDirect RDMA measures that GPU too; leave it out where none is farther);
+# NCCL must send over its verbs transport, IB (InfiniBand or RoCE; nccl_network='...' names another NCCL network)
 GPU_PARTITION = _partition(
     'gpu', 'site template: 2x Intel Xeon 48 cores, 4x NVIDIA H100 on PCIe 5.0 x16, ConnectX-7 NDR 400 Gb/s (mlx5_0) '
            'on PCIe 5.0 x16',
@@ -120,7 +121,7 @@ ENVIRONMENTS = [
     # between GPU memories
     rfmconfig.site_environment(
         'gpu-openmpi', descr='CUDA-aware Open MPI 5 (UCX +cuda) with OSU Micro-Benchmarks +cuda and nccl-tests',
-        prefix=f'{VIEWS}/gpu-mpi', mpi='openmpi', slurm_mpi_type='pmix', tools=['osu'], features=['cuda'],
+        prefix=f'{VIEWS}/gpu-mpi', mpi='openmpi', slurm_mpi_type='pmix', tools=['osu', 'nccl'], features=['cuda'],
         target_systems=[SYSTEM]),
 ]
 

@@ -47,11 +47,14 @@ RUN_SECONDS = {
 #: a partition has the hardware. GPU host-device copies, copy engine, one direction each: the quietest signal a
 #: night has (robust sd 0.03-0.08 % over 25 runs on the shared H200: a 1 % change shows in one night).
 #: GPUDirect RDMA: write bandwidth from and into the nearest GPU's memory, the path a GPU job's transfers take (a
-#: node whose HCA cannot reach GPU memory, nvidia-peermem not loaded, fails it).
+#: node whose HCA cannot reach GPU memory, nvidia-peermem not loaded, fails it). NCCL: all-reduce across two nodes,
+#: the collective GPU jobs run, over the path NCCL says it chose (a fallback from the fabric fails it).
 TODAY = [{'case': 'GpuHostDevice %copy=h2d-ce', 'row': 44, 'where': 'partitions with feature gpu'},
          {'case': 'GpuHostDevice %copy=d2h-ce', 'row': 44, 'where': 'partitions with feature gpu'},
          {'case': 'GpuDirectRdma %operation=write_bw %memory=gpu-near', 'row': 45,
-          'where': 'partitions with feature gpudirect'}]
+          'where': 'partitions with feature gpudirect'},
+         {'case': 'NcclBusBandwidth %collective=all_reduce %nodes=2', 'row': 46,
+          'where': 'partitions with feature gpu and two nodes'}]
 
 #: NPB class B run times (s) on two HDR nodes (one process per node), assumed; halved per doubling of processes.
 NPB_2X1 = {'is': 5, 'ep': 15, 'cg': 30, 'mg': 10, 'ft': 40, 'lu': 150, 'sp': 150, 'bt': 150}

@@ -13,11 +13,12 @@ from ibrepro.catalog import NightlyError, nightly_cases
 
 def test_all_43_experiments_are_encoded_or_out_of_scope_with_a_reason():
     rows = catalog.experiments()
-    assert sorted(rows) == list(range(1, 46))
+    assert sorted(rows) == list(range(1, 47))
     papers = [r for r in rows.values() if not r.get('continues')]
     assert [r['id'] for r in papers] == list(range(1, 44)) and all(r['seeds'] for r in papers)
     assert rows[44]['continues'] == [5, 6, 17, 18] and rows[44]['seeds'] == []      # GPU host-device copies
     assert rows[45]['continues'] == [3, 5, 17] and rows[45]['seeds'] == []          # GPUDirect RDMA by distance
+    assert rows[46]['continues'] == [12, 14, 30] and rows[46]['seeds'] == []        # NCCL collectives
     assert catalog.validate() == []
     for row in rows.values():
         assert row['status'] in catalog.STATUSES
@@ -64,7 +65,8 @@ def test_catalog_says_what_runs_here_and_why_not(reframe):
     proc = reframe.ibrepro('catalog')
     assert proc.returncode == 0, output(proc)
     text = proc.stdout
-    assert text.rstrip().endswith('(45 experiments)')
+    assert text.rstrip().endswith('(46 experiments)')
+    assert 'check: NcclBusBandwidth' in text
     assert 'continues: #5 (000/003 Sec. IV.B.2, Fig. 6)' in text and 'check: GpuHostDevice' in text
     # the intra-node IMB cases run on any machine with `make setup`
     assert 'runs here: IMBPointToPoint %benchmark=PingPong %layout=1x2 (1 case)' in text

@@ -47,10 +47,11 @@ def test_nothing_is_listed_only_to_be_skipped_and_the_rest_is_explained(reframe)
     assert proc.returncode == 0, output(proc)
     # two single-port adapters per node, no GPU: the dual-port HCA and GPU families have no case, and it says why
     not_run = re.findall(r'^  (\w+) +\d+  (.+)$', proc.stdout, re.M)
-    assert [family for family, _ in not_run] == ['GpuDirectRdma', 'GpuHostDevice', 'OSUDevicePointToPoint',
-                                                 'PerftestDualPort'], proc.stdout
-    assert 'no GPUDirect RDMA; no environment built for GPU memory' in not_run[0][1] == not_run[2][1]
-    assert 'no GPU;' in not_run[1][1] and 'needs a dual-port HCA' in not_run[3][1]
+    assert [family for family, _ in not_run] == ['GpuDirectRdma', 'GpuHostDevice', 'NcclBusBandwidth',
+                                                 'OSUDevicePointToPoint', 'PerftestDualPort'], proc.stdout
+    assert 'no GPUDirect RDMA; no environment built for GPU memory' in not_run[0][1] == not_run[3][1]
+    assert 'no GPU;' in not_run[1][1] and 'needs a dual-port HCA' in not_run[4][1]
+    assert 'no GPU; no nccl-tests; no environment built for GPU memory' in not_run[2][1]
 
 
 def test_a_verbs_job_script_reads_as_the_guide_says(reframe):

@@ -76,6 +76,8 @@ TOOL_PROGRAMS = {
     'ibrepro-bench': re.compile(r'ibrepro_(?:overhead|bilat|bibw|overlap|reuse|memory|imb)'),
     'ibrepro-rdma': re.compile(r'ibrepro_rdma'),
     'nvbandwidth': re.compile(r'nvbandwidth'),
+    'nccl': re.compile(r'(?:all_reduce|all_gather|alltoall|broadcast|gather|hypercube|reduce|reduce_scatter|scatter|'
+                       r'sendrecv)_perf'),
 }
 
 #: Where an MPI family's launcher directory gives itself away (a program only that MPI installs beside it).

@@ -12,7 +12,7 @@ IB, ROCE, DUAL_PORT, GPU, GPUDIRECT = 'ib', 'roce', 'dual-port', 'gpu', 'gpudire
 RDMA = (IB, ROCE)
 
 #: Environment features: the tools a check runs (also the check's ``tool`` tag, where it is one of these).
-TOOLS = ('perftest', 'osu', 'imb', 'npb', 'mvapich2', 'ibrepro-bench', 'ibrepro-rdma', 'nvbandwidth')
+TOOLS = ('perftest', 'osu', 'imb', 'npb', 'mvapich2', 'ibrepro-bench', 'ibrepro-rdma', 'nvbandwidth', 'nccl')
 
 _BRING_YOUR_OWN = "IBREPRO_PREFIXES=<your {} install> (README: bring your own benchmarks)"
 
@@ -38,6 +38,8 @@ HINTS = {
     GPU: ('GPU', 'a partition of GPU nodes with feature gpu (configs/example-cluster.py: GPU_NODES)'),
     'nvbandwidth': ('nvbandwidth', "an environment with nvbandwidth: Spack's builtin package, a module or a prefix "
                                    "(configs/example-cluster.py: the gpu environment)"),
+    'nccl': ('nccl-tests', "an environment with nccl-tests built with MPI and CUDA: make spack SPACK_ENV=gpu-mpi, a "
+                           "module or a prefix (configs/example-cluster.py: the gpu-openmpi environment)"),
     GPUDIRECT: ('GPUDirect RDMA', 'a partition of GPU nodes and HCAs with feature gpudirect, where nvidia-peermem or '
                                   'DMA-BUF lets the HCA reach GPU memory (configs/example-cluster.py: the gpu '
                                   'partition)'),

@@ -70,7 +70,7 @@ MAX_SIZE = 2 ** 50
 OTHER_MAX = 1e15
 
 # Tool modules in detection order (the first whose detect() accepts the text parses it).
-_TOOL_MODULES = ['imb', 'osu', 'npb', 'perftest', 'bench', 'nvbandwidth']
+_TOOL_MODULES = ['imb', 'osu', 'npb', 'perftest', 'bench', 'nvbandwidth', 'nccl']
 
 
 class ParseError(ValueError):
