@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import output
+from conftest import ReFrameRunner, output
 from ibrepro import catalog, nccl_transport, parsers
 from test_gpudirect import _gpu_site
+from test_osu_npb_families import last_report
 
 NCCL = Path(__file__).parent / 'fixtures' / 'nccl-tests'
 
@@ -152,3 +153,39 @@ def test_the_template_gpu_partition_generates_nccl_job_scripts(reframe, tmp_path
     assert lines[-1] == 'srun --whole --cpu-bind=none sendrecv_perf -b 8 -e 1073741824 -f 2 -g 1', two
     (one,) = [t for t in scripts.values() if 'all_reduce_perf' in t and '--nodes=1' in t]
     assert '#SBATCH --ntasks=4' in one.splitlines() and '#SBATCH --gpus-per-node=4' in one.splitlines(), one
+
+
+# -- the family's sanity on the real outputs (tests/checks/nccl_replay.py: `cat` of each, run by ReFrame) ----------
+
+@pytest.fixture(scope='module')
+def replayed(tmp_path_factory):
+    runner = ReFrameRunner(tmp_path_factory.mktemp('nccl-replay'))
+    proc = runner('-r', '--nocolor', checks='tests/checks/nccl_replay.py')
+    assert proc.returncode == 1, output(proc)          # four of the five fail, as they must
+    return {c['display_name'].split('=', 1)[1]: c for c in last_report(runner)}
+
+
+@pytest.mark.parametrize('name, reason', [
+    ('all-reduce-gh200-2x4-cscs.txt', 'NCCL said nothing of the network it used'),
+    ('all-reduce-gh200-2x1-sarus.txt', 'NCCL said nothing of the network it used'),
+    ('all-reduce-t4-2x1-efa-tagged.txt', 'NCCL sent over AWS Libfabric, not IB'),
+    ('all-reduce-p40-2x1-roce-koordinator.txt', '0 of 2 ranks said their GPU'),
+])
+@pytest.mark.integration
+def test_a_run_whose_path_or_gpus_are_not_what_the_case_promises_fails(replayed, name, reason):
+    case = replayed[name]
+    assert (case['result'], case['fail_phase']) == ('fail', 'sanity') and reason in case['fail_reason'], case
+
+
+@pytest.mark.integration
+def test_a_run_over_the_promised_network_gives_each_size_its_bus_bandwidth(replayed):
+    case = replayed['all-reduce-t4-2x1-efa-tagged.txt as efa']
+    assert case['result'] == 'pass', case['fail_reason']
+    values = {key.rsplit(':', 1)[1]: v for key, v in case['perfvalues'].items()}
+    assert sorted(values) == sorted([f'{m}_{1 << k}' for m in ('bw', 'lat') for k in range(2, 31)] + ['bw_peak'])
+    assert values['bw_peak'][0] == max(v[0] for k, v in values.items() if k.startswith('bw_') and k != 'bw_peak')
+    assert values['bw_1073741824'][0] == 3110.0 and values['bw_1073741824'][4] == 'MB/s'   # 3.11 GB/s printed
+    assert values['lat_1073741824'][0] == 344981.0 and values['lat_1073741824'][4] == 'us'
+    assert case['nccl_transport']['network_channels'] == {'NET/AWS Libfabric/0': 8}
+    assert sorted(r['host'] for r in case['gpu_ranks'].values()) == ['test-nccl-efa-worker-0',
+                                                                      'test-nccl-efa-worker-1']
