@@ -59,6 +59,8 @@ def test_open_mpi_tags_are_removed_and_the_empty_rows_left_out():
     assert table.notes == ['2 row(s) of size 0 left out']
     assert parsed.meta['nccl_version'] == '2.12.7+cuda11.4' and parsed.meta['networks'] == ['AWS Libfabric']
     assert parsed.meta['channels'] == {'NET/AWS Libfabric/0': 8}
+    assert parsed.meta['affinity'] == ['test-nccl-efa-worker-0 GPU 0: ff,ffff0000,00ffffff',
+                                       'test-nccl-efa-worker-1 GPU 0: ffffff00,0000ffff,ff000000']
     assert {r['host'] for r in parsed.meta['ranks']} == {'test-nccl-efa-worker-0', 'test-nccl-efa-worker-1'}
 
 
@@ -187,5 +189,6 @@ def test_a_run_over_the_promised_network_gives_each_size_its_bus_bandwidth(repla
     assert values['bw_1073741824'][0] == 3110.0 and values['bw_1073741824'][4] == 'MB/s'   # 3.11 GB/s printed
     assert values['lat_1073741824'][0] == 344981.0 and values['lat_1073741824'][4] == 'us'
     assert case['nccl_transport']['network_channels'] == {'NET/AWS Libfabric/0': 8}
+    assert len(case['nccl_transport']['affinity']) == 2       # the binding that happened: NCCL's, per GPU
     assert sorted(r['host'] for r in case['gpu_ranks'].values()) == ['test-nccl-efa-worker-0',
                                                                       'test-nccl-efa-worker-1']

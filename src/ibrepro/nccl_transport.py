@@ -21,9 +21,11 @@ def network_family(name):
 
 
 def summary(meta):
-    """What the run's lines say: the networks, and the channels across the network and within a node, with counts."""
+    """What the run's lines say: the networks, the channels across the network and within a node with counts, and
+    the CPUs NCCL bound each GPU's threads to (the job binds no rank: this is the binding that happened)."""
     channels = meta.get('channels') or {}
     return {'networks': list(meta.get('networks') or []), 'net_devices': list(meta.get('net_devices') or []),
+            'affinity': list(meta.get('affinity') or []),
             'network_channels': {via: n for via, n in channels.items() if via.startswith('NET/')},
             'node_channels': {via: n for via, n in channels.items() if not via.startswith('NET/')}}
 

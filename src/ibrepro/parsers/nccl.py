@@ -21,7 +21,8 @@ link's rate). Rows of size 0 (a float collective below 4 B) carry nothing and ar
 
 ``NCCL_DEBUG=INFO`` lines anywhere in the text say what NCCL chose (``meta``): ``networks`` (``Using network IB``),
 ``channels`` (each ``... via NET/IB/0/GDRDMA``, ``via P2P/IPC``, ``via SHM/direct/direct`` with how often),
-``net_devices`` (``NET/IB : Using [0]mlx5_0:1/IB``); :func:`ibrepro.gpu.nccl_transport_problem` judges them.
+``net_devices`` (``NET/IB : Using [0]mlx5_0:1/IB``), ``affinity`` (the CPUs NCCL bound each GPU's threads to:
+``Setting affinity for GPU 0 to ff,ffff0000``); :mod:`ibrepro.nccl_transport` judges them.
 Open MPI's ``--tag-output`` prefix (``[1,0]<stdout>:``) is removed first.
 
 A wrong element count, "Out of bounds values : N FAILED", or no "Avg bus bandwidth" line after the table fail the
@@ -47,6 +48,7 @@ _NETWORK = re.compile(r'NCCL INFO Using network (.+?)[ \t\r]*$', re.M)
 _CHANNEL = re.compile(r'NCCL INFO Channel \d+/\d+ : \d+\[\w+\] -> \d+\[\w+\](?: \[(?:send|receive)\])? '
                       r'via (\S+(?: \S+)*?)(?: comm 0x\w+.*)?[ \t\r]*$', re.M)
 _NET_DEVICES = re.compile(r'NCCL INFO NET/(\w+) : Using (\[\d+\][^;\n]+?)[ \t\r]*(?:;.*)?$', re.M)
+_AFFINITY = re.compile(r'^(\S+?):\d+:\d+ \[\d+\] NCCL INFO Setting affinity for GPU (\d+) to ([0-9a-fA-F,]+)', re.M)
 _FAILURE = re.compile(r'^.*(?:Test (?:NCCL|CUDA) failure|NCCL WARN) .*$', re.M)
 _NUMBER = r'-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?'
 _ROW = re.compile(rf'^\s*(\d+)\s+(\d+)\s+(\w+)\s+(\w+)\s+(?:(-?\d+)\s+)?'
@@ -98,7 +100,8 @@ def parse(text, source):
     meta = {'nccl_version': nccl.group(1) if nccl else None, 'ranks': ranks,
             'min_bytes': int(threads.group(3)), 'max_bytes': int(threads.group(4)),
             'networks': sorted(set(_NETWORK.findall(text))), 'channels': channels,
-            'net_devices': sorted({f'{kind}: {devices}' for kind, devices in _NET_DEVICES.findall(text)})}
+            'net_devices': sorted({f'{kind}: {devices}' for kind, devices in _NET_DEVICES.findall(text)}),
+            'affinity': sorted({f'{host} GPU {gpu}: {mask}' for host, gpu, mask in _AFFINITY.findall(text)})}
     out = ParsedOutput(tool=TOOL, source=source, version=version.group(1) if version else None, meta=meta)
 
     rows, empty = [], 0
