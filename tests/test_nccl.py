@@ -2,6 +2,7 @@
 its MANIFEST) read to their printed values, the path NCCL said it chose judged against what a partition promises,
 and the job scripts the template's GPU partition generates."""
 
+import json
 import re
 from pathlib import Path
 
@@ -153,6 +154,10 @@ def test_the_template_gpu_partition_generates_nccl_job_scripts(reframe, tmp_path
             '#SBATCH --partition=gpu', '#SBATCH --gpus-per-node=4', 'export NCCL_DEBUG=INFO',
             'export NCCL_DEBUG_SUBSYS=INIT,NET', 'export SLURM_MPI_TYPE=pmix'} <= set(lines), two
     assert lines[-1] == 'srun --whole --cpu-bind=none sendrecv_perf -b 8 -e 1073741824 -f 2 -g 1', two
+    described = reframe('--describe', '-n', 'NcclBusBandwidth', '--system', 'example-cluster', config=site)
+    jobs = json.loads(described.stdout[described.stdout.index('['):])
+    assert {c['display_name']: c['job_nodes'] for c in jobs} == {     # what a CI job of one case asks Slurm for
+        f'NcclBusBandwidth %collective={c} %nodes={n}': n for c in ('all_reduce', 'sendrecv') for n in (1, 2)}
     (one,) = [t for t in scripts.values() if 'all_reduce_perf' in t and '--nodes=1' in t]
     assert '#SBATCH --ntasks=4' in one.splitlines() and '#SBATCH --gpus-per-node=4' in one.splitlines(), one
 

@@ -36,7 +36,7 @@ class NcclBusBandwidth(NcclTests):
 
     @run_after('init')
     def describe(self):
-        self.nccl_collective, self.num_nodes = self.collective, self.nodes
+        self.nccl_collective, self.num_nodes, self.job_nodes = self.collective, self.nodes, self.nodes
         self.experiments, self.figures = FIGURES[(self.collective, self.nodes)]
         if self.nodes > 1:
             self.valid_systems = [f'{spec} +nodes{self.nodes}' for spec in self.valid_systems]

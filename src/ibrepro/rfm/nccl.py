@@ -28,7 +28,7 @@ class NcclTests(rfm.RunOnlyRegressionTest, Placement, PaperExperiment):
     #: The nccl-tests program without its ``_perf`` (``all_reduce``, ``sendrecv``); the family sets it.
     nccl_collective = variable(str)
 
-    #: Nodes the case spans.
+    #: Nodes the case spans (the family sets it, and ``job_nodes`` with it, in its init hook).
     num_nodes = variable(int, value=1)
 
     #: The size sweep (``-b``, ``-e``, doubling): 8 B (latency) to 1 GiB (the bus bandwidth's plateau).
@@ -50,10 +50,6 @@ class NcclTests(rfm.RunOnlyRegressionTest, Placement, PaperExperiment):
 
     def program_name(self):
         return f'{self.nccl_collective}_perf'
-
-    @run_after('init', always_last=True)     # after the family's own hook has set num_nodes
-    def _nodes_of_the_case(self):
-        self.job_nodes = self.num_nodes
 
     @run_after('setup')
     def need_gpus_per_node(self):
