@@ -147,3 +147,64 @@ def test_a_baseline_file_that_is_not_one_is_refused():
         with pytest.raises(ValueError):
             charts.Baseline.from_json(doc)
     assert ledger.VERSION == 1
+
+
+# -- a night on other hardware -------------------------------------------------------------------------------------
+
+def _on_its_machine(night, rename=''):
+    """A real ledger night whose cases carry the hardware its ``machine`` record says it ran on (the ledger's nights
+    predate the control's hardware lines; the machine record is the same /proc/cpuinfo fields)."""
+    hardware = {field: str(night['machine'][key]) for field, key in
+                (('cpu', 'cpu'), ('cpu_model', 'cpu_model'), ('cache', 'cache'))}
+    return {**night, 'night': rename + night['night'],
+            'cases': {case: {**rec, 'hardware': hardware} for case, rec in night['cases'].items()}}
+
+
+def test_a_night_on_other_hardware_is_not_judged_against_the_baseline():
+    """Real nights: the second study's Phase I (an Intel Xeon VM), then nights of the third study's (the same VM
+    name moved to an AMD EPYC host): those are "could not judge", never a regression or clean, and the way out
+    names the first night on the new hardware; back on the baseline's hardware the charts judge again."""
+    from ibrepro import paths
+    folder = paths.REFERENCE_DATA / 'ledger'
+    intel = [n for n in ledger.read(folder / 'vm2-impi-1x2.jsonl') if n['phase'] == 'tuning'
+             and ledger.measured_alone(n)]
+    amd = [n for n in ledger.read(folder / 'vm3-impi-1x2.jsonl') if ledger.measured_alone(n)]
+    assert len({n['machine']['cpu_model'] for n in intel + amd}) == 2       # one machine each
+    phase1 = [_on_its_machine(n) for n in intel[:30]]
+    moved = [_on_its_machine(n, 'amd-') for n in amd[:3]]
+    doc = charts.freeze(phase1, series=20)
+    baseline, designs = charts.Baseline.from_json(json.loads(json.dumps(doc)))
+    assert baseline.hardware and all(len(kinds) == 1 for kinds in baseline.hardware.values())
+
+    status, lines = evidence.judge_nights('local', baseline, designs, phase1 + moved)
+    assert status == evidence.EXIT_UNJUDGED, lines
+    told = [line for line in lines if line.startswith('other hardware')]
+    assert len(told) == len(baseline.levels)        # each case, once
+    assert all(f"cpu_model {amd[0]['machine']['cpu_model']!r}" in line and '--accept amd-' + amd[0]['night'] in line
+               and '--nights 30' in line for line in told), told
+    assert not any(line.startswith(('REGRESSION', 'ok ')) for line in lines), lines
+
+    # the same nights without their hardware: the charts judge them (what they did before they knew it)
+    blind = [{**n, 'cases': {c: {k: v for k, v in r.items() if k != 'hardware'} for c, r in n['cases'].items()}}
+             for n in moved]
+    status, lines = evidence.judge_nights('local', baseline, designs, phase1 + blind)
+    assert status != evidence.EXIT_UNJUDGED and not any(line.startswith('other hardware') for line in lines)
+
+    # back on the baseline's hardware: judged again
+    back = [_on_its_machine(n, 'back-') for n in intel[30:31]]
+    status, lines = evidence.judge_nights('local', baseline, designs, phase1 + moved + back)
+    assert not any(line.startswith('other hardware') for line in lines)
+    assert any(line.startswith('ok ') for line in lines), lines
+
+
+def test_hostile_hardware_in_a_stored_night_or_a_baseline_is_dropped():
+    found = {'cpu': 'AMD EPYC', 'cpu_model': '2', 'cache; rm -rf /': 'x', 'hca:mlx5_0': 'MT_0000000223',
+             'evil': 'a\nb', 'long': 'x' * 101, 'num': 7}
+    assert ledger.hardware_of(found) == {'cpu': 'AMD EPYC', 'cpu_model': '2', 'hca:mlx5_0': 'MT_0000000223'}
+    assert ledger.hardware_of(['not', 'a', 'dict']) == {}
+    empty = {'v': 2, 'nights': [], 'levels': {}, 'control': {'center': {}, 'limit': {}}, 'charts': []}
+    baseline, _ = charts.Baseline.from_json({**empty, 'hardware': {'c': [found, {'<b>': '</b>'}]}})
+    assert baseline.hardware == {'c': [ledger.hardware_of(found)]}
+    assert baseline.other_hardware('c', {'hardware': {'cpu': 'AMD EPYC', 'cpu_model': '17'}}).startswith(
+        "cpu_model '17' (Phase I: '2')")
+    assert baseline.other_hardware('c', {}) == ''           # a night stored before the control printed it

@@ -24,6 +24,14 @@ def test_a_night_keeps_the_last_attempt_and_no_non_finite_value():
     assert case['control'] == [{'copy_gbs': None, 'pingpong_ns': 55.0}] and case['pressure'] == [0.1, None]
 
 
+def test_a_night_keeps_the_nodes_hardware_and_nothing_hostile_of_it():
+    report = json.loads(json.dumps(REPORT))
+    report['runs'][1]['testcases'][0]['node_hardware'] = {'cpu': 'AMD EPYC', 'cache': '1024 KB', 'x': '<\n>'}
+    assert ledger.night_record(report, 't1', phase='tuning', schedule={'kind': 'clean'}, started=1.0,
+                               wall_s=2.0)['cases']['A %x=1']['hardware'] == {'cache': '1024 KB', 'cpu': 'AMD EPYC'}
+    assert 'hardware' not in record()['cases']['A %x=1']       # a session stored before the control printed it
+
+
 def test_append_only_and_read_back(tmp_path):
     path = tmp_path / 'ledger.jsonl'
     assert ledger.read(path) == []

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from conftest import needs_impi, output
-from ibrepro import bands, rfmconfig
+from ibrepro import bands, ledger, rfmconfig
 from ibrepro.rfm import repeat
 
 CONTROL = rfmconfig.BENCH_BIN / repeat.CONTROL_PROGRAM
@@ -54,6 +54,18 @@ def test_a_control_that_failed_or_is_missing_is_named(text, message):
         repeat.parse_control(text, 2)
 
 
+def test_the_hardware_is_the_nodes_and_one_for_every_round():
+    amd = 'hardware cpu AMD EPYC\nhardware cpu_model 2\nhardware cache 1024 KB\nhardware hca:mlx5_0 MT_0000000223\n'
+    text = control_block(1) + amd + control_block(2) + amd
+    assert repeat.parse_hardware(text) == {'cpu': 'AMD EPYC', 'cpu_model': '2', 'cache': '1024 KB',
+                                           'hca:mlx5_0': 'MT_0000000223'}
+    assert repeat.parse_hardware(control_block(1) + control_block(2)) == {}     # a control that does not print it
+    # a line that is not the control's form is no hardware (what a node prints is data)
+    assert repeat.parse_hardware(control_block(1) + 'hardware cpu $(reboot)\x07\nhardware a b c\n') == {'a': 'b c'}
+    with pytest.raises(ValueError, match='different hardware'):
+        repeat.parse_hardware(text + control_block(3) + amd.replace('cpu_model 2', 'cpu_model 17'))
+
+
 def test_round_pressure_per_repetition():
     log = ('start 1 100.0 1000000\nend 1 102.0 1500000 0\nstart 2 102.5 1500000\nend 2 103.5 1500000 0\n'
            'start 3 104 -\nend 3 105 - 0\n')
@@ -66,6 +78,10 @@ def test_the_control_program_measures_the_machine():
     assert proc.returncode == 0, proc.stderr
     (values,) = repeat.parse_control('### round 1\n' + proc.stdout, 1)
     assert values['copy_gbs'] > 0 and values['wall_s'] > 0
+    # and the node's hardware, as /proc/cpuinfo names it (what a frozen baseline describes)
+    hardware = repeat.parse_hardware('### round 1\n' + proc.stdout)
+    assert {k: hardware.get(k) for k in ('cpu', 'cpu_model', 'cache')} == \
+        {k: ledger.machine_identity().get(k) for k in ('cpu', 'cpu_model', 'cache')}
     bad = subprocess.run([str(CONTROL), '-c', '0'], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and '-c takes two CPU numbers' in bad.stderr
 
@@ -97,6 +113,7 @@ def test_a_shipped_night_measures_the_bands_in_rounds_with_the_control(shipped_n
     assert all(len(v) == rounds for v in case['repetition_values'].values())
     assert len(case['control_values']) == rounds + 1      # before each round and after the last
     assert all(c['copy_gbs'] > 0 and c['wall_s'] > 0 for c in case['control_values'])
+    assert case['node_hardware']['cpu'] == ledger.machine_identity()['cpu']     # stored with the session
     assert len(case['repetition_pressure']) == rounds
     assert case['executable_opts'][1:3] == ['-msglen', 'msglen.txt']
     # quoted as one word: a checkout path with a space (CI's clone) stays one argument

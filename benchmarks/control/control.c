@@ -9,6 +9,13 @@
  *   psi_some_pct  share of its wall time some task of the node waited for a CPU (/proc/pressure/cpu "some")
  *   wall_s        its own wall time
  *
+ * and the node's hardware, which a frozen baseline describes (a night on other hardware is not judged against it):
+ *
+ *   hardware cpu NAME        /proc/cpuinfo "model name" of the first CPU
+ *   hardware cpu_model N     its "model"
+ *   hardware cache SIZE      its "cache size"
+ *   hardware hca:DEV BOARD   each RDMA device's board id (/sys/class/infiniband/DEV/board_id: the HCA's model)
+ *
  * When the machine itself is slow (another job, a noisy neighbour, a throttled CPU) these move; when only the
  * benchmark's software path is slow they do not: the verdict excludes a round only on this evidence, never on the
  * benchmark's own spread. Output: "name value" lines; "-" where a value cannot be measured (one CPU, no PSI).
@@ -19,6 +26,7 @@
  * a message on stderr (a bad option, a peer thread that never answered within 10 s).
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -143,6 +151,72 @@ static int read_psi(unsigned long long *us)
     return ok;
 }
 
+/* One "hardware NAME VALUE" line; the value (read from the node: any bytes) printable ASCII only, at most 100. */
+static void print_hardware(const char *name, const char *value)
+{
+    char clean[101];
+    int n = 0;
+    while (*value == ' ' || *value == '\t')
+        value++;
+    for (; *value && *value != '\n' && n < 100; value++)
+        clean[n++] = (*value >= 0x20 && *value < 0x7f) ? *value : '?';
+    while (n > 0 && clean[n - 1] == ' ')
+        n--;
+    clean[n] = 0;
+    if (n > 0)
+        printf("hardware %s %s\n", name, clean);
+}
+
+static void print_cpuinfo(void)
+{
+    static const char *keys[][2] = {{"model name", "cpu"}, {"model", "cpu_model"}, {"cache size", "cache"}};
+    int seen[3] = {0};
+    char line[512];
+    FILE *fp = fopen("/proc/cpuinfo", "r");
+    if (!fp)
+        return;
+    while (fgets(line, sizeof line, fp)) {
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        size_t len = colon - line;
+        while (len > 0 && (line[len - 1] == ' ' || line[len - 1] == '\t'))
+            len--;
+        for (int k = 0; k < 3; k++)
+            if (!seen[k] && strlen(keys[k][0]) == len && !strncmp(line, keys[k][0], len)) {
+                print_hardware(keys[k][1], colon + 1);
+                seen[k] = 1;
+            }
+    }
+    fclose(fp);
+}
+
+static void print_hcas(void)
+{
+    DIR *dir = opendir("/sys/class/infiniband");
+    struct dirent *e;
+    if (!dir)
+        return;
+    while ((e = readdir(dir))) {
+        char path[512], board[128], name[160];
+        if (e->d_name[0] == '.' || strlen(e->d_name) > 64)
+            continue;
+        snprintf(path, sizeof path, "/sys/class/infiniband/%s/board_id", e->d_name);
+        FILE *fp = fopen(path, "r");
+        if (!fp)
+            continue;
+        if (fgets(board, sizeof board, fp)) {
+            snprintf(name, sizeof name, "hca:%s", e->d_name);
+            for (char *c = name; *c; c++)
+                if (*c <= 0x20 || *c >= 0x7f)
+                    *c = '?';
+            print_hardware(name, board);
+        }
+        fclose(fp);
+    }
+    closedir(dir);
+}
+
 static int first_cpus(int *a, int *b)
 {
     cpu_set_t set;
@@ -241,6 +315,8 @@ int main(int argc, char **argv)
     else
         printf("psi_some_pct -\n");
     printf("wall_s %.4f\n", wall);
+    print_cpuinfo();
+    print_hcas();
     free(src);
     free(dst);
     return 0;

@@ -19,6 +19,13 @@ each night alone, and never lets regressed nights become the reference.
 * **Frozen baseline** (:meth:`Baseline.fit`): from stated clean nights (Phase I), per variable its level, per chart
   the median ``m0`` and robust scale ``s0`` (1.4826 MAD) of the night values. It changes only when a person
   accepts a change; a regressed night never enters it.
+* **Hardware**: the baseline keeps the node hardware its Phase I ran on (each case's, as its control read it: CPU
+  model and cache, the RDMA devices' board ids). A night measured on other hardware is excluded from every chart of
+  its case, and said: its values describe another machine (moving the 2-core VM to another host shifted the cases
+  by more than any injected level, docs/verdict-protocol.md), so a person accepts the new hardware with a new
+  Phase I (``ibrepro charts baseline --accept NIGHT``) before it is judged; until then the night is "could not
+  judge", never clean and never a regression. A link that trained down or a
+  firmware that got slower is no hardware change: the charts judge it.
 * **Chart**: ``z = (y - m0) / s0``; a one-sided CUSUM ``S = max(0, S + min(z, clip) - k)`` tuned to a design
   shift (``k`` half of it, in z units), alarm at ``S >= h``; beside it a one-night limit ``z >= z_big`` for large
   jumps (Lucas's combined Shewhart-CUSUM). After an alarm the chart stays in alarm: a person fixes or accepts it.
@@ -62,6 +69,8 @@ RATE = 0.003
 #: The replay's mean block of consecutive nights where none is given (a stationary bootstrap keeps busy spells that
 #: long together); a baseline takes its own from its nights (:func:`block_length`).
 MEAN_BLOCK = 3.0
+#: Why a night is excluded from its case's charts when it ran on hardware its Phase I did not.
+OTHER_HARDWARE = 'measured on other hardware than the baseline'
 #: The control fields and the direction in which the machine is slower.
 CONTROL_WORSE = {'pingpong_ns': 'higher', 'copy_gbs': 'lower', 'steal_pct': 'higher', 'psi_some_pct': 'higher'}
 
@@ -219,6 +228,7 @@ class Baseline:
     control: ControlLimits
     nights: list               # night ids of Phase I
     gated: dict = dataclasses.field(default_factory=dict)   # (case, band) -> shift of the slow state (z), or None
+    hardware: dict = dataclasses.field(default_factory=dict)    # case -> [node hardware seen in Phase I]
 
     @classmethod
     def fit(cls, nights):
@@ -238,7 +248,14 @@ class Baseline:
                     if len(ok) >= MIN_ROUNDS:
                         per_var.setdefault(name, []).append(statistics.median(ok))
             levels[case] = {name: statistics.median(v) for name, v in per_var.items() if len(v) >= 3}
-        baseline = cls(levels, {}, control, [n['night'] for n in nights])
+        hardware = {}
+        for n in nights:
+            for case, rec in n['cases'].items():
+                found = ledger.hardware_of(rec.get('hardware')) if rec.get('result') == 'pass' else {}
+                if found and found not in hardware.setdefault(case, []):
+                    hardware[case].append(found)
+        baseline = cls(levels, {}, control, [n['night'] for n in nights],
+                       hardware={case: found for case, found in hardware.items() if found})
         baseline.gated = baseline._slow_state_shifts(nights)
         for key, series in baseline.series(nights).items():
             ys = [v.value for v in series if v.value is not None]
@@ -277,6 +294,18 @@ class Baseline:
             shifts[key] = (statistics.median(slow[key]) - center) / max(scale, MIN_SCALE)
         return shifts
 
+    def other_hardware(self, case, case_record):
+        """How the node hardware of a night's case differs from every kind its Phase I ran on ('' when it does not,
+        or when either side did not record it: nights stored before the control printed it)."""
+        found = ledger.hardware_of(case_record.get('hardware'))
+        known = self.hardware.get(case) or []
+        if not found or not known or found in known:
+            return ''
+        ref = known[0]
+        moved = [f'{k} {found.get(k, "-")!r} (Phase I: {ref.get(k, "-")!r})'
+                 for k in sorted(set(found) | set(ref)) if found.get(k) != ref.get(k)]
+        return ', '.join(moved)
+
     def gated_bands(self, case):
         """The bands of ``case`` that leave out the control's slow-state rounds."""
         return {band for (c, band), z in self.gated.items() if c == case and (z is None or abs(z) >= SENSITIVITY_Z)}
@@ -288,7 +317,8 @@ class Baseline:
                 'charts': [{'case': c, 'band': b, 'm0': m0, 's0': s0, 'design': dataclasses.asdict(designs[(c, b)])}
                            for (c, b), (m0, s0) in sorted(self.charts.items())],
                 'control': {'center': self.control.center, 'limit': self.control.limit},
-                'gated': [{'case': c, 'band': b, 'shift_z': z} for (c, b), z in sorted(self.gated.items())]}
+                'gated': [{'case': c, 'band': b, 'shift_z': z} for (c, b), z in sorted(self.gated.items())],
+                'hardware': self.hardware}
 
     @classmethod
     def from_json(cls, doc):
@@ -307,7 +337,9 @@ class Baseline:
                                     {k: float(v) for k, v in doc['control']['limit'].items()})
             gated = {(g['case'], g['band']): None if g['shift_z'] is None else float(g['shift_z'])
                      for g in doc.get('gated', [])}
-            return cls(levels, charts_, control, [str(n) for n in doc['nights']], gated), designs
+            hardware = {str(case): [ledger.hardware_of(h) for h in found if ledger.hardware_of(h)]
+                        for case, found in doc.get('hardware', {}).items()}
+            return cls(levels, charts_, control, [str(n) for n in doc['nights']], gated, hardware), designs
         except (KeyError, TypeError, AttributeError) as err:
             raise ValueError(f'not a chart baseline ({type(err).__name__}: {err})') from None
 
@@ -317,8 +349,14 @@ class Baseline:
         for i, n in enumerate(nights):
             for case, levels in self.levels.items():
                 rec = n['cases'].get(case)
-                values = night_values(case, rec, levels, self.control, self.gated_bands(case)) if rec else \
-                    {band: NightValue(None, excluded='not measured') for band in chart_keys(case, levels)}
+                other = self.other_hardware(case, rec) if rec else ''
+                if other:
+                    values = {band: NightValue(None, excluded=OTHER_HARDWARE)       # how: evidence's line
+                              for band in chart_keys(case, levels)}
+                elif rec:
+                    values = night_values(case, rec, levels, self.control, self.gated_bands(case))
+                else:
+                    values = {band: NightValue(None, excluded='not measured') for band in chart_keys(case, levels)}
                 for band, v in values.items():
                     out.setdefault((case, band), [NightValue(None, excluded='not measured')] * i).append(v)
         for key in out:

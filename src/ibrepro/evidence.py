@@ -158,6 +158,12 @@ def cmd_baseline(args):
     print(f'charts of {args.system}: Phase I = {len(phase1)} nights ({phase1[0]["night"]} .. {phase1[-1]["night"]}),'
           f' {replayed:.2%} false alarms per night predicted, system-wide (replayed in blocks of '
           f'{doc["replay"]["mean_block"]:g} nights on average, plus the fitted tails; asked: at most {args.rate:g})')
+    kinds = sorted({json.dumps(h, sort_keys=True) for found in baseline.hardware.values() for h in found})
+    for kind in kinds:          # what the baseline describes: a night on other hardware is not judged against it
+        print('hardware of Phase I: ' + ', '.join(f'{k} {v}' for k, v in json.loads(kind).items()))
+    if len(kinds) > 1:
+        print(f'ibrepro charts: warning: Phase I ran on {len(kinds)} kinds of hardware: their nights are pooled',
+              file=sys.stderr)
     print('case | band | noise (robust sd) | h | z_big | caught within 1 / 3 / 10 nights (90 %)')
     for row in described:
         mde = ' / '.join(_pct(row['mde'][d]) for d in ('1', '3', '10'))
@@ -242,6 +248,13 @@ def judge_nights(system, baseline, designs, nights, night=None, stated=None):
                                for d in ('1', '3', '10'))
             lines.append(f'ok {name}: tonight z {zs[-1]:+.2f}, evidence {path_[-1] / design.h:.0%} of an alarm '
                          f'(catches {catch} within 1 / 3 / 10 nights)')
+    moved = _other_hardware(baseline, after)
+    for case, (why, since) in moved.items():
+        lines.append(f'other hardware {case}: night {after[-1]["night"]} ran on other hardware than the baseline '
+                     f'({why}): not judged against it; once its nights there are known clean, a person accepts it: '
+                     f'ibrepro charts baseline --accept {since} --nights {len(baseline.nights)}')
+    if moved and status != EXIT_ALARM:
+        status = EXIT_UNJUDGED
     for key in keys:            # the retrospective view: every change Otava finds since the baseline
         lines += [f'change {key[0]} | {key[1]}: Otava finds a change at night {p["night"]} ({p["change"]:+.1%}, '
                   f'p = {p["pvalue"]:.2g})' for p in located.get(key, [])]
@@ -249,6 +262,25 @@ def judge_nights(system, baseline, designs, nights, night=None, stated=None):
         lines.append(f'charts of {system}: could not judge night {after[-1]["night"]}: no chart measured it')
         status = EXIT_ALARM if status == EXIT_ALARM else EXIT_UNJUDGED
     return status, lines
+
+
+def _other_hardware(baseline, after):
+    """``{case: (how its hardware differs, the first night of the run of nights on it)}`` for the cases whose newest
+    night in ``after`` ran on hardware the baseline's Phase I did not."""
+    moved = {}
+    tonight = after[-1]['cases']
+    for case, rec in tonight.items():
+        why = baseline.other_hardware(case, rec) if case in baseline.levels else ''
+        if not why:
+            continue
+        here = ledger.hardware_of(rec.get('hardware'))
+        since = after[-1]['night']
+        for n in reversed(after[:-1]):
+            if ledger.hardware_of((n['cases'].get(case) or {}).get('hardware')) != here:
+                break
+            since = n['night']
+        moved[case] = (why, since)
+    return moved
 
 
 def _changes(baseline, phase1, after, keys):

@@ -14,7 +14,11 @@ CPU time other processes used beside it (``alone``: a night not measured alone i
      "alone": {"others_cpu_s": 0.12},
      "cases": {"IMBPointToPoint %benchmark=PingPong %layout=1x2": {"environ": "impi", "result": "pass",
                "values": {"lat_8": [0.14, 0.15, 0.14], ...}, "control": [{"pingpong_ns": 55.1, ...}, ...],
-               "pressure": [0.01, 0.0, 0.02], "injected": "", "inject_added": {}, "reason": ""}}}
+               "pressure": [0.01, 0.0, 0.02], "injected": "", "inject_added": {}, "reason": "",
+               "hardware": {"cpu": "AMD EPYC", "cpu_model": "2", "cache": "1024 KB"}}}}
+
+A case's ``hardware`` is what its control read on the node (:func:`ibrepro.rfm.repeat.parse_hardware`); nights
+stored before the control printed it have none.
 """
 
 import json
@@ -65,12 +69,26 @@ def night_record(report, night, *, phase, schedule, started, wall_s, load1=None,
                 'injected': case.get('injected') or '',
                 'inject_added': case.get('inject_added') or {},
                 'reason': str(case.get('fail_reason') or '')[:300],
+                **({'hardware': hardware} if (hardware := hardware_of(case.get('node_hardware'))) else {}),
             }
     return {'v': VERSION, 'night': night, 'phase': phase, 'schedule': schedule, 'started': round(started, 3),
             'wall_s': round(wall_s, 3), 'load1': load1, 'commit': commit, 'host': host,
             **({'machine': machine} if machine else {}),
             **({'alone': {'others_cpu_s': round(others_cpu_s, 2)}} if others_cpu_s is not None else {}),
             'cases': cases}
+
+
+_HARDWARE_FIELD = re.compile(r'[A-Za-z0-9_.:-]{1,80}')
+_HARDWARE_VALUE = re.compile(r'[\x20-\x7e]{1,100}')
+
+
+def hardware_of(found):
+    """A case's node hardware (``{field: value}``) as stored data may hold it: the fields and values that are
+    the short printable strings the control prints, nothing else (a stored session is data; it may be hostile)."""
+    if not isinstance(found, dict):
+        return {}
+    return {k: v for k, v in sorted(found.items())[:32] if isinstance(k, str) and isinstance(v, str)
+            and _HARDWARE_FIELD.fullmatch(k) and _HARDWARE_VALUE.fullmatch(v)}
 
 
 def machine_identity():

@@ -21,7 +21,9 @@ the control before alone missed. Its output goes to :data:`CONTROL_FILE` (one bl
 N = R + 1 for the one after the last), the case stores it as ``control_values``, R + 1 dicts in that order; a control
 that failed or is missing fails the case (a night whose control did not run cannot be told from a busy one). It
 runs on the job's first node (the batch step): what the 1x2 layouts use; for several nodes it is the first node's
-machine state only.
+machine state only. The control also prints the node's hardware (its CPU model and cache, each RDMA device's board
+id), which the case stores as ``node_hardware``: a frozen baseline describes one kind of hardware, and a night
+measured on another is not judged against it (:mod:`ibrepro.charts`).
 """
 
 import collections
@@ -54,6 +56,8 @@ CONTROL_PROGRAM = 'ibrepro_control'
 #: What the control prints, each ``name value`` (``-`` where it cannot measure it).
 CONTROL_FIELDS = ('pingpong_ns', 'copy_gbs', 'steal_pct', 'psi_some_pct', 'wall_s')
 
+#: A hardware line of the control: ``hardware <field> <value>`` (``cpu``, ``cpu_model``, ``cache``, ``hca:<device>``).
+_HARDWARE_LINE = re.compile(r'^hardware ([A-Za-z0-9_.:-]{1,80}) ([\x20-\x7e]{1,100})$', re.M)
 _MARKER_LINE = re.compile(r'^### ibrepro repetition (\d+) of (\d+)$', re.M)
 _PRESSURE = "$(sed -n 's/^some .*total=//p' /proc/pressure/cpu 2>/dev/null || echo -)"
 
@@ -146,6 +150,19 @@ def parse_control(text, controls):
     if missing:
         raise ValueError(f'no output of control(s) {", ".join(map(str, missing[:10]))} of {controls}')
     return [found[r] for r in range(1, controls + 1)]
+
+
+def parse_hardware(text):
+    """The node's hardware the controls printed (``{field: value}``, printable text; empty when none printed it:
+    a control built before it did), or ValueError when two controls of one job disagree (the promise that every
+    round ran on the same node was not kept)."""
+    blocks = re.split(r'^### round \d+$', text, flags=re.M)[1:]
+    seen = [dict(_HARDWARE_LINE.findall(body)) for body in blocks]
+    seen = [found for found in seen if found]
+    if any(found != seen[0] for found in seen[1:]):
+        raise ValueError(f'the rounds ran on different hardware: {seen[0]} and '
+                         f'{next(f for f in seen if f != seen[0])}')
+    return seen[0] if seen else {}
 
 
 def _pressure_intervals(log_text):
@@ -265,6 +282,9 @@ class Repetitions(rfm.RegressionTestPlugin):
     #: The control's values, before each repetition and after the last (``control``: R + 1; empty without it).
     control_values = variable(typ.List[typ.Dict[str, object]], value=[], loggable=True)
 
+    #: The node's hardware, as the control read it (``parse_hardware``; empty without the control).
+    node_hardware = variable(typ.Dict[str, str], value={}, loggable=True)
+
     #: Per repetition, the share of its time some task of the node waited for a CPU (None where not reported).
     repetition_pressure = variable(typ.List[object], value=[], loggable=True)
 
@@ -297,7 +317,9 @@ class Repetitions(rfm.RegressionTestPlugin):
             return self.diagnose()
         if self.control:
             try:
-                self.control_values = parse_control(self._read(CONTROL_FILE), self.repetitions + 1)
+                text = self._read(CONTROL_FILE)
+                self.control_values = parse_control(text, self.repetitions + 1)
+                self.node_hardware = parse_hardware(text)
             except ValueError as err:
                 raise SanityError(f'control: {err}') from None
         self.repetition_pressure = round_pressure(self._read(LOG_FILE))
