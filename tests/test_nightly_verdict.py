@@ -419,3 +419,46 @@ def test_power_harness_never_counts_a_failed_check_as_detected():
     assert (level['detected'], level['nights'], level['failed']) == (0, 1, 1)
     assert (entry['false_alarms'], entry['clean_failed']) == (0, 1)
     assert power.combined_levels([entry], [50])[0]['failed'] == 1
+
+
+def _move(db, nights):
+    """Make the stored ``nights`` as if measured on another machine: their cases' node hardware (what the control
+    read on the node) names another CPU model. The nights and their values stay the real ones."""
+    import sqlite3
+    with sqlite3.connect(db) as conn:
+        for uuid, blob in conn.execute('SELECT uuid, json_blob FROM sessions').fetchall():
+            report = json.loads(blob)
+            if report['session_info'].get('nightly') not in nights:
+                continue
+            for run in report['runs']:
+                for case in run['testcases']:
+                    case['node_hardware'] = {**case['node_hardware'], 'cpu_model': 'elsewhere'}
+            conn.execute('UPDATE sessions SET json_blob = ? WHERE uuid = ?', (json.dumps(report), uuid))
+
+
+@needs_impi
+@pytest.mark.integration
+def test_a_night_on_other_hardware_than_its_history_is_not_judged(night):
+    """The history test compares a case's nights on one kind of hardware only: a night whose earlier nights ran on
+    another CPU model has too few nights to test and is "could not judge" (exit 2), never clean or a regression."""
+    case = results.stored_sessions(night.db, last=1)[0]['runs'][0]['testcases'][0]
+    assert case['node_hardware']['cpu'], case.get('node_hardware')      # the nightly mode's control recorded it
+    judge = ['report', '--nightly', '--night', 'clean7', '--min-history', '7', '--window', '7', *QUIET_REPORT]
+    proc = night.ibrepro(*judge, '--output-dir', str(night.home / 'before'))
+    assert proc.returncode == verdict.EXIT_CLEAN and 'tested variables' in proc.stdout, output(proc)
+
+    _move(night.db, {f'clean{k}' for k in range(3)})
+    night.db.with_name(night.db.name + '.values').unlink()     # the index holds what a session was when first read
+    proc = night.ibrepro(*judge, '--output-dir', str(night.home / 'after'))
+    assert proc.returncode == verdict.EXIT_UNJUDGED, output(proc)
+    assert re.search(r"^  OTHER HARDWARE IMBPointToPoint .*: 3 earlier session\(s\) ran on other hardware "
+                     r"\(cpu_model '[^']+' \(before: 'elsewhere'\)\)", proc.stdout, re.M), output(proc)
+    assert 'could not judge: 1 test case(s) on other hardware than their history' in proc.stdout
+    html, md = pages(proc)
+    assert '**Could not judge IMBPointToPoint' in md and 'left out of its history test' in md
+    assert 'class="status warn other-hardware">Could not judge IMBPointToPoint' in html
+
+    # with enough nights on tonight's hardware left, it is judged on those
+    proc = night.ibrepro('report', '--nightly', '--night', 'clean7', '--min-history', '4', '--window', '7',
+                         *QUIET_REPORT, '--output-dir', str(night.home / 'four'))
+    assert proc.returncode == verdict.EXIT_CLEAN and 'tested variables' in proc.stdout, output(proc)

@@ -89,16 +89,21 @@ def test_the_control_program_measures_the_machine():
 # -- one real night, as the nightly mode ships it -------------------------------------------------------------
 
 @pytest.fixture(scope='module')
-def shipped_night(tmp_path_factory):
+def shipped_run(tmp_path_factory):
     from conftest import ReFrameRunner
     runner = ReFrameRunner(tmp_path_factory.mktemp('rounds') / 'home')
     report = runner.home / 'night.json'
     proc = runner('-r', '--mode', 'nightly', '-n', 'IMBPointToPoint%benchmark=PingPong%layout=1x2', '-p', '^impi$',
                   '-S', 'iterations=200', f'--report-file={report}',
-                  checks='reframe-checks/mpi/pt2pt_collectives.py')
+                  checks='reframe-checks/mpi/pt2pt_collectives.py', env={'IBREPRO_NIGHTLY': 'n1'})
     assert proc.returncode == 0, output(proc)
     (case,) = json.loads(report.read_text())['runs'][0]['testcases']
-    return case
+    return runner, case
+
+
+@pytest.fixture(scope='module')
+def shipped_night(shipped_run):
+    return shipped_run[1]
 
 
 @pytest.mark.integration
@@ -133,3 +138,22 @@ def test_the_control_can_be_switched_off_from_the_command_line(tmp_path):
     assert proc.returncode == 0, output(proc)
     (case,) = json.loads(report.read_text())['runs'][0]['testcases']
     assert case['control'] is False and case['control_values'] == []
+
+
+@pytest.mark.integration
+@needs_impi
+def test_the_stored_night_carries_its_nodes_hardware_into_the_charts(shipped_run):
+    """From the control on the node to the frozen baseline: ReFrame stores ``node_hardware``, the charts' night
+    record keeps it, a baseline fitted on the night knows it, and a night on other hardware is told apart."""
+    from ibrepro import charts, evidence
+    runner, _ = shipped_run
+    (night,) = evidence.stored_nights('local', db=runner.db)
+    (case,) = night['cases'].values()
+    here = ledger.machine_identity()
+    assert {k: case['hardware'][k] for k in ('cpu', 'cpu_model', 'cache')} == \
+        {k: here[k] for k in ('cpu', 'cpu_model', 'cache')}
+    baseline = charts.Baseline.fit([night])
+    (name,) = night['cases']
+    assert baseline.hardware == {name: [case['hardware']]} and baseline.other_hardware(name, case) == ''
+    elsewhere = {**case, 'hardware': {**case['hardware'], 'cpu_model': here['cpu_model'] + '0'}}
+    assert baseline.other_hardware(name, elsewhere).startswith(f"cpu_model '{here['cpu_model']}0'")

@@ -31,7 +31,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
-from . import parsers, paths, trust
+from . import ledger, parsers, paths, trust
 
 
 class ResultsError(RuntimeError):
@@ -262,11 +262,26 @@ class SessionRow:
     failures: int | None
     systems: tuple
     confirms: str | None = None   # the ``confirms`` extra: this session re-ran a night's suspects (ibrepro nightly)
+    hardware: str = '{}'     # JSON: {"<system>|<partition>|<environ>|<name>": the node hardware its control read}
 
     @property
     def night(self):
         """The run this session belongs to: the night it confirms, its ``nightly`` extra, or itself."""
         return self.confirms or self.run or self.uuid
+
+    def hardware_of(self, system, partition, environ, name):
+        """The node hardware a test case of this session ran on (``{}`` when its control did not record it)."""
+        try:
+            found = json.loads(self.hardware)
+        except (TypeError, ValueError):
+            return {}
+        if not isinstance(found, dict):
+            return {}
+        return ledger.hardware_of(found.get(hardware_key(system, partition, environ, name)))
+
+
+def hardware_key(system, partition, environ, name):
+    return f'{system}|{partition}|{environ}|{name}'
 
 
 def extract(report, uuid=None):
@@ -279,9 +294,12 @@ def extract(report, uuid=None):
         for variable, value, unit, ref, lower, upper, result in _values(info, case, problems):
             values.append((Series(system, partition, environ, check, case['name'], json.dumps(params), variable, unit),
                            value, ref, lower, upper, result))
+    hardware = {hardware_key(c['system'], c['partition'], c['environ'], c['name']): found for c in cases
+                if (found := ledger.hardware_of(c.get('node_hardware')))}
     row = SessionRow(uuid or info.get('uuid') or '', float(info.get('time_start_unix') or 0), info.get('nightly'),
                      _count(info.get('num_cases')), _count(info.get('num_failures')),
-                     tuple(sorted({c['system'] for c in cases})), info.get('confirms'))
+                     tuple(sorted({c['system'] for c in cases})), info.get('confirms'),
+                     json.dumps(hardware, sort_keys=True))
     return row, values, problems
 
 
@@ -386,7 +404,8 @@ _INDEX_CHECKS = {
     'sessions': "typeof(uuid) != 'text' OR typeof(start) NOT IN ('real', 'integer', 'null') "
                 "OR abs(start) > 1e11 OR NOT json_valid(coalesce(systems, '[]')) "
                 "OR json_type(coalesce(systems, '[]')) != 'array' OR NOT json_valid(coalesce(problems, '[]')) "
-                "OR typeof(series_set) NOT IN ('integer', 'null')",
+                "OR typeof(series_set) NOT IN ('integer', 'null') OR NOT json_valid(coalesce(hardware, '{}')) "
+                "OR json_type(coalesce(hardware, '{}')) != 'object'",
     'series': "typeof(system) != 'text' OR typeof(partition) != 'text' OR typeof(environ) != 'text' "
               "OR typeof(check_name) != 'text' OR typeof(name) != 'text' OR typeof(variable) != 'text' "
               "OR typeof(unit) != 'text' OR NOT json_valid(params)",
@@ -397,11 +416,11 @@ _INDEX_CHECKS = {
     'series_sets': "NOT json_valid(members) OR json_type(members) != 'array'",
 }
 
-_INDEX_FORMAT = '3'
+_INDEX_FORMAT = '4'
 _INDEX_SCHEMA = [
     'CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT)',
     'CREATE TABLE sessions(id INTEGER PRIMARY KEY, uuid TEXT UNIQUE NOT NULL, start REAL, run TEXT, cases INTEGER, '
-    'failures INTEGER, systems TEXT, problems TEXT, unreadable TEXT, confirms TEXT, series_set INTEGER, '
+    'failures INTEGER, systems TEXT, problems TEXT, unreadable TEXT, confirms TEXT, series_set INTEGER, hardware TEXT, '
     f'CHECK(NOT ({_INDEX_CHECKS["sessions"]})))',
     'CREATE TABLE series(id INTEGER PRIMARY KEY, system TEXT, partition TEXT, environ TEXT, check_name TEXT, '
     'name TEXT, params TEXT, variable TEXT, unit TEXT, '
@@ -713,9 +732,9 @@ class ValueIndex:
             return
         row, values, problems = extract(report, uuid)
         cursor = self.conn.execute('INSERT OR IGNORE INTO sessions(uuid, start, run, cases, failures, systems, '
-                                   'problems, confirms) VALUES(?, ?, ?, ?, ?, ?, ?, ?)',
+                                   'problems, confirms, hardware) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?)',
                                    (uuid, row.start, row.run, row.cases, row.failures, json.dumps(row.systems),
-                                    json.dumps(problems), row.confirms))
+                                    json.dumps(problems), row.confirms, row.hardware))
         if not cursor.rowcount:
             return
         sid = cursor.lastrowid
@@ -755,15 +774,15 @@ class ValueIndex:
         """``(SessionRow, problems)`` of every readable stored session, oldest first, and the unreadable ones'
         reasons."""
         readable, unreadable = [], list(self.skipped)
-        for uuid, start, run, cases, failures, systems, problems, bad, confirms in self.conn.execute(
-                'SELECT uuid, start, run, cases, failures, systems, problems, unreadable, confirms FROM sessions '
-                'ORDER BY start, uuid'):
+        for uuid, start, run, cases, failures, systems, problems, bad, confirms, hardware in self.conn.execute(
+                'SELECT uuid, start, run, cases, failures, systems, problems, unreadable, confirms, hardware '
+                'FROM sessions ORDER BY start, uuid'):
             if bad:
                 unreadable.append(bad)
                 continue
             try:
-                readable.append((SessionRow(uuid, start, run, cases, failures, tuple(json.loads(systems)), confirms),
-                                 list(json.loads(problems))))
+                readable.append((SessionRow(uuid, start, run, cases, failures, tuple(json.loads(systems)), confirms,
+                                            hardware or '{}'), list(json.loads(problems))))
             except (TypeError, ValueError):
                 raise self._damaged(f'the row of session {_short(uuid)}') from None
         return readable, unreadable

@@ -41,6 +41,8 @@ VERDICTS = {
     'inconclusive': 'too noisy to judge this night',
     'ok': 'no regression',
     'untested': 'not enough history to test',
+    'other-hardware': 'ran on other hardware than its history (its node\'s CPU or HCA model): not judged until it '
+                      'has enough nights there',
 }
 
 #: Exit status of ``ibrepro report --nightly``, ``ibrepro nightly``, ``make nightly`` and ``ci/nightly.sh``.
@@ -48,7 +50,8 @@ EXIT_CLEAN = 0          # judged, no regression
 EXIT_REGRESSION = 1     # a test case regressed (confirmed, or unconfirmed where no confirmation ran, or unverified
                         # where its night alone crosses ALARM_ALPHA)
 EXIT_UNJUDGED = 2       # could not judge: unreadable references or data, a crash, 3 inconclusive nights in a row,
-                        # a suspect whose confirmation measured nothing and whose night alone is below the alarm
+                        # a suspect whose confirmation measured nothing and whose night alone is below the alarm,
+                        # a case on other hardware than its history
 
 #: The one-night alarm: a suspect whose confirmation measured nothing is an alarm when its night's test-case q is at
 #: most this (the report's own false discovery rate, stats.Method().alpha; ``ibrepro nightly`` screens the night at
@@ -148,8 +151,8 @@ def exit_status(verdicts, inconclusive_run=0):
     kinds = {v.verdict for v in verdicts}
     if kinds & {'regression', 'unconfirmed'} or any(v.verdict == 'unverified' and v.alarm for v in verdicts):
         return EXIT_REGRESSION
-    if 'unverified' in kinds:   # flagged, not confirmed, not cleared, and the night alone is not an alarm
-        return EXIT_UNJUDGED
+    if kinds & {'unverified', 'other-hardware'}:   # flagged and neither confirmed nor cleared; or on hardware its
+        return EXIT_UNJUDGED                        # history did not run on: never clean
     if 'inconclusive' in kinds:
         return EXIT_UNJUDGED if inconclusive_run + 1 >= INCONCLUSIVE_LIMIT else EXIT_INCONCLUSIVE
     return EXIT_CLEAN

@@ -222,6 +222,9 @@ def _nightly_verdict(system, model, method, inputs, guard):
     elif model['unverified']:
         print(f'{system}: {len(model["unverified"])} test case(s) flagged and not confirmed: their confirmation '
               'measured nothing (not cleared)')
+    elif model['other_hardware']:
+        print(f'{system}: could not judge {len(model["other_hardware"])} test case(s): they ran on other hardware '
+              'than their history')
     elif not model['tested'] and model['variables'] and model['runs'] - 1 < method.min_history:
         # a new system (or one whose history was cut): a warning every night until it can be judged, never clean
         print(f'{system}: not judged yet: {model["runs"] - 1} of {method.min_history} nights stored before this '
@@ -246,12 +249,18 @@ def _nightly_verdict(system, model, method, inputs, guard):
               f'not (e.g. {moved[0]["name"]} {moved[0]["variable"]} {render.pct(moved[0]["shift"].change)})')
     for line in lines:
         print(f'  {line}')
+    for g in model['other_hardware']:
+        print(f'  OTHER HARDWARE {g["name"]} @{g["partition"]}+{g["environ"]}: {g["reason"]}; judged again once '
+              f'it has {method.min_history} nights there')
     for f in model['flaky']:
         print(f"  FLAKY test case {f['name']} @{f['partition']}+{f['environ']}: passed only on a retry, after "
               + '; '.join(f['earlier']))
     if status == verdict.EXIT_UNJUDGED and model['unverified']:
         print(f'{system}: could not judge: {len(model["unverified"])} suspect(s) whose confirmation measured nothing, '
               f'and the night alone is below the alarm limit (q <= {verdict.ALARM_ALPHA:g})')
+    elif status == verdict.EXIT_UNJUDGED and model['other_hardware']:
+        print(f'{system}: could not judge: {len(model["other_hardware"])} test case(s) on other hardware than their '
+              'history')
     elif status == verdict.EXIT_UNJUDGED:
         print(f'{system}: {verdict.INCONCLUSIVE_LIMIT} inconclusive nights in a row: the nightly test has not judged '
               'this system since; find what disturbs the runs (another job, a noisy node)')

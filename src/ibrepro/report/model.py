@@ -1,5 +1,6 @@
 """The model of one system's report (:func:`build`): what the templates show, as one dict."""
 
+import array
 import collections
 import dataclasses
 import datetime
@@ -7,7 +8,7 @@ import functools
 import json
 import statistics
 
-from .. import parsers, plots, results, stats, verdict
+from .. import ledger, parsers, plots, results, stats, verdict
 from ..simulated import table as simulated_table
 from . import fleet, papers, provenance, regressions
 from ..results import run_id
@@ -159,7 +160,9 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     n = runs.count
     first_run = max(0, n - method.window - method.confirm)
     since = next((p for p, j in enumerate(runs.run_of) if j is not None and j >= first_run), len(runs.run_of))
-    recent = runs.aligned(history.values(since=since), first_run)
+    tonight = {group: ledger.hardware_of(c.case.get('node_hardware')) for group, c in cases_now.items()}
+    values, other_hardware = _same_hardware(history.values(since=since), sessions, system, tonight)
+    recent = runs.aligned(values, first_run)
     better = {key: parsers.METRIC_BETTER.get(regressions.metric_of(key[-1]).split('_')[0]) for key in meta}
     result = stats.history_tests(
         {key: (recent.get(key) or [None] * (n - first_run), better[key],
@@ -170,6 +173,9 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
         'its confirmation session(s) did not run it (skipped)' if runs.confirming else None)
     verdicts = _verdicts(result, {k: c.case for k, c in cases_now.items()}, confirmed_cases,
                          _confirmation_values(history, runs.keys, runs.confirming), guard, missing)
+    for group, why in other_hardware.items():     # too few nights on tonight's hardware to test it: not clean
+        if group in verdicts and verdicts[group].verdict == 'untested':
+            verdicts[group] = dataclasses.replace(verdicts[group], verdict='other-hardware', reason=why)
     info = newest['session_info']
     model = {
         'system': system,
@@ -206,6 +212,38 @@ def build(system, selected, history, method=stats.Method(), platforms_config=Non
     model.update(_verdict_lists(verdicts, model['groups']))
     model['guard'] = dataclasses.asdict(guard)
     return plots.draw_all(model)      # the figures, drawn together
+
+
+def _same_hardware(values, sessions, system, tonight):
+    """``(values, {group: why})``: the history's ``values`` (``{series: (positions, values)}``) without the
+    sessions whose test case ran on other node hardware than tonight's (``tonight``: group -> hardware; either side
+    unrecorded counts as the same), and per test case that lost some, what differed. A history test compares nights
+    of one machine: a case moved to another CPU or HCA model shifts by more than the regressions it looks for."""
+    parsed, kept, other = {}, {}, {}
+    for series, (positions, xs) in values.items():
+        group = (series.partition, series.environ, series.name)
+        here = tonight.get(group)
+        if not here:
+            kept[series] = (positions, xs)
+            continue
+        keep = []
+        for p, x in zip(positions, xs):
+            if (p, group) not in parsed:        # a case's variables share its session's hardware: read it once
+                parsed[p, group] = sessions[p].hardware_of(system, *group)
+            there = parsed[p, group]
+            if there and there != here:
+                other.setdefault(group, {})[p] = there
+            else:
+                keep.append((p, x))
+        if keep:
+            kept[series] = (array.array('i', [p for p, _ in keep]), array.array('d', [x for _, x in keep]))
+    why = {}
+    for group, found in other.items():
+        there = next(iter(found.values()))
+        moved = ', '.join(f'{k} {tonight[group].get(k, "-")!r} (before: {there.get(k, "-")!r})'
+                          for k in sorted(set(there) | set(tonight[group])) if there.get(k) != tonight[group].get(k))
+        why[group] = f'{len(found)} earlier session(s) ran on other hardware ({moved}): left out of its history test'
+    return kept, why
 
 
 def _charts(system, night):
@@ -286,7 +324,7 @@ def _verdict_lists(verdicts, groups):
     return {'case_verdicts': rows, 'verdict_objects': list(verdicts.values()),
             'group_alarms': by_kind['regression'] + by_kind['unconfirmed'],
             'cleared': by_kind['cleared'], 'inconclusive': by_kind['inconclusive'],
-            'unverified': by_kind['unverified'],
+            'unverified': by_kind['unverified'], 'other_hardware': by_kind['other-hardware'],
             'suspects': [r for r in rows if r['needs_confirmation']]}
 
 
